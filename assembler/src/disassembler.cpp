@@ -1,0 +1,60 @@
+#include <fmt/format.h>
+
+#include <set>
+
+#include "tpu/asm/assembler.h"
+#include "tpu/isa/isa.h"
+
+namespace tpu::as {
+
+std::string disassemble(const isa::Program& p) {
+  std::string out;
+  out += fmt::format("# {} instructions, {} data segments, {} tensor symbols\n", p.code.size(), p.data.size(),
+                     p.symbols.size());
+  out += fmt::format(".target \"{}\"", p.target.name);
+  for (const auto& f : isa::target_fields()) out += fmt::format(", {}={}", f.key, p.target.*f.member);
+  out += "\n";
+  for (const auto& s : p.symbols) {
+    out += fmt::format("{} {}, {}[{}], {:#x}\n", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
+                       fmt::join(s.dims, ", "), s.hbm_addr);
+  }
+
+  // Name every branch target inside the program (or just past its end).
+  std::vector<std::optional<isa::Instruction>> decoded;
+  std::set<int64_t> targets;
+  const auto n = static_cast<int64_t>(p.code.size());
+  for (int64_t pc = 0; pc < n; ++pc) {
+    decoded.push_back(isa::decode(p.code[static_cast<size_t>(pc)]));
+    if (!decoded.back()) continue;
+    const auto& ops = isa::format_spec(isa::spec(decoded.back()->op).format).operands;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == isa::OperandKind::Pcrel32) {
+        int64_t t = pc + (*decoded.back())[i];
+        if (t >= 0 && t <= n) targets.insert(t);
+      }
+  }
+  auto label_for = [&](int64_t t) { return targets.count(t) ? fmt::format("L{}", t) : std::string(); };
+
+  out += ".text\n";
+  for (int64_t pc = 0; pc <= n; ++pc) {
+    if (targets.count(pc)) out += fmt::format("L{}:\n", pc);
+    if (pc == n) break;
+    const uint64_t word = p.code[static_cast<size_t>(pc)];
+    std::string text = decoded[static_cast<size_t>(pc)] ? isa::disassemble(*decoded[static_cast<size_t>(pc)], pc, label_for)
+                                                        : fmt::format(".inst {:#018x}", word);
+    out += fmt::format("    {:<40} # {:5}: {:016x}\n", text, pc, word);
+  }
+
+  for (const auto& d : p.data) {
+    out += fmt::format(".data {:#x}\n", d.hbm_addr);
+    for (size_t i = 0; i < d.bytes.size(); i += 16) {
+      out += "    .byte ";
+      for (size_t j = i; j < std::min(i + 16, d.bytes.size()); ++j)
+        out += fmt::format("{}{:#04x}", j == i ? "" : ", ", d.bytes[j]);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace tpu::as

@@ -1,0 +1,30 @@
+// tpu-objdump PROG.tpu [-o FILE]: prints assembly that tpu-as turns back into
+// the identical binary.
+#include <fstream>
+#include <iostream>
+
+#include "cli_common.h"
+#include "tpu/asm/assembler.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpu-objdump: disassemble a .tpu program (the output reassembles to the identical binary)"};
+  app.name("tpu-objdump");
+  std::string input, output;
+  app.add_option("program", input, "program (.tpu)")->required();
+  app.add_option("-o,--output", output, "write the assembly here instead of stdout");
+  if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
+  try {
+    const std::string text = tpu::as::disassemble(tpu::isa::load_file(input));
+    if (output.empty()) {
+      std::cout << text;
+      return std::cout.good() ? 0 : 1;
+    }
+    std::ofstream out(output, std::ios::binary);
+    out << text;
+    if (!out) throw tpu::Error(output + ": cannot write");
+    return 0;
+  } catch (const tpu::Error& e) {
+    std::cerr << "tpu-objdump: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,128 @@
+// The instruction set: tables, encoder, decoder and disassembler, all
+// generated from isa.def. This library knows nothing of the assembler, the
+// compiler or the simulator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpu::isa {
+
+inline constexpr int kInsnBits = 64;
+inline constexpr int kInsnBytes = 8;
+inline constexpr int kOpcodeHi = 63;
+inline constexpr int kOpcodeLo = 56;
+inline constexpr int kMaxOperands = 7;
+inline constexpr int kNumSregs = 32;
+inline constexpr int kNumVregs = 32;
+inline constexpr int kNumSems = 32;
+inline constexpr int kMaxMxus = 8;
+
+enum class OperandKind : uint8_t { Sreg, Vreg, Sem, Mxu, Unit, MxuDtype, Csr, Simm32, Uimm16, Bits32, Pcrel32 };
+
+// The unit that executes an instruction once the scalar unit has issued it.
+enum class ExecUnit : uint8_t { Scalar, Sync, Dma, Mxu, Vpu };
+
+enum class Format : uint8_t {
+#define ISA_FORMAT(name, ...) name,
+#include "tpu/isa/isa.def"
+};
+
+// Opcode values are the encodings themselves.
+enum class Opcode : uint8_t {
+#define ISA_INSN(id, mnemonic, opcode, format, unit, doc) id = opcode,
+#include "tpu/isa/isa.def"
+};
+
+// Enumerated operand values, e.g. Named::Unit_dma, Named::MxuDtype_s8.
+enum class Named : uint16_t {
+#define ISA_ENUM(kind, name, value, doc) kind##_##name = value,
+#include "tpu/isa/isa.def"
+};
+
+struct OperandSpec {
+  OperandKind kind;
+  const char* role;  // name used in docs: rd, rs1, vd, target, ...
+  uint8_t hi;
+  uint8_t lo;
+  int width() const { return hi - lo + 1; }
+  uint64_t mask() const { return (width() == 64 ? ~0ull : ((1ull << width()) - 1)) << lo; }
+};
+
+struct FormatSpec {
+  Format format;
+  const char* name;
+  std::vector<OperandSpec> operands;
+};
+
+struct InsnSpec {
+  Opcode op;
+  const char* id;        // enumerator name, e.g. VADD_F32
+  const char* mnemonic;  // assembly name, e.g. vadd.f32
+  uint8_t opcode;
+  Format format;
+  ExecUnit unit;
+  const char* doc;
+};
+
+struct EnumValue {
+  OperandKind kind;
+  const char* name;
+  uint32_t value;
+  const char* doc;
+};
+
+const std::vector<InsnSpec>& instructions();
+const std::vector<FormatSpec>& formats();
+const std::vector<EnumValue>& enum_values();
+const FormatSpec& format_spec(Format f);
+const InsnSpec& spec(Opcode op);
+const InsnSpec* find_opcode(uint8_t opcode);
+const InsnSpec* find_mnemonic(std::string_view mnemonic);
+const char* kind_name(OperandKind k);
+const char* unit_name(ExecUnit u);
+
+// Bits that are defined (opcode plus operand fields) for an instruction.
+uint64_t defined_mask(const InsnSpec& s);
+// The fixed bits: the opcode placed in its field.
+uint64_t match_bits(const InsnSpec& s);
+
+std::optional<uint32_t> enum_lookup(OperandKind kind, std::string_view name);
+const char* enum_name(OperandKind kind, uint32_t value);  // nullptr when not a valid value
+
+// Register-like operands: the assembly prefix and number of registers.
+const char* register_prefix(OperandKind kind);  // "s", "v", "sem", "m"; nullptr for others
+int register_count(OperandKind kind);
+
+// One decoded instruction. Operand values are in format order; Pcrel32 holds
+// the offset (target - pc); Simm32 is sign-extended; Bits32 is 0..2^32-1.
+struct Instruction {
+  Opcode op = Opcode::NOP;
+  std::array<int64_t, kMaxOperands> operands{};
+  int64_t& operator[](size_t i) { return operands[i]; }
+  int64_t operator[](size_t i) const { return operands[i]; }
+  bool operator==(const Instruction& o) const { return op == o.op && operands == o.operands; }
+};
+
+// Checks that value fits the operand kind; returns an error message if not.
+std::optional<std::string> check_operand(OperandKind kind, int64_t value);
+
+// Encodes an instruction whose operands pass check_operand (throws
+// std::invalid_argument otherwise: that is a bug in the caller).
+uint64_t encode(const Instruction& insn);
+
+// Decodes a word; nullopt for an unknown opcode, a set reserved bit, or an
+// invalid enumerated value. A decoded word always re-encodes to itself.
+std::optional<Instruction> decode(uint64_t word);
+
+// Assembly text for an instruction at index pc. label_for(target) may name a
+// branch target; when it returns an empty string the target prints as `. + N`.
+using LabelFn = std::function<std::string(int64_t target)>;
+std::string disassemble(const Instruction& insn, int64_t pc, const LabelFn& label_for = {});
+
+}  // namespace tpu::isa

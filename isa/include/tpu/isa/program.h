@@ -1,0 +1,83 @@
+// The .tpu program format (docs/program-format.md): the one writer and the
+// one loader. The loader checks every field and accepts only the canonical
+// layout the writer produces, so load(save(p)) == p and save(load(b)) == b.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpu/isa/error.h"
+#include "tpu/isa/target.h"
+
+namespace tpu::isa {
+
+inline constexpr char kProgramMagic[8] = {'T', 'P', 'U', 'P', 'R', 'O', 'G', '\0'};
+inline constexpr uint16_t kProgramVersionMajor = 1;
+inline constexpr uint16_t kProgramVersionMinor = 0;
+inline constexpr size_t kMaxInstructions = 1u << 24;
+inline constexpr size_t kMaxSymbols = 1u << 16;
+inline constexpr size_t kMaxDataSegments = 1u << 16;
+inline constexpr size_t kMaxRank = 8;
+inline constexpr size_t kMaxSymbolName = 255;
+
+enum class Dtype : uint8_t { pred = 0, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+inline constexpr int kNumDtypes = 13;
+
+const char* dtype_name(Dtype d);
+std::optional<Dtype> dtype_from_name(std::string_view name);
+size_t dtype_size(Dtype d);
+
+enum class SymbolKind : uint8_t { Input = 0, Output = 1, Constant = 2 };
+const char* symbol_kind_directive(SymbolKind k);  // ".input", ".output", ".const"
+
+// A tensor in HBM: an ENTRY parameter (inputs, in parameter order), a result
+// leaf (outputs, in order) or a named constant.
+struct TensorSymbol {
+  SymbolKind kind = SymbolKind::Input;
+  std::string name;
+  Dtype dtype = Dtype::f32;
+  std::vector<uint64_t> dims;
+  uint64_t hbm_addr = 0;
+
+  uint64_t elements() const;
+  uint64_t bytes() const { return elements() * dtype_size(dtype); }
+  bool operator==(const TensorSymbol& o) const {
+    return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr;
+  }
+};
+
+// Bytes placed in HBM before the program starts (weights, tables, ...).
+struct DataSegment {
+  uint64_t hbm_addr = 0;
+  std::vector<uint8_t> bytes;
+  bool operator==(const DataSegment& o) const { return hbm_addr == o.hbm_addr && bytes == o.bytes; }
+};
+
+struct Program {
+  Target target;
+  std::vector<uint64_t> code;
+  std::vector<DataSegment> data;
+  std::vector<TensorSymbol> symbols;
+
+  std::vector<const TensorSymbol*> inputs() const;
+  std::vector<const TensorSymbol*> outputs() const;
+  bool operator==(const Program& o) const {
+    return target == o.target && code == o.code && data == o.data && symbols == o.symbols;
+  }
+};
+
+// Throws Error if a program breaks a rule the loader enforces (so the writer
+// never produces a file the loader rejects).
+void validate(const Program& p);
+
+std::vector<uint8_t> save(const Program& p);
+void save_file(const Program& p, const std::string& path);
+
+// Throws Error with one line saying what is wrong and at which byte offset.
+Program load(const uint8_t* bytes, size_t size);
+Program load_file(const std::string& path);
+
+}  // namespace tpu::isa

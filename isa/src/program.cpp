@@ -1,0 +1,376 @@
+#include "tpu/isa/program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <set>
+
+#include "tpu/isa/isa.h"
+
+namespace tpu::isa {
+namespace {
+
+// Section tags in file order; version 1 always has exactly these four.
+constexpr uint32_t tag(const char (&s)[5]) {
+  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
+         uint32_t(uint8_t(s[3])) << 24;
+}
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS"};
+constexpr size_t kNumSections = 4;
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kSectionEntryBytes = 24;
+
+constexpr const char* kDtypeNames[kNumDtypes] = {"pred", "s8",  "s16", "s32",  "s64", "u8", "u16",
+                                                 "u32",  "u64", "f16", "bf16", "f32", "f64"};
+constexpr size_t kDtypeSizes[kNumDtypes] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8};
+
+bool valid_symbol_name(std::string_view n) {
+  if (n.empty() || n.size() > kMaxSymbolName) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(n[0])) || n[0] == '_')) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  return true;
+}
+
+// Saturating multiply so that hostile dimensions cannot wrap around.
+uint64_t mul_sat(uint64_t a, uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+
+bool range_fits(uint64_t addr, uint64_t size, uint64_t limit) { return addr <= limit && size <= limit - addr; }
+
+class Writer {
+ public:
+  void u8(uint8_t v) { buf_.push_back(v); }
+  void u16(uint16_t v) { put(v, 2); }
+  void u32(uint32_t v) { put(v, 4); }
+  void u64(uint64_t v) { put(v, 8); }
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+  }
+  void patch_u64(size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i) buf_[at + i] = uint8_t(v >> (8 * i));
+  }
+  size_t size() const { return buf_.size(); }
+  std::vector<uint8_t> take() { return std::move(buf_); }
+
+ private:
+  void put(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) buf_.push_back(uint8_t(v >> (8 * i)));
+  }
+  std::vector<uint8_t> buf_;
+};
+
+// Bounds-checked little-endian reader over one section; errors name the
+// section and the absolute file offset.
+class Reader {
+ public:
+  Reader(const uint8_t* base, size_t begin, size_t end, const char* what)
+      : base_(base), pos_(begin), end_(end), what_(what) {}
+  uint8_t u8() { return uint8_t(get(1)); }
+  uint16_t u16() { return uint16_t(get(2)); }
+  uint32_t u32() { return uint32_t(get(4)); }
+  uint64_t u64() { return get(8); }
+  std::string str(size_t n) {
+    need(n);
+    std::string s(reinterpret_cast<const char*>(base_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  std::vector<uint8_t> bytes(uint64_t n) {
+    need(n);
+    std::vector<uint8_t> v(base_ + pos_, base_ + pos_ + n);
+    pos_ += n;
+    return v;
+  }
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return end_ - pos_; }
+  [[noreturn]] void fail(const std::string& msg, size_t at) const {
+    throw Error(fmt::format("{} section, offset {}: {}", what_, at, msg));
+  }
+  [[noreturn]] void fail(const std::string& msg) const { fail(msg, pos_); }
+  void expect_end() const {
+    if (pos_ != end_) fail(fmt::format("{} trailing bytes", end_ - pos_));
+  }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > end_ - pos_) fail(fmt::format("truncated: need {} bytes, {} left", n, end_ - pos_));
+  }
+  uint64_t get(int n) {
+    need(n);
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t(base_[pos_ + i]) << (8 * i);
+    pos_ += n;
+    return v;
+  }
+  const uint8_t* base_;
+  size_t pos_;
+  size_t end_;
+  const char* what_;
+};
+
+void write_target(Writer& w, const Target& t) {
+  w.u8(uint8_t(t.name.size()));
+  w.bytes(t.name.data(), t.name.size());
+  for (const auto& f : target_fields()) w.u64(t.*f.member);
+}
+
+Target read_target(Reader& r) {
+  Target t;
+  size_t n = r.u8();
+  t.name = r.str(n);
+  for (const auto& f : target_fields()) t.*f.member = r.u64();
+  r.expect_end();
+  try {
+    validate(t);
+  } catch (const Error& e) {
+    r.fail(e.what(), r.pos());
+  }
+  return t;
+}
+
+void check_symbols_and_data(const Program& p, const std::function<void(const std::string&)>& fail) {
+  std::set<std::string> names;
+  for (const auto& s : p.symbols) {
+    if (!valid_symbol_name(s.name)) fail(fmt::format("symbol name '{}' is not an identifier of at most {} characters", s.name, kMaxSymbolName));
+    if (!names.insert(s.name).second) fail(fmt::format("symbol '{}' is defined twice", s.name));
+    if (static_cast<int>(s.dtype) >= kNumDtypes) fail(fmt::format("symbol '{}' has an unknown dtype", s.name));
+    if (s.dims.size() > kMaxRank) fail(fmt::format("symbol '{}' has rank {} (at most {})", s.name, s.dims.size(), kMaxRank));
+    uint64_t bytes = mul_sat(s.elements(), dtype_size(s.dtype));
+    if (!range_fits(s.hbm_addr, bytes, p.target.hbm_bytes))
+      fail(fmt::format("symbol '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", s.name, bytes, s.hbm_addr,
+                       p.target.hbm_bytes));
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& d : p.data) {
+    if (d.bytes.empty()) fail(fmt::format("data segment at {:#x} is empty", d.hbm_addr));
+    if (!range_fits(d.hbm_addr, d.bytes.size(), p.target.hbm_bytes))
+      fail(fmt::format("data segment of {} bytes at {:#x} does not fit in HBM of {} bytes", d.bytes.size(), d.hbm_addr,
+                       p.target.hbm_bytes));
+    ranges.emplace_back(d.hbm_addr, d.hbm_addr + d.bytes.size());
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      fail(fmt::format("data segments at {:#x} and {:#x} overlap", ranges[i - 1].first, ranges[i].first));
+}
+
+}  // namespace
+
+const char* dtype_name(Dtype d) {
+  auto i = static_cast<size_t>(d);
+  return i < kNumDtypes ? kDtypeNames[i] : "?";
+}
+
+std::optional<Dtype> dtype_from_name(std::string_view name) {
+  for (int i = 0; i < kNumDtypes; ++i)
+    if (name == kDtypeNames[i]) return static_cast<Dtype>(i);
+  return std::nullopt;
+}
+
+size_t dtype_size(Dtype d) {
+  auto i = static_cast<size_t>(d);
+  return i < kNumDtypes ? kDtypeSizes[i] : 0;
+}
+
+const char* symbol_kind_directive(SymbolKind k) {
+  switch (k) {
+    case SymbolKind::Input: return ".input";
+    case SymbolKind::Output: return ".output";
+    case SymbolKind::Constant: return ".const";
+  }
+  return "?";
+}
+
+uint64_t TensorSymbol::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n = mul_sat(n, d);
+  return n;
+}
+
+std::vector<const TensorSymbol*> Program::inputs() const {
+  std::vector<const TensorSymbol*> v;
+  for (const auto& s : symbols)
+    if (s.kind == SymbolKind::Input) v.push_back(&s);
+  return v;
+}
+
+std::vector<const TensorSymbol*> Program::outputs() const {
+  std::vector<const TensorSymbol*> v;
+  for (const auto& s : symbols)
+    if (s.kind == SymbolKind::Output) v.push_back(&s);
+  return v;
+}
+
+void validate(const Program& p) {
+  validate(p.target);
+  if (p.code.size() > kMaxInstructions)
+    throw Error(fmt::format("{} instructions: at most {} are allowed", p.code.size(), kMaxInstructions));
+  if (p.symbols.size() > kMaxSymbols) throw Error(fmt::format("{} symbols: at most {}", p.symbols.size(), kMaxSymbols));
+  if (p.data.size() > kMaxDataSegments)
+    throw Error(fmt::format("{} data segments: at most {}", p.data.size(), kMaxDataSegments));
+  check_symbols_and_data(p, [](const std::string& m) { throw Error(m); });
+}
+
+std::vector<uint8_t> save(const Program& p) {
+  validate(p);
+  Writer w;
+  w.bytes(kProgramMagic, sizeof kProgramMagic);
+  w.u16(kProgramVersionMajor);
+  w.u16(kProgramVersionMinor);
+  w.u32(kNumSections);
+  const size_t table = w.size();
+  for (size_t i = 0; i < kNumSections; ++i) {
+    w.u32(kSectionTags[i]);
+    w.u32(0);
+    w.u64(0);
+    w.u64(0);
+  }
+  for (size_t i = 0; i < kNumSections; ++i) {
+    const size_t begin = w.size();
+    switch (i) {
+      case 0: write_target(w, p.target); break;
+      case 1:
+        for (uint64_t word : p.code) w.u64(word);
+        break;
+      case 2:
+        w.u32(uint32_t(p.data.size()));
+        for (const auto& d : p.data) {
+          w.u64(d.hbm_addr);
+          w.u64(d.bytes.size());
+          w.bytes(d.bytes.data(), d.bytes.size());
+        }
+        break;
+      case 3:
+        w.u32(uint32_t(p.symbols.size()));
+        for (const auto& s : p.symbols) {
+          w.u8(uint8_t(s.kind));
+          w.u8(uint8_t(s.dtype));
+          w.u8(uint8_t(s.dims.size()));
+          w.u8(uint8_t(s.name.size()));
+          w.bytes(s.name.data(), s.name.size());
+          w.u64(s.hbm_addr);
+          for (uint64_t d : s.dims) w.u64(d);
+        }
+        break;
+    }
+    w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
+    w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
+  }
+  return w.take();
+}
+
+void save_file(const Program& p, const std::string& path) {
+  std::vector<uint8_t> bytes = save(p);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(fmt::format("{}: cannot open for writing", path));
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  if (!out) throw Error(fmt::format("{}: write error", path));
+}
+
+Program load(const uint8_t* bytes, size_t size) {
+  Reader h(bytes, 0, size, "header");
+  if (size < sizeof kProgramMagic || std::memcmp(bytes, kProgramMagic, sizeof kProgramMagic) != 0)
+    h.fail("not a .tpu program (bad magic)", 0);
+  h.str(sizeof kProgramMagic);
+  uint16_t major = h.u16();
+  uint16_t minor = h.u16();
+  if (major != kProgramVersionMajor || minor > kProgramVersionMinor)
+    h.fail(fmt::format("version {}.{} is not supported (this tool reads {}.{})", major, minor, kProgramVersionMajor,
+                       kProgramVersionMinor),
+           8);
+  uint32_t count = h.u32();
+  if (count != kNumSections) h.fail(fmt::format("{} sections, expected {}", count, kNumSections), 12);
+
+  size_t expected_offset = kHeaderBytes + kNumSections * kSectionEntryBytes;
+  size_t begin[kNumSections], end[kNumSections];
+  for (size_t i = 0; i < kNumSections; ++i) {
+    size_t at = h.pos();
+    uint32_t t = h.u32();
+    uint32_t reserved = h.u32();
+    uint64_t off = h.u64();
+    uint64_t len = h.u64();
+    if (t != kSectionTags[i]) h.fail(fmt::format("section {} has tag {:#010x}, expected {}", i, t, kSectionNames[i]), at);
+    if (reserved != 0) h.fail(fmt::format("section {} has non-zero reserved field", kSectionNames[i]), at + 4);
+    if (off != expected_offset)
+      h.fail(fmt::format("section {} starts at {}, expected {}", kSectionNames[i], off, expected_offset), at + 8);
+    if (len > size - std::min<uint64_t>(off, size))
+      h.fail(fmt::format("section {} ({} bytes at {}) runs past the end of the file ({} bytes)", kSectionNames[i], len,
+                         off, size),
+             at + 16);
+    begin[i] = off;
+    end[i] = off + len;
+    expected_offset = end[i];
+  }
+  if (expected_offset != size) h.fail(fmt::format("{} bytes after the last section", size - expected_offset), expected_offset);
+
+  Program p;
+  Reader tr(bytes, begin[0], end[0], "TRGT");
+  p.target = read_target(tr);
+
+  Reader cr(bytes, begin[1], end[1], "CODE");
+  if (cr.remaining() % kInsnBytes != 0) cr.fail(fmt::format("size {} is not a multiple of {}", cr.remaining(), kInsnBytes));
+  if (cr.remaining() / kInsnBytes > kMaxInstructions)
+    cr.fail(fmt::format("{} instructions: at most {}", cr.remaining() / kInsnBytes, kMaxInstructions));
+  p.code.reserve(cr.remaining() / kInsnBytes);
+  while (cr.remaining() > 0) p.code.push_back(cr.u64());
+
+  Reader dr(bytes, begin[2], end[2], "DATA");
+  uint32_t nseg = dr.u32();
+  if (nseg > kMaxDataSegments) dr.fail(fmt::format("{} segments: at most {}", nseg, kMaxDataSegments));
+  for (uint32_t i = 0; i < nseg; ++i) {
+    DataSegment d;
+    d.hbm_addr = dr.u64();
+    uint64_t n = dr.u64();
+    d.bytes = dr.bytes(n);
+    p.data.push_back(std::move(d));
+  }
+  dr.expect_end();
+
+  Reader sr(bytes, begin[3], end[3], "SYMS");
+  uint32_t nsym = sr.u32();
+  if (nsym > kMaxSymbols) sr.fail(fmt::format("{} symbols: at most {}", nsym, kMaxSymbols));
+  for (uint32_t i = 0; i < nsym; ++i) {
+    size_t at = sr.pos();
+    TensorSymbol s;
+    uint8_t kind = sr.u8();
+    uint8_t dtype = sr.u8();
+    uint8_t rank = sr.u8();
+    uint8_t name_len = sr.u8();
+    if (kind > uint8_t(SymbolKind::Constant)) sr.fail(fmt::format("symbol {} has unknown kind {}", i, kind), at);
+    if (dtype >= kNumDtypes) sr.fail(fmt::format("symbol {} has unknown dtype {}", i, dtype), at + 1);
+    if (rank > kMaxRank) sr.fail(fmt::format("symbol {} has rank {} (at most {})", i, rank, kMaxRank), at + 2);
+    s.kind = SymbolKind(kind);
+    s.dtype = Dtype(dtype);
+    s.name = sr.str(name_len);
+    s.hbm_addr = sr.u64();
+    for (uint8_t k = 0; k < rank; ++k) s.dims.push_back(sr.u64());
+    p.symbols.push_back(std::move(s));
+  }
+  sr.expect_end();
+
+  check_symbols_and_data(p, [&](const std::string& m) { throw Error(m); });
+  return p;
+}
+
+Program load_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot open file", path));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(fmt::format("{}: read error", path));
+  try {
+    return load(bytes.data(), bytes.size());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+}  // namespace tpu::isa
