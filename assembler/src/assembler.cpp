@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "lexer.h"
@@ -18,6 +19,10 @@ namespace {
 using isa::OperandKind;
 
 enum class Section { Text, Data };
+
+// Data in an assembly file is for tables and small constants; weights of real
+// models reach HBM through --inputs or the compiler's data sections.
+constexpr uint64_t kMaxDataBytes = uint64_t(256) << 20;
 
 struct SymbolDef {
   int64_t value;
@@ -183,6 +188,7 @@ class Assembler {
 
   AssembleResult run() {
     for (size_t i = 0; i < lines_.size() && !too_many(); ++i) pass1(static_cast<int>(i));
+    finish_target();
     for (const Stmt& s : stmts_) {
       if (too_many()) break;
       try {
@@ -191,7 +197,7 @@ class Assembler {
         error(s.line, e.col, e.message);
       }
     }
-    finish_target();
+    check_data_overlap();
     AssembleResult result;
     if (errors_.empty()) {
       program_.data.erase(std::remove_if(program_.data.begin(), program_.data.end(),
@@ -204,6 +210,8 @@ class Assembler {
       }
     }
     if (errors_.empty()) result.program = std::move(program_);
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const Diagnostic& a, const Diagnostic& b) { return std::tie(a.line, a.col) < std::tie(b.line, b.col); });
     result.errors = std::move(errors_);
     return result;
   }
@@ -265,6 +273,7 @@ class Assembler {
       if (section_ != Section::Text) throw SyntaxError{head.col, "instruction in a .data section (use .text first)"};
       if (isa::find_mnemonic(head.text) == nullptr)
         throw SyntaxError{head.col, fmt::format("unknown instruction '{}'{}", head.text, suggest_mnemonic(head.text))};
+      if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
       keep(line, toks, pos);
       ++code_count_;
     } catch (const SyntaxError& e) {
@@ -296,6 +305,7 @@ class Assembler {
       section_ = Section::Data;
       data_addr_ = addr;
       program_.data.push_back(isa::DataSegment{static_cast<uint64_t>(addr), {}});
+      segment_lines_.push_back(line);
     } else if (d == ".equ" || d == ".set") {
       const Token& name = p.expect(Tok::Ident, "a symbol name");
       p.expect(Tok::Comma, "','");
@@ -312,12 +322,15 @@ class Assembler {
       if (section_ != Section::Data) throw SyntaxError{head.col, ".zero outside a .data section"};
       int64_t n = p.expr();
       p.expect_end();
-      if (n < 0 || n > (int64_t(1) << 32)) throw SyntaxError{toks[pos + 1].col, fmt::format(".zero {} is outside 0..2^32", n)};
+      if (n < 0) throw SyntaxError{toks[pos + 1].col, fmt::format(".zero {} is negative", n)};
       keep(line, toks, pos);
       advance_data(head, static_cast<uint64_t>(n));
-    } else if (d == ".target" || d == ".input" || d == ".output" || d == ".const" || d == ".inst") {
+    } else if (d == ".target") {
+      target_directive(line, head, p);
+    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".inst") {
       if (d == ".inst") {
         if (section_ != Section::Text) throw SyntaxError{head.col, ".inst outside .text"};
+        if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
         ++code_count_;
         stmts_.push_back(Stmt{line, toks, pos, Section::Text, int64_t(code_count_) - 1, -1});
         return;
@@ -329,8 +342,9 @@ class Assembler {
   }
 
   void advance_data(const Token& head, uint64_t n) {
-    if (program_.data.back().bytes.size() + n > (uint64_t(1) << 32))
-      throw SyntaxError{head.col, "data segment larger than 4 GiB"};
+    if (n > kMaxDataBytes - data_bytes_)
+      throw SyntaxError{head.col, fmt::format("more than {} MiB of data in one program", kMaxDataBytes >> 20)};
+    data_bytes_ += n;
     data_addr_ += static_cast<int64_t>(n);
     program_.data.back().bytes.resize(program_.data.back().bytes.size() + n);
   }
@@ -411,16 +425,14 @@ class Assembler {
       if (isa::decode(static_cast<uint64_t>(v)))
         throw SyntaxError{t.col, ".inst word decodes as an instruction: write the instruction instead"};
       program_.code.push_back(static_cast<uint64_t>(v));
-    } else if (d == ".target") {
-      target_directive(s, head, p);
     } else {
       symbol_directive(head, p);
     }
   }
 
-  void target_directive(const Stmt& s, const Token& head, Parser& p) {
+  void target_directive(int line, const Token& head, Parser& p) {
     if (target_line_ >= 0) throw SyntaxError{head.col, fmt::format(".target is already given on line {}", target_line_ + 1)};
-    target_line_ = s.line;
+    target_line_ = line;
     const Token& name = p.next();
     isa::Target t;
     std::map<std::string, bool> given;
@@ -492,7 +504,26 @@ class Assembler {
     sym.hbm_addr = static_cast<uint64_t>(addr);
     for (const auto& other : program_.symbols)
       if (other.name == sym.name) Parser::fail(head, fmt::format("tensor '{}' is already declared", sym.name));
+    const uint64_t hbm = program_.target.hbm_bytes;
+    if (sym.bytes() > hbm || sym.hbm_addr > hbm - sym.bytes())
+      Parser::fail(at, fmt::format("tensor '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", sym.name,
+                                   sym.bytes(), sym.hbm_addr, hbm));
     program_.symbols.push_back(std::move(sym));
+  }
+
+  void check_data_overlap() {
+    std::vector<size_t> order(program_.data.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return program_.data[a].hbm_addr < program_.data[b].hbm_addr; });
+    for (size_t k = 0; k + 1 < order.size(); ++k) {
+      const auto& a = program_.data[order[k]];
+      const auto& b = program_.data[order[k + 1]];
+      if (!a.bytes.empty() && !b.bytes.empty() && b.hbm_addr < a.hbm_addr + a.bytes.size()) {
+        const size_t later = std::max(order[k], order[k + 1]);
+        error(segment_lines_[later], 1, fmt::format("data at {:#x} overlaps the {} bytes at {:#x} (line {})", program_.data[later].hbm_addr,
+                                                    a.bytes.size(), a.hbm_addr, segment_lines_[std::min(order[k], order[k + 1])] + 1));
+      }
+    }
   }
 
   void finish_target() {
@@ -519,6 +550,8 @@ class Assembler {
   Section section_ = Section::Text;
   size_t code_count_ = 0;
   int64_t data_addr_ = 0;
+  std::vector<int> segment_lines_;  // the .data line of each segment
+  uint64_t data_bytes_ = 0;
   int target_line_ = -1;
   int target_col_ = 1;
 };

@@ -144,7 +144,7 @@ void check_symbols_and_data(const Program& p, const std::function<void(const std
     if (!names.insert(s.name).second) fail(fmt::format("symbol '{}' is defined twice", s.name));
     if (static_cast<int>(s.dtype) >= kNumDtypes) fail(fmt::format("symbol '{}' has an unknown dtype", s.name));
     if (s.dims.size() > kMaxRank) fail(fmt::format("symbol '{}' has rank {} (at most {})", s.name, s.dims.size(), kMaxRank));
-    uint64_t bytes = mul_sat(s.elements(), dtype_size(s.dtype));
+    uint64_t bytes = s.bytes();
     if (!range_fits(s.hbm_addr, bytes, p.target.hbm_bytes))
       fail(fmt::format("symbol '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", s.name, bytes, s.hbm_addr,
                        p.target.hbm_bytes));
@@ -195,6 +195,8 @@ uint64_t TensorSymbol::elements() const {
   for (uint64_t d : dims) n = mul_sat(n, d);
   return n;
 }
+
+uint64_t TensorSymbol::bytes() const { return mul_sat(elements(), dtype_size(dtype)); }
 
 std::vector<const TensorSymbol*> Program::inputs() const {
   std::vector<const TensorSymbol*> v;

@@ -43,7 +43,7 @@ struct TensorSymbol {
   uint64_t hbm_addr = 0;
 
   uint64_t elements() const;
-  uint64_t bytes() const { return elements() * dtype_size(dtype); }
+  uint64_t bytes() const;  // saturates at UINT64_MAX
   bool operator==(const TensorSymbol& o) const {
     return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr;
   }

@@ -1,0 +1,141 @@
+// The assembler's language: expressions, labels, directives, and the
+// errors a user sees.
+#include <catch2/catch.hpp>
+
+#include "tpu/asm/assembler.h"
+#include "tpu/isa/isa.h"
+
+using namespace tpu;
+
+namespace {
+
+isa::Program ok(const std::string& src) {
+  auto r = as::assemble(src, "t.s");
+  std::string errs;
+  for (const auto& d : r.errors) errs += d.render();
+  INFO(errs);
+  REQUIRE(r.program);
+  return *r.program;
+}
+
+std::vector<as::Diagnostic> errors(const std::string& src, const as::AssembleOptions& o = {}) {
+  auto r = as::assemble(src, "t.s", o);
+  CHECK_FALSE(r.program);
+  return r.errors;
+}
+
+isa::Instruction insn(const isa::Program& p, size_t i) {
+  auto d = isa::decode(p.code.at(i));
+  REQUIRE(d);
+  return *d;
+}
+
+}  // namespace
+
+TEST_CASE("expressions follow C precedence in 64-bit arithmetic", "[asm]") {
+  auto p = ok(".target tiny\n.equ A, 1 + 2 * 3\n.equ B, (1 << 4) | 3 & 1\n"
+              "li s1, A\nli s2, B\nli s3, -A\nli s4, ~0\nli s5, 17 % 5 - 10 / 3\nli s6, 0x10 + 0b101 + 0o7\n");
+  CHECK(insn(p, 0)[1] == 7);
+  CHECK(insn(p, 1)[1] == 17);
+  CHECK(insn(p, 2)[1] == -7);
+  CHECK(insn(p, 3)[1] == -1);
+  CHECK(insn(p, 4)[1] == -1);
+  CHECK(insn(p, 5)[1] == 16 + 5 + 7);
+}
+
+TEST_CASE("labels, forward references and the location counter", "[asm]") {
+  auto p = ok(".target tiny\nstart: nop\n  beq s1, s2, end\n  jmp start\n  jmp . + 1\nend: halt\n");
+  CHECK(insn(p, 1)[2] == 3);   // end (4) - pc (1)
+  CHECK(insn(p, 2)[0] == -2);  // start (0) - pc (2)
+  CHECK(insn(p, 3)[0] == 1);
+}
+
+TEST_CASE("data segments, data labels and tensor symbols", "[asm]") {
+  auto p = ok(".target tiny\n.input x, f32[2, 3], 0x40\n.const w, s8[4], wdata\n.output y, pred[], 0x80\n"
+              "halt\n.data 0x100\nwdata: .byte 1, -1, 0x7f, 255\n.half 0x1234\n.zero 2\n.word -2\n.dword 1 << 40\n");
+  REQUIRE(p.data.size() == 1);
+  CHECK(p.data[0].hbm_addr == 0x100);
+  CHECK(p.data[0].bytes == std::vector<uint8_t>{1, 0xff, 0x7f, 0xff, 0x34, 0x12, 0, 0, 0xfe, 0xff, 0xff, 0xff,
+                                                0, 0, 0, 0, 0, 1, 0, 0});
+  REQUIRE(p.symbols.size() == 3);
+  CHECK(p.symbols[0].name == "x");
+  CHECK(p.symbols[0].dims == std::vector<uint64_t>{2, 3});
+  CHECK(p.symbols[1].hbm_addr == 0x100);
+  CHECK(p.symbols[2].dims.empty());
+  CHECK(p.inputs().size() == 1);
+}
+
+TEST_CASE("the target comes from .target, --config or the default preset", "[asm]") {
+  CHECK(ok("nop\n").target.name == as::kDefaultPreset);
+  CHECK(ok(".target v1\n").target.mxu_dim == 256);
+  as::AssembleOptions o;
+  o.target = isa::load_target("tiny");
+  CHECK(as::assemble("nop\n", "t.s", o).program->target.name == "tiny");
+  auto e = errors(".target v5e\nnop\n", o);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].message == "the file's .target 'v5e' differs from --config 'tiny'");
+  auto custom = ok(".target \"mine\", chips=1, cores=1, mxus_per_core=2, mxu_dim=16, vpu_lanes=16, "
+                   "vmem_bytes=65536, acc_rows=64, smem_bytes=64, hbm_bytes=1048576\n");
+  CHECK(custom.target.mxu_dim == 16);
+  CHECK(ok(".target tiny, mxu_dim=4\n").target.mxu_dim == 4);
+  CHECK(errors(".target \"mine\", chips=1\n")[0].message.find("'cores' is missing") != std::string::npos);
+}
+
+TEST_CASE("errors carry file, line, column, the source line and a caret", "[asm]") {
+  auto e = errors("nop\n  ad s1, s2, s3\n");
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].line == 2);
+  CHECK(e[0].col == 3);
+  CHECK(e[0].message == "unknown instruction 'ad'; did you mean 'add'?");
+  CHECK(e[0].render() == "t.s:2:3: error: unknown instruction 'ad'; did you mean 'add'?\n  ad s1, s2, s3\n  ^\n");
+}
+
+TEST_CASE("several errors are reported in one run", "[asm]") {
+  auto e = errors("add s1, s2\nli s40, 1\nli s1, undefined_thing\nx: nop\nx: nop\nvadd.f32 v1, v2, s3\n"
+                  "li s1, 1 2\naddi s1, s2, 1 << 40\nwait gpu, sem1, 1\n.byte 1\n.bogus\nli s1, 1 / 0\n");
+  REQUIRE(e.size() == 11);
+  CHECK(e[0].message == "expected ',' before operand 3 (rs2), found end of line");
+  CHECK(e[1].message == "expected a scalar register (s0..s31) for rd, found 's40'");
+  CHECK(e[2].message == "undefined symbol 'undefined_thing'");
+  CHECK(e[3].message == "symbol 'x' is already defined on line 4");
+  CHECK(e[4].message == "expected a vector register (v0..v31) for vb, found 's3'");
+  CHECK(e[5].message == "unexpected '2' after the operands");
+  CHECK(e[6].message.find("does not fit in 32 signed bits") != std::string::npos);
+  CHECK(e[7].message.find("expected a unit (sc, dma, vpu, mxu0") == 0);
+  CHECK(e[8].message == ".byte outside a .data section");
+  CHECK(e[9].message == "unknown directive '.bogus'");
+  CHECK(e[10].message == "division by zero");
+  for (size_t i = 0; i < e.size(); ++i) CHECK(e[i].line == int(i < 3 ? i + 1 : i + 2));
+}
+
+TEST_CASE("lexical errors", "[asm]") {
+  CHECK(errors("li s1, 0x\n")[0].message == "number has no digits");
+  CHECK(errors("li s1, 99999999999999999999\n")[0].message == "number does not fit in 64 bits");
+  CHECK(errors("li s1, 12z\n")[0].message == "invalid digit 'z' in a base-10 number");
+  CHECK(errors(".target \"abc\n")[0].message == "unterminated string");
+  CHECK(errors("li s1, $\n")[0].message == "unexpected character '$'");
+  CHECK(errors(std::string("li s1, \x01\n"))[0].message == "unexpected byte 0x01");
+}
+
+TEST_CASE("program-level checks point at the input", "[asm]") {
+  auto e = errors(".target tiny\n.input x, f32[1 << 30], 0\n");
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].message.find("does not fit in HBM") != std::string::npos);
+  CHECK(errors(".target tiny\n.data 0\n.byte 1\n.data 0\n.byte 2\n")[0].message.find("overlap") != std::string::npos);
+}
+
+TEST_CASE(".inst carries words that are not instructions", "[asm]") {
+  auto p = ok(".inst 0xff00000000000000\n");
+  CHECK(p.code[0] == 0xff00000000000000ull);
+  CHECK(errors(".inst 0x0200000000000000\n")[0].message.find("decodes as an instruction") != std::string::npos);
+}
+
+TEST_CASE("disassembly reassembles to the identical program", "[asm]") {
+  auto p = ok(".target tiny\n.input x, f32[8], 0\n.output y, s32[2, 2], 64\n"
+              "top: li s1, 5\nloop s1, top\nbne s1, s0, . + 100\nvli v1, 0x3f800000\n.inst 0xff00000000000001\nhalt\n"
+              ".data 0x200\n.byte 1, 2, 3\n.data 0x300\n.zero 40\n");
+  const std::string text = as::disassemble(p);
+  auto q = ok(text);
+  CHECK(q == p);
+  CHECK(isa::save(q) == isa::save(p));
+}

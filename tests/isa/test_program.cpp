@@ -1,0 +1,135 @@
+// The .tpu format: what the writer produces the loader reads back; anything
+// else is rejected with an Error, never undefined behaviour.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "tpu/isa/isa.h"
+#include "tpu/isa/program.h"
+
+using namespace tpu::isa;
+
+namespace {
+
+Program sample_program() {
+  Program p;
+  p.target = load_target("tiny");
+  Instruction add;
+  add.op = Opcode::ADDI;
+  add[0] = 1;
+  add[1] = 0;
+  add[2] = -5;
+  Instruction halt;
+  halt.op = Opcode::HALT;
+  p.code = {encode(add), encode(halt)};
+  p.data.push_back({0x1000, {1, 2, 3, 4, 5}});
+  p.data.push_back({0x2000, std::vector<uint8_t>(100, 7)});
+  p.symbols.push_back({SymbolKind::Input, "x", Dtype::f32, {8, 8}, 0x0});
+  p.symbols.push_back({SymbolKind::Output, "y", Dtype::bf16, {8}, 0x100});
+  p.symbols.push_back({SymbolKind::Constant, "w", Dtype::s8, {}, 0x1000});
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("save and load round-trip", "[program]") {
+  const Program p = sample_program();
+  const auto bytes = save(p);
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q == p);
+  CHECK(save(q) == bytes);
+  CHECK(q.inputs().size() == 1);
+  CHECK(q.outputs().size() == 1);
+  CHECK(q.symbols[0].bytes() == 256);
+}
+
+TEST_CASE("every truncation of a valid file is rejected", "[program]") {
+  const auto bytes = save(sample_program());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    INFO("length " << n);
+    CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  }
+}
+
+TEST_CASE("corrupted files load cleanly or are rejected, never crash", "[program]") {
+  const auto good = save(sample_program());
+  const uint64_t seed = 77;
+  std::mt19937_64 rng(seed);
+  INFO("seed " << seed);
+  int rejected = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    auto bytes = good;
+    int flips = 1 + int(rng() % 4);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= uint8_t(1u << (rng() % 8));
+    try {
+      Program p = load(bytes.data(), bytes.size());
+      CHECK(save(p) == bytes);  // whatever loads is canonical
+    } catch (const tpu::Error&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("the loader names what is wrong", "[program]") {
+  auto bytes = save(sample_program());
+  auto expect_error = [](std::vector<uint8_t> b, const std::string& needle) {
+    try {
+      load(b.data(), b.size());
+      FAIL("accepted");
+    } catch (const tpu::Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    }
+  };
+  {
+    auto b = bytes;
+    b[0] = 'X';
+    expect_error(b, "bad magic");
+  }
+  {
+    auto b = bytes;
+    b[8] = 9;
+    expect_error(b, "version 9.0 is not supported");
+  }
+  {
+    auto b = bytes;
+    b.push_back(0);
+    expect_error(b, "after the last section");
+  }
+  {
+    Program p = sample_program();
+    p.symbols[0].dims = {1u << 30, 1u << 30};
+    CHECK_THROWS_WITH(save(p), Catch::Contains("does not fit in HBM"));
+  }
+  {
+    Program p = sample_program();
+    p.data[1].hbm_addr = 0x1002;
+    CHECK_THROWS_WITH(save(p), Catch::Contains("overlap"));
+  }
+  {
+    Program p = sample_program();
+    p.symbols[1].name = "x";
+    CHECK_THROWS_WITH(save(p), Catch::Contains("defined twice"));
+  }
+  {
+    Program p = sample_program();
+    p.target.mxu_dim = 0;
+    CHECK_THROWS_WITH(save(p), Catch::Contains("target.mxu_dim = 0"));
+  }
+}
+
+TEST_CASE("presets load and validate", "[target]") {
+  for (const auto& name : preset_names()) {
+    INFO(name);
+    Target t = load_target(name);
+    CHECK(t.name == name);
+    CHECK_NOTHROW(validate(t));
+  }
+  CHECK(load_target("v5e").mxu_dim == 128);
+  CHECK(load_target("v5e").mxus_per_core == 4);
+  CHECK(load_target("tiny").mxu_dim == 8);
+  CHECK_THROWS_WITH(load_target("nope"), Catch::Contains("unknown preset 'nope'"));
+  CHECK_THROWS_WITH(target_from_json("{\"name\":\"x\",\"target\":{}}", "cfg"), Catch::Contains("target.chips is missing"));
+  CHECK_THROWS_WITH(target_from_json("{", "cfg"), Catch::Contains("not valid JSON"));
+}
