@@ -8,6 +8,11 @@ if(TPUSIM_SANITIZE)
   target_link_options(tpu_project_options INTERFACE -fsanitize=address,undefined)
 endif()
 
+if(TPUSIM_FUZZ)
+  # Coverage instrumentation for all project code; the fuzz targets link libFuzzer.
+  target_compile_options(tpu_project_options INTERFACE -fsanitize=fuzzer-no-link)
+endif()
+
 # tpu_embed_files(OUT VAR FILE...) writes a C++ source that defines
 #   const std::vector<std::pair<const char*, const char*>> VAR
 # mapping each file's stem to its contents, so tools work without the source tree.
