@@ -1,0 +1,182 @@
+#include "chip.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+
+namespace tpu::sim {
+
+TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program,
+                       MxuPath path, RunControl& rc, HbmSimple& hbm)
+    : sc_core::sc_module(name),
+      index(idx),
+      vmem(cfg.target.vmem_bytes),
+      smem(cfg.target.smem_bytes),
+      acc(cfg.target.acc_rows, uint32_t(cfg.target.mxu_dim)),
+      sems("sems"),
+      dma("dma", idx, cfg, rc, sems, vmem, hbm),
+      vpu("vpu", idx, cfg, rc, sems, vmem, acc),
+      scalar("scalar", ScalarParams{idx, &cfg, &program}, rc, sems, smem) {
+  std::vector<sc_core::sc_fifo<Issued>*> mxu_queues;
+  for (uint64_t m = 0; m < cfg.target.mxus_per_core; ++m) {
+    mxus.push_back(std::make_unique<Mxu>(fmt::format("mxu{}", m).c_str(), idx, int(m), cfg, path, rc, sems, vmem, acc));
+    mxu_queues.push_back(&mxus.back()->queue());
+  }
+  scalar.bind_queues(&dma.queue(), &vpu.queue(), mxu_queues);
+}
+
+void TensorCore::bind_clock(sc_core::sc_clock& clk) {
+  scalar.clk(clk);
+  dma.clk(clk);
+  vpu.clk(clk);
+  for (auto& m : mxus) m->clk(clk);
+}
+
+void TensorCore::set_trace(TraceSink* t) {
+  scalar.set_trace(t);
+  dma.set_trace(t);
+  vpu.set_trace(t);
+  for (auto& m : mxus) m->set_trace(t);
+}
+
+bool TensorCore::finished(uint64_t now) const {
+  if (!scalar.halted() || !dma.idle() || !vpu.idle(now)) return false;
+  for (const auto& m : mxus)
+    if (!m->idle(now)) return false;
+  return true;
+}
+
+bool TensorCore::in_flight(uint64_t now) const {
+  if (dma.outstanding() > 0 || vpu.in_flight(now)) return true;
+  for (const auto& m : mxus)
+    if (m->in_flight(now)) return true;
+  return false;
+}
+
+bool TensorCore::any_busy(uint64_t now) const {
+  if (scalar.progressing(now)) return true;
+  if (dma.state() == UnitState::Busy || vpu.state() == UnitState::Busy) return true;
+  for (const auto& m : mxus)
+    if (m->state() == UnitState::Busy) return true;
+  return false;
+}
+
+std::string TensorCore::blocked_report() const {
+  std::vector<std::string> parts;
+  if (!scalar.halted()) parts.push_back(fmt::format("scalar at pc {}", scalar.pc()));
+  if (auto b = dma.blocked_on(); !b.empty()) parts.push_back("dma " + b);
+  if (auto b = vpu.blocked_on(); !b.empty()) parts.push_back("vpu " + b);
+  for (size_t m = 0; m < mxus.size(); ++m)
+    if (auto b = mxus[m]->blocked_on(); !b.empty()) parts.push_back(fmt::format("mxu{} {}", m, b));
+  return fmt::format("core {}: {}", index, fmt::join(parts, "; "));
+}
+
+Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
+           RunControl& rc, TraceWriter* trace)
+    : sc_core::sc_module(name),
+      hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles()),
+      clk("clk", rc.period()),
+      cfg_(cfg),
+      opts_(opts),
+      rc_(rc),
+      trace_(trace) {
+  for (uint64_t c = 0; c < cfg.target.cores; ++c) {
+    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program,
+                                                 opts.pe_level_mxu ? MxuPath::Pe : MxuPath::Fast, rc, hbm));
+    cores.back()->bind_clock(clk);
+    if (trace) cores.back()->set_trace(trace);
+  }
+  SC_HAS_PROCESS(Chip);
+  SC_METHOD(monitor);
+  sensitive << clk.negedge_event();
+  dont_initialize();
+}
+
+void Chip::attach_vcd(VcdWriter* vcd) {
+  vcd_ = vcd;
+  for (auto& c : cores) {
+    const std::string p = fmt::format("core{}", c->index);
+    TensorCore* core = c.get();
+    vcd->add(p + ".scalar", "pc", 32, [core] { return core->scalar.pc(); });
+    vcd->add(p + ".scalar", "state", 2, [core] { return uint64_t(core->scalar.state()); });
+    vcd->add(p + ".scalar", "halted", 1, [core] { return core->scalar.halted(); });
+    vcd->add(p + ".dma", "state", 2, [core] { return uint64_t(core->dma.state()); });
+    vcd->add(p + ".dma", "queue", 16, [core] { return uint64_t(core->dma.queue_depth()); });
+    vcd->add(p + ".dma", "outstanding", 16, [core] { return uint64_t(core->dma.outstanding()); });
+    vcd->add(p + ".dma", "bytes_moved", 64, [core] { return core->dma.bytes_moved(); });
+    vcd->add(p + ".vpu", "state", 2, [core] { return uint64_t(core->vpu.state()); });
+    vcd->add(p + ".vpu", "queue", 16, [core] { return uint64_t(core->vpu.queue_depth()); });
+    for (size_t m = 0; m < core->mxus.size(); ++m) {
+      Mxu* mx = core->mxus[m].get();
+      const std::string s = fmt::format("{}.mxu{}", p, m);
+      vcd->add(s, "state", 2, [mx] { return uint64_t(mx->state()); });
+      vcd->add(s, "queue", 16, [mx] { return uint64_t(mx->queue_depth()); });
+      vcd->add(s, "streaming", 1, [mx] { return mx->streaming(); });
+      vcd->add(s, "loading_weights", 1, [mx] { return mx->loading(); });
+      vcd->add(s, "rows_in_flight", 16, [mx] { return mx->rows_in_flight(); });
+    }
+    for (int s = 0; s < isa::kNumSems; ++s)
+      vcd->add(p + ".sems", fmt::format("sem{}", s), 32, [core, s] { return core->sems.value(s); });
+  }
+  vcd->add("hbm", "bytes_read", 64, [this] { return hbm.bytes_read(); });
+  vcd->add("hbm", "bytes_written", 64, [this] { return hbm.bytes_written(); });
+}
+
+void Chip::sample_counters(uint64_t now) {
+  size_t i = 0;
+  for (auto& c : cores) {
+    std::vector<std::pair<int, int64_t>> depths = {{1, c->dma.queue_depth()}, {2, c->vpu.queue_depth()}};
+    for (size_t m = 0; m < c->mxus.size(); ++m) depths.push_back({8 + int(m), c->mxus[m]->queue_depth()});
+    if (last_depth_.size() < i + depths.size()) last_depth_.resize(i + depths.size(), -1);
+    for (const auto& [unit, d] : depths) {
+      if (last_depth_[i] != d) trace_->counter(track_id(c->index, unit), "queue depth", now, d);
+      last_depth_[i++] = d;
+    }
+  }
+}
+
+void Chip::monitor() {
+  if (rc_.faulted()) return;
+  const uint64_t now = rc_.cycle();
+  if (vcd_) vcd_->sample(now);
+  if (trace_) sample_counters(now);
+
+  bool all_finished = true, flight = false, busy = false;
+  for (const auto& c : cores) {
+    all_finished &= c->finished(now);
+    flight |= c->in_flight(now);
+    busy |= c->any_busy(now);
+  }
+  if (all_finished) {
+    done_ = true;
+    end_cycle_ = now + 1;
+    sc_core::sc_stop();
+    return;
+  }
+  bool sems_quiet = true;
+  const sc_core::sc_time this_edge = rc_.period() * double(now);
+  for (const auto& c : cores) sems_quiet &= c->sems.last_change() < this_edge;
+  if (!busy && !flight && sems_quiet) {
+    std::vector<std::string> reports;
+    for (const auto& c : cores) reports.push_back(c->blocked_report());
+    rc_.fault(fmt::format("deadlock at cycle {}: no unit can make progress; {}", now, fmt::join(reports, " | ")));
+    return;
+  }
+  if (opts_.max_cycles && now + 1 >= opts_.max_cycles) {
+    rc_.fault(fmt::format("cycle limit of {} reached (core 0 scalar at pc {})", opts_.max_cycles, cores[0]->scalar.pc()));
+    return;
+  }
+  if (opts_.progress && (now & 0xffff) == 0 && now > 0) {
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+    if (wall > 1.0) {
+      std::cerr << fmt::format("\rtpusim: cycle {:>12}  {:>8.2f} Mcycles/s  pc {}", now, double(now) / wall / 1e6,
+                               cores[0]->scalar.pc())
+                << std::flush;
+      progress_shown_ = true;
+    }
+  }
+  if (progress_shown_ && done_) std::cerr << "\n";
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,81 @@
+// The chip top: the clock, HBM, and one TensorCore per configured core, each
+// wiring its scalar unit, DMA engine, VPU and MXUs to its memories, queues
+// and semaphores. A monitor on the falling edge (after every unit has
+// evaluated the cycle) detects the end of the run, deadlocks and the cycle
+// limit, and samples waveforms and counters.
+#pragma once
+
+#include <systemc>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "../dma/dma_engine.h"
+#include "../mem/accumulators.h"
+#include "../mem/hbm_simple.h"
+#include "../mem/memory.h"
+#include "../mxu/mxu.h"
+#include "../obs/trace_writer.h"
+#include "../obs/vcd_writer.h"
+#include "../vpu/vpu.h"
+#include "run_control.h"
+#include "scalar_unit.h"
+#include "semaphores.h"
+#include "tpu/sim/simulator.h"
+
+namespace tpu::sim {
+
+class TensorCore : public sc_core::sc_module {
+ public:
+  TensorCore(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program,
+             MxuPath path, RunControl& rc, HbmSimple& hbm);
+
+  void bind_clock(sc_core::sc_clock& clk);
+  bool finished(uint64_t now) const;
+  bool in_flight(uint64_t now) const;
+  bool any_busy(uint64_t now) const;
+  std::string blocked_report() const;
+  void set_trace(TraceSink* t);
+
+  const int index;
+  SparseMemory vmem;
+  SparseMemory smem;
+  Accumulators acc;
+  SemaphoreFile sems;
+  DmaEngine dma;
+  Vpu vpu;
+  std::vector<std::unique_ptr<Mxu>> mxus;
+  ScalarUnit scalar;
+};
+
+class Chip : public sc_core::sc_module {
+ public:
+  Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
+       RunControl& rc, TraceWriter* trace);
+
+  HbmSimple hbm;
+  std::vector<std::unique_ptr<TensorCore>> cores;
+  sc_core::sc_clock clk;
+
+  bool done() const { return done_; }
+  uint64_t end_cycle() const { return end_cycle_; }
+  void attach_vcd(VcdWriter* vcd);
+
+ private:
+  void monitor();
+  void sample_counters(uint64_t now);
+
+  const MachineConfig& cfg_;
+  const SimOptions& opts_;
+  RunControl& rc_;
+  TraceWriter* trace_;
+  VcdWriter* vcd_ = nullptr;
+  bool done_ = false;
+  uint64_t end_cycle_ = 0;
+  std::vector<int64_t> last_depth_;
+  std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
+  bool progress_shown_ = false;
+};
+
+}  // namespace tpu::sim

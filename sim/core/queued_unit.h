@@ -1,0 +1,99 @@
+// Common behaviour of the units fed by an instruction queue (DMA, VPU, MXU):
+// the head instruction is examined each cycle; `wait` and `signal` are
+// handled here identically for every unit.
+#pragma once
+
+#include <systemc>
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+
+#include "../obs/observer.h"
+#include "issued.h"
+#include "run_control.h"
+#include "semaphores.h"
+
+namespace tpu::sim {
+
+class QueuedUnit {
+ public:
+  QueuedUnit(int core, int unit_id, uint32_t queue_depth, RunControl& rc, SemaphoreFile& sems)
+      : queue_(queue_depth), core_(core), unit_id_(unit_id), rc_(rc), sems_(sems) {}
+
+  sc_core::sc_fifo<Issued>& queue() { return queue_; }
+  int queue_depth() const { return queue_.num_available() + (head_ ? 1 : 0); }
+  void set_trace(TraceSink* t) { trace_ = t; }
+  const UnitStats& stats() const { return stats_; }
+  UnitState state() const { return state_; }
+  // Why the head instruction cannot proceed, for deadlock reports.
+  std::string blocked_on() const {
+    if (!head_ || head_->insn.op != isa::Opcode::WAIT) return {};
+    return fmt::format("pc {}: wait sem{} >= {} (it is {})", head_->pc, head_->insn[1], head_->insn[2], sems_.value(int(head_->insn[1])));
+  }
+
+ protected:
+  enum class SyncResult { NotSync, Done, Blocked };
+
+  // The instruction at the head of the queue, if any (kept until popped).
+  const Issued* head() {
+    if (!head_) {
+      Issued is;
+      if (queue_.nb_read(is)) head_ = is;
+    }
+    return head_ ? &*head_ : nullptr;
+  }
+  void pop() { head_.reset(); }
+
+  // Handles wait/signal at the head. `all_done` says whether every earlier
+  // instruction of this unit has completed (a signal waits for that).
+  SyncResult sync(const Issued& h, uint64_t now, bool all_done) {
+    if (h.insn.op == isa::Opcode::WAIT) {
+      if (waiting_ && sems_.take_grant(unit_id_)) {
+        waiting_ = false;
+        if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, wait_start_, now);
+        retire();
+        return SyncResult::Done;
+      }
+      if (!waiting_) wait_start_ = now;
+      waiting_ = true;
+      sems_.request_wait(unit_id_, int(h.insn[1]), uint32_t(h.insn[2]));
+      return SyncResult::Blocked;
+    }
+    if (h.insn.op == isa::Opcode::SIGNAL) {
+      if (!all_done) return SyncResult::Blocked;
+      sems_.signal(int(h.insn[1]), uint32_t(h.insn[2]));
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, now, now + 1);
+      retire();
+      return SyncResult::Done;
+    }
+    return SyncResult::NotSync;
+  }
+
+  void retire() {
+    pop();
+    ++stats_.instructions;
+  }
+  void finish(UnitState s, const char* cause) {
+    state_ = s;
+    stats_.account(s, cause);
+  }
+  void trace_event(uint32_t pc, uint64_t start, uint64_t end) {
+    if (trace_) trace_->instruction(track_id(core_, unit_id_), pc, start, end);
+  }
+
+  sc_core::sc_fifo<Issued> queue_;
+  std::optional<Issued> head_;
+  int core_;
+  int unit_id_;
+  RunControl& rc_;
+  SemaphoreFile& sems_;
+  TraceSink* trace_ = nullptr;
+  UnitStats stats_;
+  UnitState state_ = UnitState::Idle;
+  bool waiting_ = false;
+  uint64_t wait_start_ = 0;
+};
+
+}  // namespace tpu::sim

@@ -1,0 +1,60 @@
+// The semaphore file of one TensorCore, as a SystemC primitive channel so
+// that the result never depends on the order in which units are evaluated
+// within a cycle: signals and wait requests made in cycle t are resolved
+// together in that cycle's update phase (signals first, then waits in
+// requester order sc, dma, vpu, mxu0..7), and a granted unit proceeds in
+// cycle t + 1.
+#pragma once
+
+#include <systemc>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tpu/isa/isa.h"
+
+namespace tpu::sim {
+
+// Requesters are numbered as the ISA's Unit operand: sc 0, dma 1, vpu 2, mxuK 8 + K.
+inline constexpr int kNumRequesters = 16;
+
+class SemaphoreFile : public sc_core::sc_prim_channel {
+ public:
+  explicit SemaphoreFile(const char* name) : sc_core::sc_prim_channel(name) {}
+
+  void signal(int sem, uint32_t count) {
+    pending_signal_[size_t(sem)] += count;
+    request_update();
+  }
+  void request_wait(int requester, int sem, uint32_t count) {
+    requests_.push_back({requester, sem, count});
+    request_update();
+  }
+  // True once, in the cycle after the request was granted.
+  bool take_grant(int requester) {
+    bool g = granted_[size_t(requester)];
+    granted_[size_t(requester)] = false;
+    return g;
+  }
+  uint64_t value(int sem) const { return values_[size_t(sem)]; }
+  // When an update last changed anything (a signal or a grant).
+  sc_core::sc_time last_change() const { return last_change_; }
+
+ protected:
+  void update() override;
+
+ private:
+  struct Request {
+    int requester;
+    int sem;
+    uint32_t count;
+  };
+  std::array<uint64_t, isa::kNumSems> values_{};
+  std::array<uint64_t, isa::kNumSems> pending_signal_{};
+  std::array<bool, kNumRequesters> granted_{};
+  std::vector<Request> requests_;
+  sc_core::sc_time last_change_ = sc_core::SC_ZERO_TIME;
+};
+
+}  // namespace tpu::sim

@@ -1,0 +1,147 @@
+#include "tpu/sim/simulator.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "chip.h"
+
+namespace tpu::sim {
+
+std::string target_mismatch(const isa::Target& program, const isa::Target& machine) {
+  std::vector<std::string> diffs;
+  for (const auto& f : isa::target_fields())
+    if (program.*f.member != machine.*f.member)
+      diffs.push_back(fmt::format("{} {} vs {}", f.key, program.*f.member, machine.*f.member));
+  if (diffs.empty()) return {};
+  return fmt::format("the program was compiled for target '{}', this machine is '{}' ({}): recompile for it",
+                     program.name, machine.name, fmt::join(diffs, ", "));
+}
+
+Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions options)
+    : config_(std::move(config)), program_(std::move(program)), options_(std::move(options)) {
+  if (auto why = target_mismatch(program_.target, config_.target); !why.empty()) throw Error(why);
+}
+
+Simulator::~Simulator() = default;
+
+namespace {
+
+nlohmann::json unit_json(const UnitStats& s, uint64_t cycles) {
+  nlohmann::json stalls = nlohmann::json::object();
+  for (const auto& [cause, n] : s.stalls) stalls[cause] = n;
+  return {{"busy_cycles", s.busy_cycles},
+          {"utilization", cycles ? double(s.busy_cycles) / double(cycles) : 0.0},
+          {"stall_cycles", s.stall_cycles},
+          {"stalls", stalls},
+          {"instructions", s.instructions}};
+}
+
+std::string stats_json(const MachineConfig& cfg, const Chip& chip, uint64_t cycles, double wall) {
+  using nlohmann::json;
+  json units = json::object();
+  json by_class = {{"scalar", 0}, {"sync", 0}, {"dma", 0}, {"mxu", 0}, {"vpu", 0}};
+  json stalls = json::object();
+  uint64_t macs = 0, total = 0;
+  auto add_stalls = [&](const std::string& unit, const UnitStats& s) {
+    for (const auto& [cause, n] : s.stalls) stalls[unit + "." + cause] = stalls.value(unit + "." + cause, uint64_t(0)) + n;
+  };
+  for (const auto& c : chip.cores) {
+    const std::string p = fmt::format("core{}.", c->index);
+    units[p + "scalar"] = unit_json(c->scalar.stats(), cycles);
+    units[p + "dma"] = unit_json(c->dma.stats(), cycles);
+    units[p + "vpu"] = unit_json(c->vpu.stats(), cycles);
+    add_stalls("scalar", c->scalar.stats());
+    add_stalls("dma", c->dma.stats());
+    add_stalls("vpu", c->vpu.stats());
+    for (size_t m = 0; m < c->mxus.size(); ++m) {
+      json u = unit_json(c->mxus[m]->stats(), cycles);
+      u["macs"] = c->mxus[m]->macs();
+      units[fmt::format("{}mxu{}", p, m)] = u;
+      add_stalls("mxu", c->mxus[m]->stats());
+      macs += c->mxus[m]->macs();
+    }
+    const auto& k = c->scalar.issued_by_class();
+    const char* names[] = {"scalar", "sync", "dma", "mxu", "vpu"};
+    for (size_t i = 0; i < k.size(); ++i) {
+      by_class[names[i]] = by_class[names[i]].get<uint64_t>() + k[i];
+      total += k[i];
+    }
+  }
+  const double n = double(cfg.target.mxu_dim);
+  const double peak_macs = double(cycles) * n * n * double(cfg.target.mxus_per_core * cfg.target.cores);
+  const double bytes_per_cycle = double(cfg.hbm_bytes_per_cycle_fp()) / 1024.0;
+  const uint64_t rd = chip.hbm.bytes_read(), wr = chip.hbm.bytes_written();
+  json j = {
+      {"config", cfg.target.name},
+      {"cycles", cycles},
+      {"frequency_hz", cfg.clock_hz},
+      {"seconds", double(cycles) / double(cfg.clock_hz)},
+      {"instructions", {{"total", total}, {"by_class", by_class}}},
+      {"units", units},
+      {"stall_cycles_by_cause", stalls},
+      {"mxu", {{"macs", macs}, {"utilization", peak_macs > 0 ? double(macs) / peak_macs : 0.0}}},
+      {"hbm",
+       {{"model", cfg.hbm.model},
+        {"bytes_read", rd},
+        {"bytes_written", wr},
+        {"bandwidth_utilization", cycles ? double(rd + wr) / (double(cycles) * bytes_per_cycle) : 0.0}}},
+      {"host", {{"wall_seconds", wall}, {"simulated_cycles_per_second", wall > 0 ? double(cycles) / wall : 0.0}}},
+  };
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
+  DecodedProgram dp;
+  dp.words = program_.code;
+  for (uint64_t w : program_.code) dp.insns.push_back(isa::decode(w));
+
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  RunControl rc(sc_core::sc_time(1, sc_core::SC_NS));
+  std::unique_ptr<TraceWriter> trace;
+  if (!options_.trace_path.empty())
+    trace = std::make_unique<TraceWriter>(program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));
+  Chip chip("chip", config_, dp, options_, rc, trace.get());
+
+  SparseMemory& hbm = chip.hbm.memory();
+  for (const auto& d : program_.data) hbm.write(d.hbm_addr, d.bytes.data(), d.bytes.size());
+  const auto ins = program_.inputs();
+  if (inputs.size() != ins.size())
+    throw Error(fmt::format("the program takes {} input(s), {} given", ins.size(), inputs.size()));
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (inputs[i].size() != ins[i]->bytes())
+      throw Error(fmt::format("input {} ('{}') has {} bytes, expected {}", i, ins[i]->name, inputs[i].size(), ins[i]->bytes()));
+    hbm.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
+  }
+
+  std::unique_ptr<VcdWriter> vcd;
+  if (!options_.vcd_path.empty()) {
+    const uint64_t period_ps = (1000000000000ull + config_.clock_hz / 2) / config_.clock_hz;
+    vcd = std::make_unique<VcdWriter>(options_.vcd_path, period_ps, options_.vcd_start, options_.vcd_end);
+    chip.attach_vcd(vcd.get());
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  sc_core::sc_start();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  RunResult r;
+  r.fault = rc.fault_message();
+  r.cycles = chip.done() ? chip.end_cycle() : rc.cycle() + 1;
+  if (!r.fault && !chip.done()) r.fault = "internal error: the simulation stopped before the program finished";
+  for (const auto* o : program_.outputs()) {
+    std::vector<uint8_t> bytes(o->bytes());
+    hbm.read(o->hbm_addr, bytes.data(), bytes.size());
+    r.outputs.push_back(std::move(bytes));
+  }
+  r.stats_json = stats_json(config_, chip, r.cycles, wall);
+  if (vcd) vcd->close(r.cycles);
+  if (trace) trace->write(options_.trace_path);
+  return r;
+}
+
+}  // namespace tpu::sim

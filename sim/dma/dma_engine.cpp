@@ -1,0 +1,144 @@
+#include "dma_engine.h"
+
+#include <fmt/format.h>
+
+namespace tpu::sim {
+
+using isa::Opcode;
+
+DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc,
+                     SemaphoreFile& sems, SparseMemory& vmem, HbmSimple& hbm)
+    : sc_core::sc_module(name), QueuedUnit(core, 1, cfg.core.queue_depth, rc, sems), cfg_(cfg), vmem_(vmem), hbm_(hbm) {
+  SC_HAS_PROCESS(DmaEngine);
+  SC_METHOD(tick);
+  sensitive << clk.pos();
+  dont_initialize();
+}
+
+void DmaEngine::complete(uint64_t now) {
+  while (!bursts_.empty() && bursts_.front().second.done_cycle <= now) {
+    auto& [t, b] = bursts_.front();
+    if (b.write) {
+      hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
+    } else {
+      std::vector<uint8_t> tmp(b.bytes);
+      hbm_.memory().read(b.hbm_addr, tmp.data(), b.bytes);
+      vmem_.write(b.vmem_addr, tmp.data(), b.bytes);
+    }
+    bytes_moved_ += b.bytes;
+    --t->in_flight;
+    bursts_.pop_front();
+  }
+  // Transfers finish in order of their last burst; the oldest finished ones retire.
+  while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
+    const Transfer& t = transfers_.front();
+    sems_.signal(t.sem, 1);
+    trace_event(t.pc, t.start, now + 1);
+    transfers_.pop_front();
+  }
+}
+
+void DmaEngine::emit(uint64_t now) {
+  for (Transfer& t : transfers_) {
+    if (t.emitted_all()) continue;
+    const uint64_t burst = cfg_.dma.burst_bytes;
+    const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
+    const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
+    const uint64_t n = std::min(t.row_bytes - t.offset, burst - hbm % burst);
+    HbmBurst b;
+    b.write = t.store;
+    b.hbm_addr = hbm;
+    b.vmem_addr = vmem;
+    b.bytes = uint32_t(n);
+    if (t.store) {
+      b.data.resize(n);
+      vmem_.read(vmem, b.data.data(), n);
+    }
+    t.offset += n;
+    if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
+    ++t.in_flight;
+    bursts_.emplace_back(&t, std::move(b));
+    hbm_.request(core_, now, &bursts_.back().second);
+    return;  // one burst per cycle
+  }
+}
+
+bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
+  const char* mnem = isa::spec(is.insn.op).mnemonic;
+  auto fail = [&](const std::string& msg) {
+    rc_.fault(fmt::format("core {} dma: pc {}: {}: {}", core_, is.pc, mnem, msg));
+    return false;
+  };
+  Transfer t;
+  t.pc = is.pc;
+  t.start = now;
+  switch (is.insn.op) {
+    case Opcode::DMA_LD:
+    case Opcode::DMA_ST:
+      t.store = is.insn.op == Opcode::DMA_ST;
+      t.row_bytes = is[2];
+      t.sem = int(is.insn[3]);
+      t.hbm = t.store ? is[0] : is[1];
+      t.vmem = t.store ? is[1] : is[0];
+      break;
+    case Opcode::DMA_LD2D:
+    case Opcode::DMA_ST2D:
+      t.store = is.insn.op == Opcode::DMA_ST2D;
+      t.rows = is[2];
+      t.row_bytes = is[3];
+      t.sem = int(is.insn[6]);
+      t.hbm = t.store ? is[0] : is[1];
+      t.vmem = t.store ? is[1] : is[0];
+      t.hbm_stride = t.store ? is[4] : is[5];
+      t.vmem_stride = t.store ? is[5] : is[4];
+      break;
+    case Opcode::DMA_RCP:
+    case Opcode::DMA_RSIG:
+      return fail("transfers to other chips need ICI, which this simulator does not model yet");
+    default:
+      throw std::logic_error(fmt::format("internal error: {} is not a DMA instruction", mnem));
+  }
+  if (transfers_.size() >= cfg_.dma.max_outstanding) return false;
+  if (t.rows > (uint64_t(1) << 32)) return fail(fmt::format("{} rows is more than 2^32", t.rows));
+  if (t.row_bytes > 0)
+    for (uint64_t r = 0; r < t.rows; ++r) {
+      if (auto err = hbm_.memory().check_range(t.hbm + r * t.hbm_stride, t.row_bytes, 1, "HBM"))
+        return fail(fmt::format("row {}: {}", r, *err));
+      if (auto err = vmem_.check_range(t.vmem + r * t.vmem_stride, t.row_bytes, 1, "VMEM"))
+        return fail(fmt::format("row {}: {}", r, *err));
+    }
+  if (t.row_bytes == 0 || t.rows == 0) t.row = t.rows = 0;  // nothing to move: completes at once
+  transfers_.push_back(t);
+  return true;
+}
+
+void DmaEngine::tick() {
+  const uint64_t now = rc_.cycle();
+  complete(now);
+  emit(now);
+  UnitState state = transfers_.empty() ? UnitState::Idle : UnitState::Busy;
+  const char* cause = "";
+  if (const Issued* h = head()) {
+    switch (sync(*h, now, transfers_.empty())) {
+      case SyncResult::Done: state = UnitState::Busy; break;
+      case SyncResult::Blocked:
+        if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain";
+        break;
+      case SyncResult::NotSync: {
+        const Issued is = *h;
+        if (dispatch(is, now)) {
+          retire();
+          state = UnitState::Busy;
+        } else if (!rc_.faulted()) {
+          state = UnitState::Stalled, cause = "outstanding";
+        }
+        break;
+      }
+    }
+  }
+  // A transfer with nothing to move finishes in the cycle it is dispatched.
+  if (!transfers_.empty() && transfers_.back().rows == 0 && transfers_.back().in_flight == 0) complete(now);
+  finish(state, cause);
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,54 @@
+// The DMA engine of one TensorCore: takes transfers from its queue, cuts
+// them into bursts (at most burst_bytes, not crossing a burst_bytes boundary
+// of the HBM address), sends one burst per cycle to HBM, and signals a
+// transfer's semaphore when its last burst has landed.
+#pragma once
+
+#include <systemc>
+
+#include <deque>
+
+#include "../core/queued_unit.h"
+#include "../mem/hbm_simple.h"
+#include "../mem/memory.h"
+#include "tpu/sim/config.h"
+
+namespace tpu::sim {
+
+class DmaEngine : public sc_core::sc_module, public QueuedUnit {
+ public:
+  sc_core::sc_in<bool> clk{"clk"};
+
+  DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
+            SparseMemory& vmem, HbmSimple& hbm);
+
+  bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
+  uint32_t outstanding() const { return uint32_t(transfers_.size()); }
+  uint64_t bytes_moved() const { return bytes_moved_; }
+
+ private:
+  struct Transfer {
+    bool store = false;
+    uint32_t pc = 0;
+    int sem = 0;
+    uint64_t start = 0;
+    uint64_t hbm = 0, vmem = 0, rows = 1, row_bytes = 0, hbm_stride = 0, vmem_stride = 0;
+    uint64_t row = 0, offset = 0;  // next byte to emit
+    uint32_t in_flight = 0;
+    bool emitted_all() const { return row >= rows; }
+  };
+
+  void tick();
+  void complete(uint64_t now);
+  void emit(uint64_t now);
+  bool dispatch(const Issued& is, uint64_t now);
+
+  const MachineConfig& cfg_;
+  SparseMemory& vmem_;
+  HbmSimple& hbm_;
+  std::deque<Transfer> transfers_;
+  std::deque<std::pair<Transfer*, HbmBurst>> bursts_;
+  uint64_t bytes_moved_ = 0;
+};
+
+}  // namespace tpu::sim

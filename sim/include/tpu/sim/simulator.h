@@ -1,0 +1,53 @@
+// Running a program on the simulated machine. SystemC elaborates once per
+// process: create one Simulator per process and call run() once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tpu/isa/program.h"
+#include "tpu/sim/config.h"
+
+namespace tpu::sim {
+
+struct SimOptions {
+  bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
+  uint64_t max_cycles = 0;      // 0: no limit
+  std::string vcd_path;         // waveforms (and vcd_path + ".gtkw")
+  uint64_t vcd_start = 0;       // window of cycles [start, end)
+  uint64_t vcd_end = UINT64_MAX;
+  std::string trace_path;       // Perfetto / Chrome trace-event JSON
+  bool progress = false;        // a progress line on stderr for long runs
+  std::string record_mxu_path;  // every MXU command with its cycle (for the RTL cross-check)
+};
+
+struct RunResult {
+  std::optional<std::string> fault;  // the program's fault, deadlock or cycle limit; one line
+  uint64_t cycles = 0;
+  std::vector<std::vector<uint8_t>> outputs;  // one per output symbol, in order
+  std::string stats_json;
+};
+
+class Simulator {
+ public:
+  // Throws Error when the program's target differs from the machine's.
+  Simulator(MachineConfig config, isa::Program program, SimOptions options);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // inputs: one byte buffer per input symbol, in order, of the symbol's size.
+  RunResult run(const std::vector<std::vector<uint8_t>>& inputs);
+
+ private:
+  MachineConfig config_;
+  isa::Program program_;
+  SimOptions options_;
+};
+
+// Why a program cannot run on a machine ("" if it can).
+std::string target_mismatch(const isa::Target& program, const isa::Target& machine);
+
+}  // namespace tpu::sim

@@ -1,0 +1,216 @@
+#include "mxu.h"
+
+#include <fmt/format.h>
+
+#include "numerics.h"
+
+namespace tpu::sim {
+
+using isa::Opcode;
+
+Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, MxuPath path, RunControl& rc,
+         SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
+    : sc_core::sc_module(name),
+      QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
+      cfg_(cfg),
+      n_(uint32_t(cfg.target.mxu_dim)),
+      index_(index),
+      vmem_(vmem),
+      acc_(acc),
+      array_(path == MxuPath::Pe ? make_pe_array(n_) : make_fast_array(n_)),
+      staging_(size_t(n_) * n_),
+      slots_(2 * size_t(n_)),
+      row_bytes_(size_t(n_) * 2) {
+  for (auto& s : slots_) {
+    s.x.resize(n_);
+    s.result.resize(n_);
+  }
+  SC_HAS_PROCESS(Mxu);
+  SC_METHOD(tick);
+  sensitive << clk.pos();
+  dont_initialize();
+}
+
+void Mxu::read_operands(uint64_t addr, bool int8, uint32_t* out) {
+  vmem_.read(addr, row_bytes_.data(), uint64_t(n_) * elem_bytes(int8));
+  for (uint32_t i = 0; i < n_; ++i) {
+    if (int8) {
+      out[i] = uint32_t(int32_t(int8_t(row_bytes_[i])));
+    } else {
+      const uint16_t b = uint16_t(row_bytes_[2 * i] | row_bytes_[2 * i + 1] << 8);
+      out[i] = mxu::as_bits(mxu::bf16_operand(b));
+    }
+  }
+}
+
+bool Mxu::check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint64_t rows, bool int8) {
+  if (rows == 0) return true;
+  const uint64_t bytes = uint64_t(n_) * elem_bytes(int8);
+  // Rows are checked at the first and last address; strides may be negative.
+  for (uint64_t r : {uint64_t(0), rows - 1}) {
+    const uint64_t addr = base + r * stride;
+    if (auto err = vmem_.check_range(addr, bytes, elem_bytes(int8), "VMEM")) {
+      rc_.fault(fmt::format("core {} mxu{}: pc {}: {} row {}: {}", core_, index_, is.pc, isa::spec(is.insn.op).mnemonic, r, *err));
+      return false;
+    }
+  }
+  return true;
+}
+
+// Result rows fed 2N - 1 cycles ago enter the accumulators.
+void Mxu::drain(uint64_t now) {
+  const uint64_t lat = 2 * uint64_t(n_) - 1;
+  if (now < lat) return;
+  MxuRow& r = slots_[(now - lat) % slots_.size()];
+  if (r.fed_cycle != now - lat) return;
+  uint32_t* acc = acc_.row(r.acc_row);
+  for (uint32_t j = 0; j < n_; ++j) {
+    if (!r.accumulate)
+      acc[j] = r.result[j];
+    else if (r.int8)
+      acc[j] = uint32_t(mxu::add_s32(int32_t(acc[j]), int32_t(r.result[j])));
+    else
+      acc[j] = mxu::as_bits(mxu::add(mxu::daz(mxu::as_float(acc[j])), mxu::as_float(r.result[j])));
+  }
+  r.fed_cycle = ~uint64_t(0);
+  --in_flight_;
+}
+
+void Mxu::advance_load(uint64_t now) {
+  if (!loading_) return;
+  const uint64_t i = now - load_.start;
+  uint32_t* row = staging_.data() + i * n_;
+  std::vector<uint32_t> tmp(n_);
+  read_operands(load_.src + i * load_.stride, load_.int8, tmp.data());
+  for (uint32_t j = 0; j < n_; ++j) {
+    if (load_.transpose)
+      staging_[size_t(j) * n_ + i] = tmp[j];
+    else
+      row[j] = tmp[j];
+  }
+  if (i + 1 < n_) return;
+  loading_ = false;
+  shadow_ = Shadow::Loaded;
+  const int b = active_ < 0 ? 0 : 1 - active_;
+  array_->set_weights(b, staging_);
+  int8_[b] = load_.int8;
+  if (record_) record_->push_back({load_.start, load_.transpose ? Opcode::MXU_LWT : Opcode::MXU_LW, staging_});
+}
+
+void Mxu::advance_stream(uint64_t now) {
+  if (!streaming_) return;
+  const uint64_t i = now - stream_.start;
+  MxuRow& r = slots_[now % slots_.size()];
+  r.fed_cycle = now;
+  r.int8 = stream_.int8;
+  r.buf = stream_.buf;
+  r.accumulate = stream_.accumulate;
+  r.acc_row = stream_.acc_row + i;
+  r.pc = stream_.pc;
+  read_operands(stream_.src + i * stream_.stride, stream_.int8, r.x.data());
+  array_->feed(now, r);
+  ++in_flight_;
+  macs_ += uint64_t(n_) * n_;
+  if (i + 1 == stream_.rows) streaming_ = false;
+}
+
+bool Mxu::dispatch(const Issued& is, uint64_t now) {
+  const uint64_t n = n_;
+  switch (is.insn.op) {
+    case Opcode::MXU_LW:
+    case Opcode::MXU_LWT: {
+      const int shadow = active_ < 0 ? 0 : 1 - active_;
+      if (loading_ || shadow_ == Shadow::Loaded || now < buf_drained_[shadow]) return false;
+      const bool int8 = is.insn[3] == 1;
+      if (!check_vmem_rows(is, is[1], is[2], n, int8)) return false;
+      load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8, is.pc};
+      loading_ = true;
+      shadow_ = Shadow::Loading;
+      last_complete_ = std::max(last_complete_, now + n - 1);
+      trace_event(is.pc, now, now + n);
+      return true;
+    }
+    case Opcode::MXU_SWAP: {
+      if (shadow_ != Shadow::Loaded) return false;
+      active_ = active_ < 0 ? 0 : 1 - active_;
+      shadow_ = Shadow::Free;
+      if (record_) record_->push_back({now, Opcode::MXU_SWAP, {}});
+      trace_event(is.pc, now, now + 1);
+      return true;
+    }
+    case Opcode::MXU_MM:
+    case Opcode::MXU_MMA: {
+      if (streaming_) return false;
+      const bool int8 = is.insn[5] == 1;
+      const char* mnem = isa::spec(is.insn.op).mnemonic;
+      if (active_ < 0) {
+        rc_.fault(fmt::format("core {} mxu{}: pc {}: {} before any weights were loaded and swapped in", core_, index_, is.pc, mnem));
+        return false;
+      }
+      if (int8_[active_] != int8) {
+        rc_.fault(fmt::format("core {} mxu{}: pc {}: {} streams {} inputs through {} weights", core_, index_, is.pc, mnem,
+                              int8 ? "s8" : "bf16", int8_[active_] ? "s8" : "bf16"));
+        return false;
+      }
+      const uint64_t rows = is[4];
+      if (is[1] > acc_.rows() || rows > acc_.rows() - is[1]) {
+        rc_.fault(fmt::format("core {} mxu{}: pc {}: {} writes accumulator rows {}..{}, outside 0..{}", core_, index_, is.pc,
+                              mnem, int64_t(is[1]), int64_t(is[1] + rows) - 1, acc_.rows() - 1));
+        return false;
+      }
+      if (!check_vmem_rows(is, is[2], is[3], rows, int8)) return false;
+      if (record_) {
+        Command c{now, is.insn.op, {}};
+        c.data.resize(rows * n);
+        for (uint64_t r = 0; r < rows; ++r) read_operands(is[2] + r * is[3], int8, &c.data[r * n]);
+        record_->push_back(std::move(c));
+      }
+      if (rows == 0) {
+        trace_event(is.pc, now, now + 1);
+        return true;
+      }
+      stream_ = Stream{now, is[2], is[3], rows, is[1], is.insn.op == Opcode::MXU_MMA, int8, active_, is.pc};
+      streaming_ = true;
+      const uint64_t done = now + rows - 1 + 2 * n - 1;
+      buf_drained_[active_] = done;
+      last_complete_ = std::max(last_complete_, done);
+      trace_event(is.pc, now, done + 1);
+      return true;
+    }
+    default:
+      throw std::logic_error(fmt::format("internal error: {} is not an MXU instruction", isa::spec(is.insn.op).mnemonic));
+  }
+}
+
+void Mxu::tick() {
+  const uint64_t now = rc_.cycle();
+  drain(now);
+  UnitState state = (streaming_ || loading_ || in_flight_ > 0) ? UnitState::Busy : UnitState::Idle;
+  const char* cause = "";
+  if (const Issued* h = head()) {
+    switch (sync(*h, now, now >= last_complete_ && !streaming_ && !loading_)) {
+      case SyncResult::Done: state = UnitState::Busy; break;
+      case SyncResult::Blocked:
+        if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == Opcode::WAIT ? "semaphore" : "drain";
+        break;
+      case SyncResult::NotSync: {
+        const Issued is = *h;
+        if (dispatch(is, now)) {
+          retire();
+          state = UnitState::Busy;
+        } else if (state != UnitState::Busy) {
+          state = UnitState::Stalled;
+          cause = is.insn.op == Opcode::MXU_SWAP ? "weight_load" : "weights_in_use";
+        }
+        break;
+      }
+    }
+  }
+  if (rc_.faulted()) return;
+  advance_load(now);
+  advance_stream(now);
+  if (in_flight_ > 0) array_->step(now);
+  finish(state, cause);
+}
+
+}  // namespace tpu::sim

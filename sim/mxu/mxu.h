@@ -1,0 +1,91 @@
+// One MXU: its instruction queue, the double-buffered weight registers, the
+// input stream from VMEM, the array (PE-level or fast), and the drain of
+// result rows into the accumulators. Timing is in docs/timing.md.
+#pragma once
+
+#include <systemc>
+
+#include <memory>
+#include <vector>
+
+#include "../core/queued_unit.h"
+#include "../mem/accumulators.h"
+#include "../mem/memory.h"
+#include "datapath.h"
+#include "tpu/sim/config.h"
+
+namespace tpu::sim {
+
+enum class MxuPath { Fast, Pe };
+
+class Mxu : public sc_core::sc_module, public QueuedUnit {
+ public:
+  sc_core::sc_in<bool> clk{"clk"};
+
+  Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, MxuPath path, RunControl& rc,
+      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc);
+
+  // No work left after cycle `now`.
+  bool idle(uint64_t now) const { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
+  bool in_flight(uint64_t now) const { return now < last_complete_ || streaming_ || loading_ || in_flight_ > 0; }
+  uint64_t macs() const { return macs_; }
+  uint32_t rows_in_flight() const { return in_flight_; }
+  bool streaming() const { return streaming_; }
+  bool loading() const { return loading_; }
+
+  // Every command the MXU starts, with its cycle, for the RTL cross-check.
+  struct Command {
+    uint64_t cycle;
+    isa::Opcode op;
+    std::vector<uint32_t> data;  // lw: N x N weights; mm: M x N inputs (as fed)
+  };
+  void record_commands(std::vector<Command>* sink) { record_ = sink; }
+
+ private:
+  enum class Shadow { Free, Loading, Loaded };
+  struct WeightLoad {
+    uint64_t start = 0;
+    uint64_t src = 0, stride = 0;
+    bool transpose = false, int8 = false;
+    uint32_t pc = 0;
+  };
+  struct Stream {
+    uint64_t start = 0, src = 0, stride = 0, rows = 0, acc_row = 0;
+    bool accumulate = false, int8 = false;
+    int buf = 0;
+    uint32_t pc = 0;
+  };
+
+  void tick();
+  void drain(uint64_t now);
+  bool dispatch(const Issued& is, uint64_t now);
+  void advance_load(uint64_t now);
+  void advance_stream(uint64_t now);
+  uint32_t elem_bytes(bool int8) const { return int8 ? 1 : 2; }
+  void read_operands(uint64_t addr, bool int8, uint32_t* out);
+  bool check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint64_t rows, bool int8);
+
+  const MachineConfig& cfg_;
+  const uint32_t n_;
+  const int index_;
+  SparseMemory& vmem_;
+  Accumulators& acc_;
+  std::unique_ptr<MxuArray> array_;
+
+  std::vector<uint32_t> staging_;  // the shadow weights as they load
+  int active_ = -1;                // buffer in use by new streams, -1 before the first swap
+  bool int8_[2] = {false, false};
+  Shadow shadow_ = Shadow::Free;
+  uint64_t buf_drained_[2] = {0, 0};  // cycle in which the last row using the buffer reaches the accumulators
+  bool loading_ = false, streaming_ = false;
+  WeightLoad load_;
+  Stream stream_;
+  std::vector<MxuRow> slots_;  // rows in flight, by feed cycle mod 2N
+  uint32_t in_flight_ = 0;
+  uint64_t last_complete_ = 0;  // last cycle in which any started work finishes
+  uint64_t macs_ = 0;
+  std::vector<uint8_t> row_bytes_;
+  std::vector<Command>* record_ = nullptr;
+};
+
+}  // namespace tpu::sim

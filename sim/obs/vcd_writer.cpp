@@ -1,0 +1,125 @@
+#include "vcd_writer.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "tpu/isa/error.h"
+
+namespace tpu::sim {
+namespace {
+
+// VCD identifiers: printable ASCII 33..126, shortest first.
+std::string vcd_id(size_t i) {
+  std::string s;
+  do {
+    s += char(33 + i % 94);
+    i /= 94;
+  } while (i > 0);
+  return s;
+}
+
+}  // namespace
+
+VcdWriter::VcdWriter(const std::string& path, uint64_t period_ps, uint64_t start_cycle, uint64_t end_cycle)
+    : path_(path), out_(path, std::ios::trunc), period_ps_(period_ps), start_(start_cycle), end_(end_cycle) {
+  if (!out_) throw Error(fmt::format("{}: cannot open for writing", path));
+}
+
+void VcdWriter::add(const std::string& scope, const std::string& name, int width, std::function<uint64_t()> get) {
+  signals_.push_back({scope, name, vcd_id(signals_.size()), width, std::move(get), 0, false});
+}
+
+void VcdWriter::header() {
+  out_ << "$date tpusim $end\n$version tpusim VCD writer $end\n$timescale 1 ps $end\n";
+  // Emit nested scopes; signals are grouped by scope in registration order.
+  std::vector<std::string> open;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> parts;
+    size_t at = 0;
+    for (size_t dot; (dot = s.find('.', at)) != std::string::npos; at = dot + 1) parts.push_back(s.substr(at, dot - at));
+    parts.push_back(s.substr(at));
+    return parts;
+  };
+  out_ << "$scope module tpu $end\n";
+  for (const Signal& s : signals_) {
+    auto parts = split(s.scope);
+    size_t common = 0;
+    while (common < open.size() && common < parts.size() && open[common] == parts[common]) ++common;
+    while (open.size() > common) {
+      out_ << "$upscope $end\n";
+      open.pop_back();
+    }
+    for (size_t i = common; i < parts.size(); ++i) {
+      out_ << "$scope module " << parts[i] << " $end\n";
+      open.push_back(parts[i]);
+    }
+    out_ << "$var wire " << s.width << " " << s.id << " " << s.name;
+    if (s.width > 1) out_ << " [" << s.width - 1 << ":0]";
+    out_ << " $end\n";
+  }
+  while (!open.empty()) {
+    out_ << "$upscope $end\n";
+    open.pop_back();
+  }
+  out_ << "$upscope $end\n$enddefinitions $end\n";
+  header_done_ = true;
+}
+
+void VcdWriter::emit(Signal& s, uint64_t v) {
+  if (s.width == 1) {
+    out_ << (v & 1) << s.id << '\n';
+  } else {
+    out_ << 'b';
+    bool started = false;
+    for (int b = s.width - 1; b >= 0; --b) {
+      const bool bit = (v >> b) & 1;
+      if (bit) started = true;
+      if (started || b == 0) out_ << (bit ? '1' : '0');
+    }
+    out_ << ' ' << s.id << '\n';
+  }
+  s.last = v;
+  s.written = true;
+}
+
+void VcdWriter::sample(uint64_t cycle) {
+  if (cycle < start_ || cycle >= end_) return;
+  if (!header_done_) header();
+  bool stamped = false;
+  for (Signal& s : signals_) {
+    uint64_t v = s.get();
+    if (s.width < 64) v &= (uint64_t(1) << s.width) - 1;
+    if (s.written && v == s.last) continue;
+    if (!stamped) {
+      out_ << '#' << cycle * period_ps_ << '\n';
+      last_time_written_ = cycle;
+      stamped = true;
+    }
+    emit(s, v);
+  }
+}
+
+void VcdWriter::close(uint64_t end_cycle) {
+  if (!header_done_) header();
+  const uint64_t last = std::min(end_cycle, end_);
+  if (last_time_written_ == ~uint64_t(0) || last > last_time_written_) out_ << '#' << last * period_ps_ << '\n';
+  out_.close();
+  std::ofstream g(path_ + ".gtkw", std::ios::trunc);
+  g << "[*] GTKWave save file written by tpusim: one group per unit\n";
+  g << "[dumpfile] \"" << path_ << "\"\n";
+  std::string group;
+  for (const Signal& s : signals_) {
+    if (s.scope != group) {
+      if (!group.empty()) g << "@1000200\n-" << group << "\n";
+      group = s.scope;
+      g << "@800200\n-" << group << "\n";
+    }
+    g << (s.width == 1 ? "@28\n" : "@22\n") << "tpu." << s.scope << "." << s.name;
+    if (s.width > 1) g << "[" << s.width - 1 << ":0]";
+    g << "\n";
+  }
+  if (!group.empty()) g << "@1000200\n-" << group << "\n";
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,130 @@
+// tpusim PROG.tpu [--config CFG] --inputs A.npy ... --outputs DIR [--stats FILE.json]
+//        [--vcd FILE.vcd [--vcd-window START:END]] [--trace FILE.json] [--max-cycles N] [--mxu fast|pe]
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <systemc>
+
+#include "cli_common.h"
+#include "tpu/isa/npy.h"
+#include "tpu/sim/simulator.h"
+
+namespace {
+
+std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
+  const auto colon = w.find(':');
+  if (colon == std::string::npos) throw tpu::Error(fmt::format("--vcd-window '{}' is not START:END", w));
+  auto num = [&](const std::string& s, uint64_t dflt) -> uint64_t {
+    if (s.empty()) return dflt;
+    size_t used = 0;
+    uint64_t v = 0;
+    try {
+      v = std::stoull(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || s[0] == '-') throw tpu::Error(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
+    return v;
+  };
+  const uint64_t a = num(w.substr(0, colon), 0), b = num(w.substr(colon + 1), UINT64_MAX);
+  if (a >= b) throw tpu::Error(fmt::format("--vcd-window '{}': START must be below END", w));
+  return {a, b};
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw tpu::Error(fmt::format("{}: cannot write", path));
+}
+
+}  // namespace
+
+int sc_main(int argc, char* argv[]) {
+  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
+  app.name("tpusim");
+  std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, mxu = "fast";
+  std::vector<std::string> inputs;
+  uint64_t max_cycles = 0;
+  bool quiet = false;
+  app.add_option("program", program_path, "program (.tpu)")->required();
+  app.add_option("--config", config,
+                 "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
+                 "(default: the preset the program was compiled for, else v5e)");
+  app.add_option("--inputs", inputs, "one .npy per ENTRY parameter, in order")->expected(0, -1);
+  app.add_option("--outputs", outputs_dir, "directory for out0.npy, out1.npy, ... (created if missing)");
+  app.add_option("--stats", stats_path, "statistics (JSON); the resolved config is written beside it as *.config.json");
+  app.add_option("--vcd", vcd_path, "waveforms (VCD) and a GTKWave save file FILE.gtkw");
+  app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
+  app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
+  app.add_option("--max-cycles", max_cycles, "stop with an error after N cycles (0: no limit)");
+  app.add_option("--mxu", mxu, "MXU model: fast (whole rows at once) or pe (every PE register every cycle)")
+      ->check(CLI::IsMember({"fast", "pe"}));
+  app.add_flag("-q,--quiet", quiet, "print nothing on success");
+  if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
+
+  try {
+    tpu::isa::Program program = tpu::isa::load_file(program_path);
+    if (config.empty()) config = tpu::isa::preset_text(program.target.name) ? program.target.name : "v5e";
+    tpu::sim::MachineConfig cfg = tpu::sim::load_config(config);
+
+    const auto ins = program.inputs();
+    if (inputs.size() != ins.size())
+      throw tpu::Error(fmt::format("{} takes {} input(s) ({}), {} given with --inputs", program_path, ins.size(),
+                                   [&] {
+                                     std::vector<std::string> n;
+                                     for (auto* s : ins) n.push_back(s->name);
+                                     return fmt::format("{}", fmt::join(n, ", "));
+                                   }(),
+                                   inputs.size()));
+    std::vector<std::vector<uint8_t>> in_bytes;
+    for (size_t i = 0; i < ins.size(); ++i)
+      in_bytes.push_back(tpu::isa::npy_to_tensor(tpu::isa::read_npy(inputs[i]), *ins[i], inputs[i]));
+
+    // Output locations are created up front, so a bad path fails before the run.
+    if (!outputs_dir.empty()) std::filesystem::create_directories(outputs_dir);
+    for (const std::string* f : {&stats_path, &vcd_path, &trace_path})
+      if (!f->empty() && std::filesystem::path(*f).has_parent_path())
+        std::filesystem::create_directories(std::filesystem::path(*f).parent_path());
+
+    tpu::sim::SimOptions opts;
+    opts.pe_level_mxu = mxu == "pe";
+    opts.max_cycles = max_cycles;
+    opts.vcd_path = vcd_path;
+    if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);
+    opts.trace_path = trace_path;
+    opts.progress = !quiet && isatty(STDERR_FILENO);
+
+    tpu::sim::Simulator sim(cfg, program, opts);
+    tpu::sim::RunResult r = sim.run(in_bytes);
+
+    if (!stats_path.empty()) {
+      write_text(stats_path, r.stats_json);
+      std::filesystem::path p(stats_path);
+      write_text((p.parent_path() / (p.stem().string() + ".config.json")).string(), cfg.to_json());
+    }
+    if (r.fault) {
+      std::cerr << "tpusim: " << *r.fault << "\n";
+      return 3;
+    }
+    if (!outputs_dir.empty()) {
+      const auto outs = program.outputs();
+      for (size_t i = 0; i < outs.size(); ++i)
+        tpu::isa::write_npy((std::filesystem::path(outputs_dir) / fmt::format("out{}.npy", i)).string(),
+                            tpu::isa::tensor_to_npy(*outs[i], std::move(r.outputs[i])));
+    }
+    if (!quiet)
+      std::cout << fmt::format("tpusim: {} cycles ({:.3f} us at {:.3g} GHz on {}){}\n", r.cycles,
+                               double(r.cycles) / double(cfg.clock_hz) * 1e6, double(cfg.clock_hz) / 1e9, cfg.target.name,
+                               outputs_dir.empty() ? "" : ", outputs in " + outputs_dir);
+    return 0;
+  } catch (const tpu::Error& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::cerr << "tpusim: error: " << e.what() << "\n";
+    return 1;
+  }
+}
