@@ -187,8 +187,18 @@ class Assembler {
   }
 
   AssembleResult run() {
+    // The target's parameters are symbols (target.mxu_dim, ...) from the
+    // moment it is known: the start, unless the file has a .target directive.
+    const bool has_directive = std::any_of(lines_.begin(), lines_.end(), [](const std::string& l) {
+      const size_t at = l.find_first_not_of(" \t");
+      return at != std::string::npos && l.compare(at, 7, ".target") == 0 && (l.size() == at + 7 || !std::isalnum(static_cast<unsigned char>(l[at + 7])));
+    });
+    if (!has_directive) {
+      finish_target();
+      define_target_symbols();
+    }
     for (size_t i = 0; i < lines_.size() && !too_many(); ++i) pass1(static_cast<int>(i));
-    finish_target();
+    if (has_directive) finish_target();
     for (const Stmt& s : stmts_) {
       if (too_many()) break;
       try {
@@ -243,6 +253,8 @@ class Assembler {
   void define(int line, const Token& t, int64_t value) {
     if (isa::find_mnemonic(t.text) != nullptr)
       throw SyntaxError{t.col, fmt::format("'{}' is an instruction and cannot name a symbol", t.text)};
+    if (t.text.rfind("target.", 0) == 0)
+      throw SyntaxError{t.col, fmt::format("'{}': names starting with 'target.' are the target's parameters", t.text)};
     auto [it, inserted] = symbols_.emplace(t.text, SymbolDef{value, line});
     if (!inserted)
       throw SyntaxError{t.col, fmt::format("symbol '{}' is already defined on line {}", t.text, it->second.line + 1)};
@@ -472,6 +484,12 @@ class Assembler {
     }
     target_col_ = head.col;
     program_.target = std::move(t);
+    define_target_symbols();
+  }
+
+  void define_target_symbols() {
+    for (const auto& f : isa::target_fields())
+      symbols_[std::string("target.") + f.key] = SymbolDef{static_cast<int64_t>(program_.target.*f.member), -1};
   }
 
   void symbol_directive(const Token& head, Parser& p) {

@@ -1,19 +1,19 @@
 # Copy 64 KiB from one HBM tensor to another through VMEM, 4 KiB at a time
 # with two buffers, so that the load of chunk i+1 overlaps the store of chunk
 # i: a DMA-bound program.
-.target tiny
-.input  src, u8[65536], 0x00000
-.output dst, u8[65536], 0x10000
-
+.equ BYTES, 65536
 .equ CHUNK, 4096
-.equ CHUNKS, 65536 / CHUNK
+.equ SRC, 0
+.equ DST, BYTES
+.input  src, u8[BYTES], SRC
+.output dst, u8[BYTES], DST
 
-    li s1, 0x00000          # HBM read pointer
-    li s2, 0x10000          # HBM write pointer
+    li s1, SRC              # HBM read pointer
+    li s2, DST              # HBM write pointer
     li s3, CHUNK
     li s4, 0                # VMEM buffer A
     li s5, CHUNK            # VMEM buffer B
-    li s6, CHUNKS / 2       # iterations, two chunks each
+    li s6, BYTES / CHUNK / 2  # iterations, two chunks each
     dma.ld s4, s1, s3, sem0
 loop_top:
     addi s1, s1, CHUNK

@@ -1,26 +1,27 @@
-# y = x @ w on one 8x8 MXU (preset tiny): bf16 inputs, f32 results.
+# y = x @ w for one N x N tile on MXU 0, N = target.mxu_dim (8 on tiny, 128
+# on v5e): bf16 inputs, f32 results. Assemble for a machine with
+#   tpu-as matmul_bf16.s --config tiny -o matmul_bf16.tpu
 #
 # DMA brings x and w into VMEM, the MXU loads w as its weights and streams the
 # rows of x through them into the accumulators, the VPU moves the accumulator
-# rows to VMEM, and DMA writes them to HBM. Semaphores order the units.
-.target tiny
-.input  x, bf16[8, 8], 0x000
-.input  w, bf16[8, 8], 0x080
-.output y, f32[8, 8],  0x100
+# rows to VMEM (it assumes target.vpu_lanes == N, as in every preset), and DMA
+# writes them to HBM. Semaphores order the units.
+.equ N, target.mxu_dim
+.equ TILE16, N * N * 2       # bytes of a bf16 tile
+.equ TILE32, N * N * 4       # bytes of an f32 tile
+.equ X, 0                    # HBM addresses; VMEM uses the same offsets
+.equ W, TILE16
+.equ Y, 2 * TILE16
+.input  x, bf16[N, N], X
+.input  w, bf16[N, N], W
+.output y, f32[N, N],  Y
 
-.equ N, 8
-.equ VX, 0x000              # VMEM addresses
-.equ VW, 0x080
-.equ VY, 0x100
-
-    li s1, VX
-    li s2, VW
-    li s3, VY
-    li s4, N * N * 2         # bytes of one bf16 tile
-    li s10, 0x000            # HBM x
-    li s11, 0x080            # HBM w
-    dma.ld s1, s10, s4, sem0
-    dma.ld s2, s11, s4, sem1
+    li s1, X
+    li s2, W
+    li s3, Y
+    li s4, TILE16
+    dma.ld s1, s1, s4, sem0  # x
+    dma.ld s2, s2, s4, sem1  # w
 
     li s5, N * 2             # row stride of a bf16 tile
     li s6, 0                 # first accumulator row
@@ -35,7 +36,7 @@
     wait vpu, sem2, 1        # the accumulators hold y
     li s9, N
     li s13, 0
-    li s14, VY
+    li s14, Y
 rows:
     vlda v0, s13, 0
     vst.f32 v0, s14, 0
@@ -45,8 +46,7 @@ rows:
     signal vpu, sem3, 1
 
     wait dma, sem3, 1
-    li s8, N * N * 4
-    li s12, 0x100            # HBM y
-    dma.st s12, s3, s8, sem4
+    li s8, TILE32
+    dma.st s3, s3, s8, sem4
     wait sc, sem4, 1
     halt

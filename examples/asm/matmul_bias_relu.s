@@ -1,23 +1,23 @@
-# y = relu(x @ w + b) on tiny: the bias and the activation are applied by the
-# VPU as the accumulator rows are read out (the matmul epilogue).
-.target tiny
-.input  x, bf16[8, 8], 0x000
-.input  w, bf16[8, 8], 0x080
-.input  b, f32[8],     0x100
-.output y, f32[8, 8],  0x200
+# y = relu(x @ w + b) for one N x N tile, N = target.mxu_dim: the bias and the
+# activation are applied by the VPU as accumulator rows are read out (the
+# matmul epilogue). Assumes target.vpu_lanes == N.
+.equ N, target.mxu_dim
+.equ TILE16, N * N * 2
+.equ X, 0
+.equ W, TILE16
+.equ B, 2 * TILE16
+.equ Y, 2 * TILE16 + N * 4
+.input  x, bf16[N, N], X
+.input  w, bf16[N, N], W
+.input  b, f32[N],     B
+.output y, f32[N, N],  Y
 
-.equ N, 8
-.equ VX, 0x000
-.equ VW, 0x080
-.equ VB, 0x100
-.equ VY, 0x200
-
-    li s1, VX
-    li s2, VW
-    li s3, VB
-    li s4, N * N * 2
+    li s1, X
+    li s2, W
+    li s3, B
+    li s4, TILE16
     li s5, N * 4
-    dma.ld s1, s1, s4, sem0          # HBM and VMEM addresses coincide here
+    dma.ld s1, s1, s4, sem0          # HBM and VMEM offsets coincide
     dma.ld s2, s2, s4, sem1
     dma.ld s3, s3, s5, sem2
 
@@ -37,7 +37,7 @@
     wait vpu, sem3, 1
     li s9, N
     li s13, 0
-    li s14, VY
+    li s14, Y
 rows:
     vlda v0, s13, 0
     vadd.f32 v0, v0, v1
@@ -50,7 +50,7 @@ rows:
 
     wait dma, sem4, 1
     li s10, N * N * 4
-    li s11, VY
+    li s11, Y
     dma.st s11, s11, s10, sem5
     wait sc, sem5, 1
     halt

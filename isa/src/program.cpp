@@ -144,6 +144,8 @@ void check_symbols_and_data(const Program& p, const std::function<void(const std
     if (!names.insert(s.name).second) fail(fmt::format("symbol '{}' is defined twice", s.name));
     if (static_cast<int>(s.dtype) >= kNumDtypes) fail(fmt::format("symbol '{}' has an unknown dtype", s.name));
     if (s.dims.size() > kMaxRank) fail(fmt::format("symbol '{}' has rank {} (at most {})", s.name, s.dims.size(), kMaxRank));
+    for (uint64_t d : s.dims)
+      if (d > kMaxDim) fail(fmt::format("symbol '{}' has dimension {} (at most 2^48)", s.name, d));
     uint64_t bytes = s.bytes();
     if (!range_fits(s.hbm_addr, bytes, p.target.hbm_bytes))
       fail(fmt::format("symbol '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", s.name, bytes, s.hbm_addr,

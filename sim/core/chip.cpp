@@ -54,11 +54,14 @@ bool TensorCore::in_flight(uint64_t now) const {
   return false;
 }
 
+// Whether some unit can move on by itself: issuing, working, or stalled on
+// its own resources (a queued unit's Stalled causes all resolve with time;
+// Blocked means waiting on a semaphore, i.e. on another unit).
 bool TensorCore::any_busy(uint64_t now) const {
-  if (scalar.progressing(now)) return true;
-  if (dma.state() == UnitState::Busy || vpu.state() == UnitState::Busy) return true;
+  auto moving = [](UnitState s) { return s == UnitState::Busy || s == UnitState::Stalled; };
+  if (scalar.progressing(now) || moving(dma.state()) || moving(vpu.state())) return true;
   for (const auto& m : mxus)
-    if (m->state() == UnitState::Busy) return true;
+    if (moving(m->state())) return true;
   return false;
 }
 

@@ -46,16 +46,23 @@ class QueuedUnit {
   }
   void pop() { head_.reset(); }
 
+  // The instruction to work on this cycle: a wait at the head whose grant
+  // arrived (requested last cycle) retires first without using the cycle.
+  const Issued* current(uint64_t now) {
+    const Issued* h = head();
+    if (h && waiting_ && sems_.take_grant(unit_id_)) {
+      waiting_ = false;
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), h->pc, wait_start_, now);
+      retire();
+      h = head();
+    }
+    return h;
+  }
+
   // Handles wait/signal at the head. `all_done` says whether every earlier
   // instruction of this unit has completed (a signal waits for that).
   SyncResult sync(const Issued& h, uint64_t now, bool all_done) {
     if (h.insn.op == isa::Opcode::WAIT) {
-      if (waiting_ && sems_.take_grant(unit_id_)) {
-        waiting_ = false;
-        if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, wait_start_, now);
-        retire();
-        return SyncResult::Done;
-      }
       if (!waiting_) wait_start_ = now;
       waiting_ = true;
       sems_.request_wait(unit_id_, int(h.insn[1]), uint32_t(h.insn[2]));

@@ -118,7 +118,7 @@ void DmaEngine::tick() {
   emit(now);
   UnitState state = transfers_.empty() ? UnitState::Idle : UnitState::Busy;
   const char* cause = "";
-  if (const Issued* h = head()) {
+  if (const Issued* h = current(now)) {
     switch (sync(*h, now, transfers_.empty())) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:

@@ -187,7 +187,7 @@ void Mxu::tick() {
   drain(now);
   UnitState state = (streaming_ || loading_ || in_flight_ > 0) ? UnitState::Busy : UnitState::Idle;
   const char* cause = "";
-  if (const Issued* h = head()) {
+  if (const Issued* h = current(now)) {
     switch (sync(*h, now, now >= last_complete_ && !streaming_ && !loading_)) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,8 +44,14 @@ void write_text(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-int sc_main(int argc, char* argv[]) {
-  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
+// SystemC prints its banner on stdout before sc_main unless told not to; our
+// own main says so first, then hands over to SystemC, which calls sc_main.
+int main(int argc, char* argv[]) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  return sc_core::sc_elab_and_sim(argc, argv);
+}
+
+int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, mxu = "fast";
   std::vector<std::string> inputs;

@@ -279,13 +279,14 @@ uint32_t Vpu::latency(VpuClass c) const {
 
 void Vpu::tick() {
   const uint64_t now = rc_.cycle();
-  const Issued* h = head();
-  const UnitState busy_or_idle = now < last_complete_ ? UnitState::Busy : UnitState::Idle;
+  const Issued* h = current(now);
+  const UnitState busy_or_idle = now + 1 < last_complete_ ? UnitState::Busy : UnitState::Idle;
   if (!h) return finish(busy_or_idle, "");
   if (now < busy_until_) return finish(UnitState::Stalled, "transpose");
   switch (sync(*h, now, now + 1 >= last_complete_)) {
     case SyncResult::Done: return finish(UnitState::Busy, "");
     case SyncResult::Blocked:
+      if (busy_or_idle == UnitState::Busy) return finish(UnitState::Busy, "");
       return finish(UnitState::Blocked, h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain");
     case SyncResult::NotSync: break;
   }

@@ -21,6 +21,7 @@ inline constexpr size_t kMaxInstructions = 1u << 24;
 inline constexpr size_t kMaxSymbols = 1u << 16;
 inline constexpr size_t kMaxDataSegments = 1u << 16;
 inline constexpr size_t kMaxRank = 8;
+inline constexpr uint64_t kMaxDim = uint64_t(1) << 48;
 inline constexpr size_t kMaxSymbolName = 255;
 
 enum class Dtype : uint8_t { pred = 0, s8, s16, s32, s64, u8, u16, u32, u64, f16, bf16, f32, f64 };
