@@ -1,0 +1,157 @@
+// The hand-written programs of examples/asm on tiny and v5e: outputs against
+// references computed here, the fast path against the PE-level path, and
+// the same run twice.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "harness.h"
+
+using namespace tpu;
+using test::from_bytes;
+using test::to_bytes;
+
+namespace {
+
+const char* kPresets[] = {"tiny", "v5e"};
+
+struct Case {
+  std::string name;
+  std::string source;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<std::vector<uint8_t>> expected;  // exact bytes
+};
+
+std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = test::bf16_round(d(rng));
+  return v;
+}
+
+// The MXU's sum for one output: products added in k order, as numerics.h says.
+// Inputs here are normal numbers, so the flush rules never apply and plain
+// f32 arithmetic is the reference.
+std::vector<float> matmul_ref(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, size_t n) {
+  std::vector<float> y(n * n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (size_t k = 0; k < n; ++k) s = s + test::bf16_value(x[i * n + k]) * test::bf16_value(w[k * n + j]);
+      y[i * n + j] = s;
+    }
+  return y;
+}
+
+// Cycle counts are part of the contract (examples/asm/README.md): a change
+// here needs a reason in the commit that makes it.
+uint64_t expected_cycles(const std::string& name, const std::string& preset) {
+  static const std::map<std::string, std::pair<uint64_t, uint64_t>> kCycles = {
+      {"matmul_bf16", {203, 1922}},
+      {"matmul_bias_relu", {233, 2203}},
+      {"reduce_sum", {160, 1173}},
+      {"dma_copy", {8677, 2793}},
+  };
+  const auto& [tiny, v5e] = kCycles.at(name);
+  return preset == "tiny" ? tiny : v5e;
+}
+
+void run_case(const Case& c, const std::string& preset) {
+  INFO(c.name << " on " << preset);
+  const auto program = test::assemble_for(c.source, preset);
+  const auto cfg = sim::load_config(preset);
+  sim::SimOptions fast, pe;
+  pe.pe_level_mxu = true;
+  auto a = test::simulate(program, cfg, c.inputs, fast);
+  auto b = test::simulate(program, cfg, c.inputs, fast);
+  auto p = test::simulate(program, cfg, c.inputs, pe);
+  INFO(a.fault.value_or("") << p.fault.value_or(""));
+  REQUIRE_FALSE(a.fault);
+  REQUIRE_FALSE(p.fault);
+  REQUIRE(a.outputs.size() == c.expected.size());
+  for (size_t i = 0; i < c.expected.size(); ++i) {
+    INFO("output " << i);
+    CHECK(a.outputs[i] == c.expected[i]);
+  }
+  CHECK(a.outputs == b.outputs);
+  CHECK(a.cycles == b.cycles);
+  CHECK(p.outputs == a.outputs);
+  CHECK(p.cycles == a.cycles);
+  CHECK(a.cycles == expected_cycles(c.name, preset));
+}
+
+}  // namespace
+
+TEST_CASE("example matmul_bf16", "[examples]") {
+  std::mt19937_64 rng(test::test_seed(11));
+  for (const char* p : kPresets) {
+    const size_t n = sim::load_config(p).target.mxu_dim;
+    Case c;
+    c.name = "matmul_bf16";
+    c.source = test::read_source("examples/asm/matmul_bf16.s");
+    auto x = random_bf16(n * n, rng), w = random_bf16(n * n, rng);
+    c.inputs = {to_bytes(x), to_bytes(w)};
+    c.expected = {to_bytes(matmul_ref(x, w, n))};
+    run_case(c, p);
+  }
+}
+
+TEST_CASE("example matmul_bias_relu", "[examples]") {
+  std::mt19937_64 rng(test::test_seed(12));
+  for (const char* p : kPresets) {
+    const size_t n = sim::load_config(p).target.mxu_dim;
+    Case c;
+    c.name = "matmul_bias_relu";
+    c.source = test::read_source("examples/asm/matmul_bias_relu.s");
+    auto x = random_bf16(n * n, rng), w = random_bf16(n * n, rng);
+    std::vector<float> b(n);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (auto& v : b) v = d(rng);
+    auto y = matmul_ref(x, w, n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) y[i * n + j] = std::max(y[i * n + j] + b[j], 0.0f);
+    c.inputs = {to_bytes(x), to_bytes(w), to_bytes(b)};
+    c.expected = {to_bytes(y)};
+    run_case(c, p);
+  }
+}
+
+TEST_CASE("example reduce_sum", "[examples]") {
+  std::mt19937_64 rng(test::test_seed(13));
+  for (const char* p : kPresets) {
+    const size_t l = sim::load_config(p).target.vpu_lanes;
+    Case c;
+    c.name = "reduce_sum";
+    c.source = test::read_source("examples/asm/reduce_sum.s");
+    std::vector<float> x(l * l);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (auto& v : x) v = d(rng);
+    std::vector<float> cols(l, 0.0f);
+    for (size_t r = 0; r < l; ++r)
+      for (size_t k = 0; k < l; ++k) cols[k] = cols[k] + x[r * l + k];
+    // The VPU's pairwise tree over lanes (docs/isa.md, vredsum.f32).
+    std::vector<float> t = cols;
+    for (size_t n = t.size(); n > 1; n = (n + 1) / 2)
+      for (size_t k = 0; k < n / 2 + n % 2; ++k) t[k] = 2 * k + 1 < n ? t[2 * k] + t[2 * k + 1] : t[2 * k];
+    c.inputs = {to_bytes(x)};
+    c.expected = {to_bytes(cols), to_bytes(std::vector<float>{t[0]})};
+    run_case(c, p);
+  }
+}
+
+TEST_CASE("example dma_copy", "[examples]") {
+  std::mt19937_64 rng(test::test_seed(14));
+  for (const char* p : kPresets) {
+    Case c;
+    c.name = "dma_copy";
+    c.source = test::read_source("examples/asm/dma_copy.s");
+    std::vector<uint8_t> src(65536);
+    for (auto& v : src) v = uint8_t(rng());
+    c.inputs = {src};
+    c.expected = {src};
+    run_case(c, p);
+  }
+}
