@@ -19,6 +19,7 @@ for t in "${TARGETS[@]}"; do
   seeds=tests/fuzz/corpus/${t#fuzz_}
   work=build-fuzz/corpus/$t
   mkdir -p "$work"
+  rm -f build-fuzz/crashes/$t-*
   echo "== $t for ${SECONDS_EACH}s"
   build-fuzz/bin/$t "$work" "$seeds" -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 \
     -artifact_prefix=build-fuzz/crashes/$t- -print_final_stats=1 2>&1 | grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|==|SUMMARY)" || true

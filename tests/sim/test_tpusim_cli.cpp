@@ -1,0 +1,207 @@
+// tpusim as a user runs it: outputs, stats, VCD (opened by GTKWave's own
+// parser when vcd2fst is installed), the Perfetto trace, and bad input.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+#include "tpu/isa/npy.h"
+
+using namespace tpu;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = std::string(TPU_BINARY_DIR) + "/bin/";
+
+struct Cmd {
+  int status;
+  std::string out, err;
+};
+
+Cmd run(const std::string& args, const fs::path& dir) {
+  const std::string cmd = fmt::format("cd {} && {} > out.txt 2> err.txt", dir.string(), args);
+  Cmd c;
+  c.status = std::system(cmd.c_str());
+  c.out = isa::read_text_file((dir / "out.txt").string());
+  c.err = isa::read_text_file((dir / "err.txt").string());
+  return c;
+}
+
+fs::path workdir(const std::string& name) {
+  fs::path d = fs::path(TPU_BINARY_DIR) / "tests" / "cli_work" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Builds matmul_bias_relu for tiny with inputs in dir.
+void prepare(const fs::path& dir) {
+  REQUIRE(run(fmt::format("{}tpu-as {}/examples/asm/matmul_bias_relu.s --config tiny -o prog.tpu", kBin, TPU_SOURCE_DIR), dir).status == 0);
+  std::vector<uint16_t> x(64), w(64);
+  for (size_t i = 0; i < 64; ++i) x[i] = test::bf16_round(float(i % 7) - 3), w[i] = test::bf16_round(float(i % 5) * 0.5f);
+  std::vector<float> b(8, 0.25f);
+  isa::write_npy((dir / "x.npy").string(), {"<u2", {8, 8}, test::to_bytes(x)});
+  isa::write_npy((dir / "w.npy").string(), {"<u2", {8, 8}, test::to_bytes(w)});
+  isa::write_npy((dir / "b.npy").string(), {"<f4", {8}, test::to_bytes(b)});
+}
+
+// A minimal VCD reader: definitions, then time stamps that never decrease
+// and value changes of defined identifiers only.
+void check_vcd(const std::string& path, std::set<std::string>& names) {
+  std::ifstream in(path);
+  std::string tok;
+  std::map<std::string, int> ids;
+  std::vector<std::string> scope;
+  bool defs_done = false;
+  long long last_time = -1;
+  int changes = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    if (!defs_done) {
+      std::string w;
+      ls >> w;
+      if (w == "$scope") {
+        std::string kind, name;
+        ls >> kind >> name;
+        scope.push_back(name);
+      } else if (w == "$upscope") {
+        REQUIRE_FALSE(scope.empty());
+        scope.pop_back();
+      } else if (w == "$var") {
+        std::string type, id, name;
+        int width;
+        ls >> type >> width >> id >> name;
+        ids[id] = width;
+        std::string full;
+        for (const auto& s : scope) full += s + ".";
+        names.insert(full + name);
+      } else if (w == "$enddefinitions") {
+        defs_done = true;
+        REQUIRE(scope.empty());
+      }
+      continue;
+    }
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      const long long t = std::stoll(line.substr(1));
+      REQUIRE(t >= last_time);
+      last_time = t;
+    } else if (line[0] == 'b') {
+      const auto sp = line.find(' ');
+      REQUIRE(sp != std::string::npos);
+      REQUIRE(ids.count(line.substr(sp + 1)));
+      REQUIRE(line.find_first_not_of("01", 1) == sp);
+      ++changes;
+    } else {
+      REQUIRE((line[0] == '0' || line[0] == '1'));
+      REQUIRE(ids.count(line.substr(1)));
+      ++changes;
+    }
+  }
+  REQUIRE(defs_done);
+  CHECK(changes > 10);
+}
+
+}  // namespace
+
+TEST_CASE("tpusim writes outputs, stats, the resolved config, a VCD and a trace", "[cli]") {
+  const fs::path dir = workdir("full");
+  prepare(dir);
+  auto c = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --outputs out --stats out/stats.json "
+                           "--vcd out/run.vcd --trace out/trace.json",
+                           kBin),
+               dir);
+  INFO(c.err);
+  REQUIRE(c.status == 0);
+  CHECK(c.out.find("tpusim: 233 cycles") == 0);
+  CHECK(fs::exists(dir / "out/out0.npy"));
+  auto y = isa::read_npy((dir / "out/out0.npy").string());
+  CHECK(y.descr == "<f4");
+  CHECK(y.shape == std::vector<uint64_t>{8, 8});
+
+  auto stats = nlohmann::json::parse(isa::read_text_file((dir / "out/stats.json").string()));
+  for (const char* k : {"cycles", "frequency_hz", "seconds", "units", "instructions", "stall_cycles_by_cause", "host"})
+    CHECK(stats.contains(k));
+  CHECK(stats["cycles"] == 233);
+  CHECK(stats["mxu"]["macs"] == 8 * 8 * 8);
+  CHECK(stats["mxu"].contains("utilization"));
+  for (const char* k : {"bytes_read", "bytes_written", "bandwidth_utilization"}) CHECK(stats["hbm"].contains(k));
+  CHECK(stats["hbm"]["bytes_read"] == 2 * 128 + 32);
+  CHECK(stats["hbm"]["bytes_written"] == 256);
+  CHECK(stats["units"]["core0.mxu0"]["busy_cycles"].get<uint64_t>() > 0);
+  CHECK(stats["units"]["core0.vpu"].contains("utilization"));
+  CHECK(stats["instructions"]["by_class"]["mxu"] == 3);
+  CHECK(stats["host"]["simulated_cycles_per_second"].get<double>() > 0);
+  auto cfg = nlohmann::json::parse(isa::read_text_file((dir / "out/stats.config.json").string()));
+  CHECK(cfg["name"] == "tiny");
+  CHECK(cfg["target"]["mxu_dim"] == 8);
+
+  std::set<std::string> names;
+  check_vcd((dir / "out/run.vcd").string(), names);
+  for (const char* n : {"tpu.core0.scalar.pc", "tpu.core0.dma.queue", "tpu.core0.mxu0.streaming", "tpu.core0.vpu.state",
+                        "tpu.core0.sems.sem3", "tpu.hbm.bytes_read"})
+    CHECK(names.count(n));
+  CHECK(isa::read_text_file((dir / "out/run.vcd.gtkw").string()).find("-core0.mxu0") != std::string::npos);
+  if (fs::exists("/usr/bin/vcd2fst")) {
+    auto v = run("vcd2fst out/run.vcd out/run.fst", dir);
+    INFO(v.err);
+    CHECK(v.status == 0);
+    CHECK(fs::file_size(dir / "out/run.fst") > 0);
+  }
+
+  auto trace = nlohmann::json::parse(isa::read_text_file((dir / "out/trace.json").string()));
+  std::map<int, std::string> tracks;
+  std::map<int, int> events;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["tid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X") {
+      ++events[e["tid"].get<int>()];
+      CHECK(e["args"].contains("text"));
+      CHECK(e["args"].contains("pc"));
+    }
+  }
+  CHECK(tracks == std::map<int, std::string>{{0, "scalar"}, {1, "dma"}, {2, "vpu"}, {8, "mxu0"}});
+  for (int t : {0, 1, 2, 8}) CHECK(events[t] > 0);
+}
+
+TEST_CASE("a VCD window keeps only those cycles", "[cli]") {
+  const fs::path dir = workdir("window");
+  prepare(dir);
+  REQUIRE(run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --vcd w.vcd --vcd-window 100:150", kBin), dir).status == 0);
+  const std::string v = isa::read_text_file((dir / "w.vcd").string());
+  // tiny runs at 1 GHz: one cycle is 1000 ps.
+  CHECK(v.find("\n#100000\n") != std::string::npos);
+  CHECK(v.find("\n#99000\n") == std::string::npos);
+  CHECK(v.find("\n#150000\n") != std::string::npos);  // the closing stamp
+  CHECK(v.find("\n#151000\n") == std::string::npos);
+}
+
+TEST_CASE("bad invocations fail with one line", "[cli]") {
+  const fs::path dir = workdir("bad");
+  prepare(dir);
+  auto expect = [&](const std::string& args, const std::string& needle) {
+    auto c = run(kBin + "tpusim " + args, dir);
+    INFO(args << "\n" << c.err);
+    CHECK(c.status != 0);
+    CHECK(c.err.find(needle) != std::string::npos);
+    CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
+  };
+  expect("prog.tpu --inputs x.npy", "takes 3 input(s) (x, w, b), 1 given");
+  expect("prog.tpu --inputs x.npy b.npy w.npy", "b.npy: dtype '<f4' does not match input 'w' of dtype bf16");
+  expect("prog.tpu --inputs x.npy w.npy x.npy", "x.npy: dtype '<u2' does not match input 'b' of dtype f32");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --config v5e", "compiled for target 'tiny', this machine is 'v5e'");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --config nope", "unknown preset 'nope'");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --vcd a.vcd --vcd-window 9:3", "START must be below END");
+  expect("prog.tpu --mxu=magic", "--mxu");
+  expect("missing.tpu", "missing.tpu: cannot open file");
+  expect("x.npy", "not a .tpu program");
+  expect("prog.tpu --inputs prog.tpu w.npy b.npy", "not a .npy file");
+}
