@@ -1,5 +1,6 @@
-// Fast path: a row's result is computed when it is fed, column sums in the
-// array's row order with the MXU's rounding (numerics.h).
+// Fast path: a row's result is computed when it is fed: column sums in the
+// array's row order with the MXU's rounding (numerics.h), vectorised across
+// columns.
 #include <algorithm>
 
 #include "datapath.h"
@@ -8,22 +9,9 @@
 namespace tpu::sim {
 namespace {
 
-// s[j] = add(s[j], mul(x, w[j])) for j < n. Products use f32 multiplication;
-// a product of magnitude exactly FLT_MIN may be an inexact rounding of a
-// smaller exact product, so such rows are redone exactly (flagged).
-__attribute__((target_clones("avx2", "default"))) bool mac_row_f32(float* s, float x, const float* w, uint32_t n) {
-  bool corner = false;
-  for (uint32_t j = 0; j < n; ++j) {
-    float p = x * w[j];
-    const float ap = std::fabs(p);
-    corner |= ap == FLT_MIN;
-    p = ap < FLT_MIN ? std::copysign(0.0f, p) : p;
-    p = std::isnan(p) ? mxu::as_float(mxu::kCanonicalNaN) : p;
-    float t = s[j] + p;
-    t = std::isnan(t) ? mxu::as_float(mxu::kCanonicalNaN) : t;
-    s[j] = std::fabs(t) < FLT_MIN ? std::copysign(0.0f, t) : t;
-  }
-  return corner;
+// s[j] = add(s[j], mul(x, w[j])) for j < n, written so that it vectorises.
+__attribute__((target_clones("avx2", "default"))) void mac_row_f32(float* s, float x, const float* w, uint32_t n) {
+  for (uint32_t j = 0; j < n; ++j) s[j] = mxu::add(s[j], mxu::mul(x, w[j]));
 }
 
 __attribute__((target_clones("avx2", "default"))) void mac_row_s32(int32_t* s, int32_t x, const int32_t* w, uint32_t n) {
@@ -50,14 +38,7 @@ class FastArray final : public MxuArray {
       return;
     }
     std::fill(sf_.begin(), sf_.end(), 0.0f);
-    bool corner = false;
-    for (uint32_t k = 0; k < n_; ++k) corner |= mac_row_f32(sf_.data(), mxu::as_float(row.x[k]), &wf_[b][size_t(k) * n_], n_);
-    if (corner) {  // rare: redo with exact products
-      std::fill(sf_.begin(), sf_.end(), 0.0f);
-      for (uint32_t k = 0; k < n_; ++k)
-        for (uint32_t j = 0; j < n_; ++j)
-          sf_[j] = mxu::add(sf_[j], mxu::mul(mxu::as_float(row.x[k]), wf_[b][size_t(k) * n_ + j]));
-    }
+    for (uint32_t k = 0; k < n_; ++k) mac_row_f32(sf_.data(), mxu::as_float(row.x[k]), &wf_[b][size_t(k) * n_], n_);
     for (uint32_t j = 0; j < n_; ++j) row.result[j] = mxu::as_bits(sf_[j]);
   }
 

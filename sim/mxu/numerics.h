@@ -2,9 +2,9 @@
 // and, bit for bit, the RTL.
 //
 // bf16 mode: operands are bf16 widened to f32 exactly; subnormal operands
-// count as zero (with their sign). A product is computed exactly and becomes
-// a signed zero when its exact magnitude is below FLT_MIN (2^-126); otherwise
-// it is exact in f32 (8-bit x 8-bit significands), or infinite on overflow.
+// count as zero (with their sign). A product becomes a signed zero when its
+// exact magnitude is below FLT_MIN (2^-126); otherwise it is exact in f32
+// (8-bit x 8-bit significands), or infinite on overflow.
 // Each addition is IEEE f32 round-to-nearest-even, and a sum whose magnitude
 // is below FLT_MIN becomes a signed zero (for sums of normal numbers the
 // exact result is then a multiple of 2^-149, so flushing after IEEE rounding
@@ -45,11 +45,15 @@ inline float bf16_operand(uint16_t b) {
 // subnormal counts as a signed zero.
 inline float daz(float x) { return std::fabs(x) < FLT_MIN ? (std::signbit(x) ? -0.0f : 0.0f) : x; }
 
+// With bf16 operands the f32 product is exact whenever the exact product is
+// at least FLT_MIN (16 significant bits); below FLT_MIN the exact product is
+// either a multiple of 2^-149 (exact as a subnormal) or below 2^-134, so the
+// rounded product is below FLT_MIN exactly when the exact one is.
 inline float mul(float a, float b) {
-  const double p = double(a) * double(b);  // exact: 8-bit significands
+  const float p = a * b;
   if (std::isnan(p)) return as_float(kCanonicalNaN);
-  if (std::fabs(p) < double(FLT_MIN)) return std::signbit(p) ? -0.0f : 0.0f;
-  return float(p);
+  if (std::fabs(p) < FLT_MIN) return std::signbit(p) ? -0.0f : 0.0f;
+  return p;
 }
 
 inline float add(float a, float b) {
