@@ -8,6 +8,21 @@ namespace tpu::sim {
 
 using isa::Opcode;
 
+namespace {
+
+// The accumulator's read-modify-write of one row (numerics.h: a stored
+// subnormal counts as zero; the sum is flushed and NaN canonical).
+__attribute__((target_clones("avx2", "default"))) void accumulate_f32(uint32_t* acc, const uint32_t* add, uint32_t n) {
+  for (uint32_t j = 0; j < n; ++j)
+    acc[j] = mxu::as_bits(mxu::add(mxu::daz(mxu::as_float(acc[j])), mxu::as_float(add[j])));
+}
+
+__attribute__((target_clones("avx2", "default"))) void accumulate_s32(uint32_t* acc, const uint32_t* add, uint32_t n) {
+  for (uint32_t j = 0; j < n; ++j) acc[j] += add[j];
+}
+
+}  // namespace
+
 Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, MxuPath path, RunControl& rc,
          SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
     : sc_core::sc_module(name),
@@ -33,13 +48,13 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
 
 void Mxu::read_operands(uint64_t addr, bool int8, uint32_t* out) {
   vmem_.read(addr, row_bytes_.data(), uint64_t(n_) * elem_bytes(int8));
+  if (int8) {
+    for (uint32_t i = 0; i < n_; ++i) out[i] = uint32_t(int32_t(int8_t(row_bytes_[i])));
+    return;
+  }
   for (uint32_t i = 0; i < n_; ++i) {
-    if (int8) {
-      out[i] = uint32_t(int32_t(int8_t(row_bytes_[i])));
-    } else {
-      const uint16_t b = uint16_t(row_bytes_[2 * i] | row_bytes_[2 * i + 1] << 8);
-      out[i] = mxu::as_bits(mxu::bf16_operand(b));
-    }
+    const uint16_t b = uint16_t(row_bytes_[2 * i] | row_bytes_[2 * i + 1] << 8);
+    out[i] = mxu::as_bits(mxu::bf16_operand(b));
   }
 }
 
@@ -64,14 +79,12 @@ void Mxu::drain(uint64_t now) {
   MxuRow& r = slots_[(now - lat) % slots_.size()];
   if (r.fed_cycle != now - lat) return;
   uint32_t* acc = acc_.row(r.acc_row);
-  for (uint32_t j = 0; j < n_; ++j) {
-    if (!r.accumulate)
-      acc[j] = r.result[j];
-    else if (r.int8)
-      acc[j] = uint32_t(mxu::add_s32(int32_t(acc[j]), int32_t(r.result[j])));
-    else
-      acc[j] = mxu::as_bits(mxu::add(mxu::daz(mxu::as_float(acc[j])), mxu::as_float(r.result[j])));
-  }
+  if (!r.accumulate)
+    std::copy(r.result.begin(), r.result.end(), acc);
+  else if (r.int8)
+    accumulate_s32(acc, r.result.data(), n_);
+  else
+    accumulate_f32(acc, r.result.data(), n_);
   r.fed_cycle = ~uint64_t(0);
   --in_flight_;
 }

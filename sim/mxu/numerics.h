@@ -16,6 +16,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -34,34 +35,56 @@ inline uint32_t as_bits(float x) {
   return b;
 }
 
-// A bf16 operand (its 16-bit pattern) as the array sees it.
-inline float bf16_operand(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
-  if ((bits & 0x7f800000u) == 0) bits &= 0x80000000u;  // subnormal -> signed zero
-  return as_float(bits);
+// The rules as branch-free bit operations, so that loops over them vectorise.
+
+// A subnormal becomes a signed zero; NaN becomes the canonical NaN.
+inline float flush(float x) {
+  uint32_t b = as_bits(x);
+  const uint32_t exp = b & 0x7f800000u;
+  b = exp == 0 ? (b & 0x80000000u) : b;
+  b = (exp == 0x7f800000u && (b & 0x007fffffu) != 0) ? kCanonicalNaN : b;
+  return as_float(b);
 }
 
 // A stored f32 entering an addition (the accumulator's old value): a
 // subnormal counts as a signed zero.
-inline float daz(float x) { return std::fabs(x) < FLT_MIN ? (std::signbit(x) ? -0.0f : 0.0f) : x; }
+inline float daz(float x) {
+  const uint32_t b = as_bits(x);
+  return as_float((b & 0x7f800000u) == 0 ? (b & 0x80000000u) : b);
+}
+
+// A bf16 operand (its 16-bit pattern) as the array sees it.
+inline float bf16_operand(uint16_t b) { return daz(as_float(uint32_t(b) << 16)); }
 
 // With bf16 operands the f32 product is exact whenever the exact product is
 // at least FLT_MIN (16 significant bits); below FLT_MIN the exact product is
 // either a multiple of 2^-149 (exact as a subnormal) or below 2^-134, so the
 // rounded product is below FLT_MIN exactly when the exact one is.
-inline float mul(float a, float b) {
-  const float p = a * b;
-  if (std::isnan(p)) return as_float(kCanonicalNaN);
-  if (std::fabs(p) < FLT_MIN) return std::signbit(p) ? -0.0f : 0.0f;
-  return p;
+inline float mul(float a, float b) { return flush(a * b); }
+inline float add(float a, float b) { return flush(a + b); }
+
+// Canonicalising NaN once at the end of a chain of adds gives the same bits
+// as doing it after every operation: a NaN stays a NaN through add and mul.
+inline float canonical(float x) {
+  const uint32_t b = as_bits(x);
+  return as_float((b & 0x7fffffffu) > 0x7f800000u ? kCanonicalNaN : b);
 }
 
-inline float add(float a, float b) {
-  const float s = a + b;
-  if (std::isnan(s)) return as_float(kCanonicalNaN);
-  if (std::fabs(s) < FLT_MIN) return std::signbit(s) ? -0.0f : 0.0f;
-  return s;
+// The smallest non-zero magnitude among the values (infinity if none).
+inline float min_nonzero_magnitude(const float* v, size_t n) {
+  uint32_t m = 0x7f800000u;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = as_bits(v[i]) & 0x7fffffffu;
+    m = (a != 0 && a < m) ? a : m;
+  }
+  return as_float(m);
 }
+
+// When every non-zero product has magnitude at least 2^-111, each product is
+// a multiple of at least 2^-126 (16 significant bits), so every partial sum
+// is zero or at least FLT_MIN in magnitude: no product or sum can need a
+// flush, and plain f32 multiply-then-add is bit-exact with mul()/add().
+inline bool flush_free(float min_x, float min_w) { return double(min_x) * double(min_w) >= 0x1p-111; }
 
 inline int32_t mul_s8(int32_t a, int32_t b) { return a * b; }  // |a*b| <= 2^14
 inline int32_t add_s32(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }

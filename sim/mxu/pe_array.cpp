@@ -8,6 +8,10 @@
 // and PE(N-1, j) delivers column j in cycle c + N - 1 + j (the de-skew
 // collects the row by c + 2N - 2). Each element carries its row's weight
 // buffer b and dtype, so a swap takes effect as a wavefront.
+//
+// The input registers of a PE row form a shift register, kept as a window
+// that slides down a longer buffer (one copy every R cycles instead of a
+// shift every cycle); partial sums are updated in place, bottom row first.
 #include <algorithm>
 #include <deque>
 
@@ -23,16 +27,32 @@ struct Mode {
   bool operator==(const Mode& o) const { return buf == o.buf && int8 == o.int8; }
 };
 
+__attribute__((target_clones("avx2", "default"))) void pe_plain(float* p, const float* above, const float* x,
+                                                                  const float* w, uint32_t j0, uint32_t j1) {
+  for (uint32_t j = j0; j <= j1; ++j) p[j] = above[j] + x[j] * w[j];
+}
+__attribute__((target_clones("avx2", "default"))) void pe_checked(float* p, const float* above, const float* x,
+                                                                    const float* w, uint32_t j0, uint32_t j1) {
+  for (uint32_t j = j0; j <= j1; ++j) p[j] = mxu::add(above[j], mxu::mul(x[j], w[j]));
+}
+__attribute__((target_clones("avx2", "default"))) void pe_s32(int32_t* p, const int32_t* above, const int32_t* x,
+                                                                const int32_t* w, uint32_t j0, uint32_t j1) {
+  for (uint32_t j = j0; j <= j1; ++j) p[j] = int32_t(uint32_t(above[j]) + uint32_t(x[j] * w[j]));
+}
+
 class PeArray final : public MxuArray {
  public:
   explicit PeArray(uint32_t n)
       : MxuArray(n),
+        span_(4 * size_t(n) + n),
         wf_(2, std::vector<float>(size_t(n) * n)),
         wi_(2, std::vector<int32_t>(size_t(n) * n)),
-        xf_(size_t(n) * n),
-        xi_(size_t(n) * n),
+        xf_(size_t(n) * span_),
+        xi_(size_t(n) * span_),
         pf_(size_t(n) * n),
         pi_(size_t(n) * n),
+        zf_(n),
+        zi_(n),
         fed_(2 * size_t(n), nullptr) {}
 
   void set_weights(int b, const std::vector<uint32_t>& w) override {
@@ -40,33 +60,48 @@ class PeArray final : public MxuArray {
       wf_[size_t(b)][i] = mxu::as_float(w[i]);
       wi_[size_t(b)][i] = int32_t(w[i]);
     }
+    min_w_[b] = mxu::min_nonzero_magnitude(wf_[size_t(b)].data(), w.size());
   }
 
   void feed(uint64_t now, MxuRow& row) override {
     fed_[now % fed_.size()] = &row;
     const Mode m{row.buf, row.int8};
     if (changes_.empty() || !(changes_.back().second == m)) changes_.emplace_back(now, m);
+    if (!row.int8) {
+      std::vector<float> x(n_);
+      for (uint32_t k = 0; k < n_; ++k) x[k] = mxu::as_float(row.x[k]);
+      if (!mxu::flush_free(mxu::min_nonzero_magnitude(x.data(), n_), min_w_[row.buf])) checked_until_ = now + 2 * uint64_t(n_) - 2;
+    }
   }
 
   void step(uint64_t t) override {
     const uint32_t n = n_;
     // Oldest mode change still needed: the one in force at cycle t - 2N.
     while (changes_.size() > 1 && changes_[1].first + 2 * uint64_t(n) <= t) changes_.pop_front();
+    // Slide every input shift register one PE to the right.
+    if (pos_ == 0) {
+      for (uint32_t k = 0; k < n; ++k) {
+        std::copy_n(&xf_[k * span_], n, &xf_[k * span_ + span_ - n]);
+        std::copy_n(&xi_[k * span_], n, &xi_[k * span_ + span_ - n]);
+      }
+      pos_ = span_ - n;
+    }
+    --pos_;
+    const bool checked = t <= checked_until_;
     for (uint32_t k = n; k-- > 0;) {
-      float* xf = &xf_[size_t(k) * n];
-      int32_t* xi = &xi_[size_t(k) * n];
-      std::move_backward(xf, xf + n - 1, xf + n);
-      std::move_backward(xi, xi + n - 1, xi + n);
       const MxuRow* in = row_fed(t, k);
-      xf[0] = in && !in->int8 ? mxu::as_float(in->x[k]) : 0.0f;
-      xi[0] = in && in->int8 ? int32_t(in->x[k]) : 0;
+      xf_[k * span_ + pos_] = in && !in->int8 ? mxu::as_float(in->x[k]) : 0.0f;
+      xi_[k * span_ + pos_] = in && in->int8 ? int32_t(in->x[k]) : 0;
       // Elements j of row k belong to rows fed in cycle t - k - j; walk the
       // runs of equal mode.
       for (uint32_t j0 = 0; j0 < n;) {
-        const uint64_t c0 = t - k - j0;
-        const auto& [since, mode] = mode_at(c0);
-        const uint32_t j1 = uint32_t(std::min<uint64_t>(n - 1, t - k - std::min(since, t - k)));
-        update(k, j0, j1, mode);
+        if (t < uint64_t(k) + j0) {  // before the first cycle: nothing was ever fed here
+          update(k, j0, n - 1, Mode{}, checked);
+          break;
+        }
+        const auto& [since, mode] = mode_at(t - k - j0);
+        const uint32_t j1 = uint32_t(std::min<uint64_t>(n - 1, t - k - since));
+        update(k, j0, j1, mode, checked);
         j0 = j1 + 1;
       }
     }
@@ -76,7 +111,7 @@ class PeArray final : public MxuArray {
       MxuRow* r = row_fed(t, n - 1 + j);
       if (!r) continue;
       const size_t at = size_t(n - 1) * n + j;
-      r->result[j] = r->int8 ? uint32_t(pi_[at]) : mxu::as_bits(pf_[at]);
+      r->result[j] = r->int8 ? uint32_t(pi_[at]) : mxu::as_bits(mxu::canonical(pf_[at]));
     }
   }
 
@@ -94,28 +129,34 @@ class PeArray final : public MxuArray {
     return kDefault;
   }
 
-  void update(uint32_t k, uint32_t j0, uint32_t j1, const Mode& m) {
-    const uint32_t n = n_;
-    const size_t row = size_t(k) * n, above = size_t(k - 1) * n;
+  void update(uint32_t k, uint32_t j0, uint32_t j1, const Mode& m, bool checked) {
+    const size_t row = size_t(k) * n_;
+    const size_t x = k * span_ + pos_;
     if (m.int8) {
-      const int32_t* w = &wi_[size_t(m.buf)][row];
-      for (uint32_t j = j0; j <= j1; ++j)
-        pi_[row + j] = mxu::add_s32(k == 0 ? 0 : pi_[above + j], mxu::mul_s8(xi_[row + j], w[j]));
+      pe_s32(&pi_[row], k == 0 ? zi_.data() : &pi_[row - n_], &xi_[x], &wi_[size_t(m.buf)][row], j0, j1);
       return;
     }
-    const float* w = &wf_[size_t(m.buf)][row];
-    for (uint32_t j = j0; j <= j1; ++j)
-      pf_[row + j] = mxu::add(k == 0 ? 0.0f : pf_[above + j], mxu::mul(xf_[row + j], w[j]));
+    const float* above = k == 0 ? zf_.data() : &pf_[row - n_];
+    if (checked)
+      pe_checked(&pf_[row], above, &xf_[x], &wf_[size_t(m.buf)][row], j0, j1);
+    else
+      pe_plain(&pf_[row], above, &xf_[x], &wf_[size_t(m.buf)][row], j0, j1);
   }
 
+  const size_t span_;  // length of each input shift-register buffer
+  size_t pos_ = 0;     // PE(k, j)'s input is x[k * span_ + pos_ + j]
   std::vector<std::vector<float>> wf_;
   std::vector<std::vector<int32_t>> wi_;
+  float min_w_[2] = {0, 0};
   std::vector<float> xf_;
   std::vector<int32_t> xi_;
   std::vector<float> pf_;
   std::vector<int32_t> pi_;
+  std::vector<float> zf_;    // the +0 partial sums entering row 0
+  std::vector<int32_t> zi_;
   std::vector<MxuRow*> fed_;                        // by feed cycle mod 2N
   std::deque<std::pair<uint64_t, Mode>> changes_;  // (first feed cycle, mode)
+  uint64_t checked_until_ = 0;                      // rows needing flush checks are in the array until then
 };
 
 }  // namespace

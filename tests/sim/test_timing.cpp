@@ -99,6 +99,11 @@ TEST_CASE("mxu: weight load, swap and a stream of M rows", "[timing]") {
       REQUIRE_FALSE(r.fault);
       CHECK(r.cycles == 3 * N + M + 6);
       CHECK(r.stats["mxu"]["macs"] == M * N * N);
+      // The PE-level path, which here starts streaming before the first 2N
+      // cycles have passed, keeps the same time.
+      sim::SimOptions pe;
+      pe.pe_level_mxu = true;
+      CHECK(simulate(src, p, {}, pe).cycles == r.cycles);
     }
   }
 }
