@@ -179,7 +179,6 @@ void Chip::monitor() {
       progress_shown_ = true;
     }
   }
-  if (progress_shown_ && done_) std::cerr << "\n";
 }
 
 }  // namespace tpu::sim

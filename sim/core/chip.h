@@ -61,6 +61,7 @@ class Chip : public sc_core::sc_module {
   bool done() const { return done_; }
   uint64_t end_cycle() const { return end_cycle_; }
   void attach_vcd(VcdWriter* vcd);
+  bool progress_shown() const { return progress_shown_; }
 
  private:
   void monitor();

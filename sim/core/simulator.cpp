@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "chip.h"
@@ -128,6 +129,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   const auto t0 = std::chrono::steady_clock::now();
   sc_core::sc_start();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (chip.progress_shown()) std::fputc('\n', stderr);
 
   RunResult r;
   r.fault = rc.fault_message();
