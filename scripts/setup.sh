@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libsystemc-dev verilator catch2 libspdlog-dev libfmt-dev libboost-dev
+  libsystemc-dev verilator catch2 libfmt-dev
   nlohmann-json3-dev libcli11-dev yosys gtkwave python3 python3-numpy
 )
 

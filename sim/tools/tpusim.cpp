@@ -64,7 +64,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.add_option("--inputs", inputs, "one .npy per ENTRY parameter, in order")->expected(0, -1);
   app.add_option("--outputs", outputs_dir, "directory for out0.npy, out1.npy, ... (created if missing)");
   app.add_option("--stats", stats_path, "statistics (JSON); the resolved config is written beside it as *.config.json");
-  app.add_option("--vcd", vcd_path, "waveforms (VCD) and a GTKWave save file FILE.gtkw");
+  app.add_option("--vcd", vcd_path, "waveforms (VCD); a GTKWave save file grouping them by unit goes to FILE.gtkw (FILE: the whole VCD path)");
   app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--max-cycles", max_cycles, "stop with an error after N cycles (0: no limit)");

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "harness.h"
+#include "tpu/isa/target.h"
 
 using namespace tpu;
 using test::from_bytes;
@@ -153,5 +154,42 @@ TEST_CASE("example dma_copy", "[examples]") {
     c.inputs = {src};
     c.expected = {src};
     run_case(c, p);
+  }
+}
+
+TEST_CASE("matmul_bf16: each instruction in the timeline takes its documented time", "[examples]") {
+  std::mt19937_64 rng(test::test_seed(15));
+  for (const char* p : kPresets) {
+    INFO(p);
+    const auto cfg = sim::load_config(p);
+    const uint64_t n = cfg.target.mxu_dim;
+    auto x = random_bf16(n * n, rng), w = random_bf16(n * n, rng);
+    sim::SimOptions o;
+    o.trace_path = std::string(TPU_BINARY_DIR) + "/tests/matmul_bf16_" + p + ".trace.json";
+    auto r = test::simulate(test::read_source("examples/asm/matmul_bf16.s"), p, {to_bytes(x), to_bytes(w)}, o);
+    REQUIRE_FALSE(r.fault);
+    auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
+    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> slices;  // mnemonic -> (start, cycles)
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["tid"] != 0)
+        slices[e["name"].get<std::string>()].emplace_back(e["args"]["start_cycle"], e["args"]["cycles"]);
+    // MXU: a weight load reads N rows; a stream of N rows completes in N + 2N - 1.
+    CHECK(slices["mxu.lw"].at(0).second == n);
+    CHECK(slices["mxu.mm"].at(0).second == n + 2 * n - 1);
+    // VPU: each instruction's slice is its class latency.
+    for (const auto& s : slices["vlda"]) CHECK(s.second == cfg.vpu.load);
+    for (const auto& s : slices["vst.f32"]) CHECK(s.second == cfg.vpu.store);
+    // DMA: the first load, dispatched at d into an idle HBM, sends burst i at
+    // d + 1 + i; it lands at done = ceil(free / bw) + H (docs/timing.md).
+    const auto [d, cycles] = slices["dma.ld"].at(0);
+    const uint64_t bw = cfg.hbm_bytes_per_cycle_fp(), Bb = cfg.dma.burst_bytes;
+    unsigned __int128 free = 0;
+    uint64_t done = 0, e = d + 1;
+    for (uint64_t off = 0; off < n * n * 2; off += Bb, ++e) {
+      const unsigned __int128 start = std::max<unsigned __int128>((unsigned __int128)e * bw, free);
+      free = start + (unsigned __int128)std::min(Bb, n * n * 2 - off) * 1024;
+      done = uint64_t((free + bw - 1) / bw) + cfg.hbm_latency_cycles();
+    }
+    CHECK(d + cycles == done + 1);
   }
 }
