@@ -112,8 +112,13 @@ TEST_CASE("vxpose transposes an L x L block and occupies the VPU for L cycles", 
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) CHECK(t[size_t(i * 8 + j)] == a[size_t(j * 8 + i)]);
   auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
+  int seen = 0;
   for (const auto& e : trace["traceEvents"])
-    if (e["ph"] == "X" && e["name"] == "vxpose" && e["tid"] == 2) CHECK(e["args"]["cycles"] == 8);  // the VPU track
+    if (e["ph"] == "X" && e["name"] == "vxpose" && e["tid"] == 2) {  // the VPU track
+      CHECK(e["args"]["cycles"] == 8);
+      ++seen;
+    }
+  CHECK(seen == 1);
 }
 
 TEST_CASE("four MXUs work at once on v5e", "[programs]") {
