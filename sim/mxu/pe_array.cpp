@@ -27,17 +27,22 @@ struct Mode {
   bool operator==(const Mode& o) const { return buf == o.buf && int8 == o.int8; }
 };
 
-__attribute__((target_clones("avx2", "default"))) void pe_plain(float* p, const float* above, const float* x,
-                                                                  const float* w, uint32_t j0, uint32_t j1) {
-  for (uint32_t j = j0; j <= j1; ++j) p[j] = above[j] + x[j] * w[j];
+// Row k's partial sums from row k - 1's (previous cycle) and its inputs;
+// the rows never overlap.
+__attribute__((target_clones("avx2", "default"))) void pe_plain(float* __restrict p, const float* __restrict above,
+                                                                  const float* __restrict x, const float* __restrict w,
+                                                                  uint32_t j0, uint32_t j1) {
+  for (size_t j = j0, end = size_t(j1) + 1; j < end; ++j) p[j] = above[j] + x[j] * w[j];
 }
-__attribute__((target_clones("avx2", "default"))) void pe_checked(float* p, const float* above, const float* x,
-                                                                    const float* w, uint32_t j0, uint32_t j1) {
-  for (uint32_t j = j0; j <= j1; ++j) p[j] = mxu::add(above[j], mxu::mul(x[j], w[j]));
+__attribute__((target_clones("avx2", "default"))) void pe_checked(float* __restrict p, const float* __restrict above,
+                                                                    const float* __restrict x, const float* __restrict w,
+                                                                    uint32_t j0, uint32_t j1) {
+  for (size_t j = j0, end = size_t(j1) + 1; j < end; ++j) p[j] = mxu::add(above[j], mxu::mul(x[j], w[j]));
 }
-__attribute__((target_clones("avx2", "default"))) void pe_s32(int32_t* p, const int32_t* above, const int32_t* x,
-                                                                const int32_t* w, uint32_t j0, uint32_t j1) {
-  for (uint32_t j = j0; j <= j1; ++j) p[j] = int32_t(uint32_t(above[j]) + uint32_t(x[j] * w[j]));
+__attribute__((target_clones("avx2", "default"))) void pe_s32(int32_t* __restrict p, const int32_t* __restrict above,
+                                                                const int32_t* __restrict x, const int32_t* __restrict w,
+                                                                uint32_t j0, uint32_t j1) {
+  for (size_t j = j0, end = size_t(j1) + 1; j < end; ++j) p[j] = int32_t(uint32_t(above[j]) + uint32_t(x[j] * w[j]));
 }
 
 class PeArray final : public MxuArray {
@@ -53,7 +58,7 @@ class PeArray final : public MxuArray {
         pi_(size_t(n) * n),
         zf_(n),
         zi_(n),
-        fed_(2 * size_t(n), nullptr) {}
+        fed_(ring_size(n), nullptr) {}
 
   void set_weights(int b, const std::vector<uint32_t>& w) override {
     for (size_t i = 0; i < w.size(); ++i) {
@@ -64,7 +69,7 @@ class PeArray final : public MxuArray {
   }
 
   void feed(uint64_t now, MxuRow& row) override {
-    fed_[now % fed_.size()] = &row;
+    fed_[now & (fed_.size() - 1)] = &row;
     const Mode m{row.buf, row.int8};
     if (changes_.empty() || !(changes_.back().second == m)) changes_.emplace_back(now, m);
     if (!row.int8) {
@@ -116,9 +121,16 @@ class PeArray final : public MxuArray {
   }
 
  private:
+  // Rows fed in the last 2N cycles, by feed cycle modulo a power of two.
+  static size_t ring_size(uint32_t n) {
+    size_t r = 1;
+    while (r < 2 * size_t(n)) r <<= 1;
+    return r;
+  }
+
   MxuRow* row_fed(uint64_t t, uint64_t ago) const {
     if (t < ago) return nullptr;
-    MxuRow* r = fed_[(t - ago) % fed_.size()];
+    MxuRow* r = fed_[(t - ago) & (fed_.size() - 1)];
     return r && r->fed_cycle == t - ago ? r : nullptr;
   }
 
@@ -154,7 +166,7 @@ class PeArray final : public MxuArray {
   std::vector<int32_t> pi_;
   std::vector<float> zf_;    // the +0 partial sums entering row 0
   std::vector<int32_t> zi_;
-  std::vector<MxuRow*> fed_;                        // by feed cycle mod 2N
+  std::vector<MxuRow*> fed_;                        // see ring_size
   std::deque<std::pair<uint64_t, Mode>> changes_;  // (first feed cycle, mode)
   uint64_t checked_until_ = 0;                      // rows needing flush checks are in the array until then
 };
