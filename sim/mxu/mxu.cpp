@@ -85,6 +85,7 @@ void Mxu::drain(uint64_t now) {
     accumulate_s32(acc, r.result.data(), n_);
   else
     accumulate_f32(acc, r.result.data(), n_);
+  if (acc_log_) acc_log_->push_back({now, r.acc_row, std::vector<uint32_t>(acc, acc + n_)});
   r.fed_cycle = ~uint64_t(0);
   --in_flight_;
 }

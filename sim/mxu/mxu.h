@@ -41,6 +41,15 @@ class Mxu : public sc_core::sc_module, public QueuedUnit {
   };
   void record_commands(std::vector<Command>* sink) { record_ = sink; }
 
+  // Every accumulator row write, with its cycle and the value written (for
+  // the RTL lockstep check).
+  struct AccWrite {
+    uint64_t cycle;
+    uint64_t row;
+    std::vector<uint32_t> data;
+  };
+  void log_acc_writes(std::vector<AccWrite>* sink) { acc_log_ = sink; }
+
  private:
   enum class Shadow { Free, Loading, Loaded };
   struct WeightLoad {
@@ -86,6 +95,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit {
   uint64_t macs_ = 0;
   std::vector<uint8_t> row_bytes_;
   std::vector<Command>* record_ = nullptr;
+  std::vector<AccWrite>* acc_log_ = nullptr;
 };
 
 }  // namespace tpu::sim

@@ -1,0 +1,289 @@
+// Lockstep cross-check of the MXU: one command stream drives the SystemC MXU
+// model (sim/mxu) and the Verilated RTL (hw/rtl/mxu_top.v) side by side,
+// cycle by cycle. Every accumulator write must happen in the same cycle, to
+// the same row, with the same bits; the first divergence is reported with
+// its cycle, column and both values.
+//
+//   mxu_lockstep_N [--seed S] [--commands K] [--pe]
+//
+// Built once per array size N (the RTL's parameter). Streams are seeded
+// random: loads (plain and transposed), swaps, streams that overwrite or
+// accumulate, both dtypes, back-to-back weight loads, idle gaps, and
+// operands full of NaN, infinities, subnormals and extreme exponents.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <random>
+#include <string>
+#include <systemc>
+
+#include "../../sim/core/semaphores.h"
+#include "../../sim/mem/accumulators.h"
+#include "../../sim/mem/memory.h"
+#include "../../sim/mxu/mxu.h"
+// Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
+using sc_core::sc_time_stamp;
+#include "Vmxu_top.h"
+#include "tpu/sim/config.h"
+
+namespace {
+
+using namespace tpu;
+using namespace tpu::sim;
+
+constexpr uint64_t kVmem = 1 << 16;
+constexpr uint64_t kAccRows = 64;
+
+struct Cmd {
+  isa::Opcode op;
+  uint64_t src = 0, stride = 0, acc = 0, rows = 0;
+  bool int8 = false;
+  uint64_t gap = 0;  // idle cycles before it is offered
+};
+
+// A valid random command stream: swaps only after a load, streams only after
+// the first swap and in the active weights' dtype.
+std::vector<Cmd> random_stream(uint32_t n, uint64_t count, std::mt19937_64& rng) {
+  std::vector<Cmd> out;
+  bool shadow_loaded = false, have_active = false, active_int8 = false, shadow_int8 = false;
+  while (out.size() < count) {
+    Cmd c;
+    c.gap = rng() % 4 == 0 ? rng() % (3 * n) : 0;
+    const uint64_t r = rng() % 10;
+    if ((r < 3 || !have_active) && !shadow_loaded) {
+      c.op = rng() % 4 == 0 ? isa::Opcode::MXU_LWT : isa::Opcode::MXU_LW;
+      c.int8 = rng() % 3 == 0;
+      const uint64_t eb = c.int8 ? 1 : 2;
+      c.stride = n * eb * (1 + rng() % 3);
+      c.src = (rng() % ((kVmem - (n - 1) * c.stride - n * eb) / eb)) * eb;
+      shadow_loaded = true;
+      shadow_int8 = c.int8;
+    } else if ((r < 5 || !have_active) && shadow_loaded) {
+      c.op = isa::Opcode::MXU_SWAP;
+      shadow_loaded = false;
+      have_active = true;
+      active_int8 = shadow_int8;
+    } else if (have_active) {
+      c.op = rng() % 2 ? isa::Opcode::MXU_MMA : isa::Opcode::MXU_MM;
+      c.int8 = active_int8;
+      const uint64_t eb = c.int8 ? 1 : 2;
+      c.rows = rng() % 8 == 0 ? 0 : 1 + rng() % (3 * n);
+      c.stride = n * eb * (1 + rng() % 2);
+      c.src = c.rows == 0 ? 0 : (rng() % ((kVmem - (c.rows - 1) * c.stride - n * eb) / eb)) * eb;
+      c.acc = rng() % (kAccRows - c.rows + 1);
+    } else {
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+Issued to_issued(const Cmd& c) {
+  Issued is;
+  is.insn.op = c.op;
+  const bool lw = c.op == isa::Opcode::MXU_LW || c.op == isa::Opcode::MXU_LWT;
+  const bool mm = c.op == isa::Opcode::MXU_MM || c.op == isa::Opcode::MXU_MMA;
+  // Register operands carry their values in v[]; the register numbers are irrelevant here.
+  if (lw) is.v = {0, c.src, c.stride, c.int8 ? 1u : 0u}, is.insn.operands = {0, 1, 2, c.int8 ? 1 : 0};
+  if (mm) is.v = {0, c.acc, c.src, c.stride, c.rows, c.int8 ? 1u : 0u}, is.insn.operands = {0, 1, 2, 3, 4, c.int8 ? 1 : 0};
+  return is;
+}
+
+// Wide Verilator ports as little-endian bytes.
+[[maybe_unused]] void put(QData& port, const uint8_t* b, size_t n) {
+  port = 0;
+  for (size_t i = 0; i < n && i < 8; ++i) port |= QData(b[i]) << (8 * i);
+}
+[[maybe_unused]] void put(IData& port, const uint8_t* b, size_t n) {
+  port = 0;
+  for (size_t i = 0; i < n && i < 4; ++i) port |= IData(b[i]) << (8 * i);
+}
+template <std::size_t W>
+void put(VlWide<W>& port, const uint8_t* b, size_t n) {
+  for (size_t w = 0; w < W; ++w) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4 && 4 * w + i < n; ++i) v |= uint32_t(b[4 * w + i]) << (8 * i);
+    port[w] = v;
+  }
+}
+[[maybe_unused]] uint32_t word(const QData& port, size_t j) { return uint32_t(port >> (32 * j)); }
+template <std::size_t W>
+uint32_t word(const VlWide<W>& port, size_t j) { return port[j]; }
+
+struct Bench : sc_core::sc_module {
+  sc_core::sc_clock clk{"clk", sc_core::sc_time(1, sc_core::SC_NS)};
+  MachineConfig cfg;
+  RunControl rc{sc_core::sc_time(1, sc_core::SC_NS)};
+  SemaphoreFile sems{"sems"};
+  SparseMemory vmem{kVmem};
+  Accumulators acc_model, acc_rtl;
+  Mxu mxu;
+  Vmxu_top rtl;
+  std::vector<Cmd> stream;
+  size_t next = 0;
+  uint64_t ready_at = 0;  // cycle from which the next command may be offered
+  std::deque<std::pair<Cmd, uint64_t>> rtl_queue;  // command, first cycle the RTL may take it
+  std::vector<Mxu::AccWrite> model_log, rtl_log;
+  uint64_t quiet = 0;
+  bool rtl_error = false;
+
+  Bench(sc_core::sc_module_name name, const MachineConfig& c, bool pe, std::vector<Cmd> s)
+      : sc_core::sc_module(name),
+        cfg(c),
+        acc_model(kAccRows, uint32_t(c.target.mxu_dim)),
+        acc_rtl(kAccRows, uint32_t(c.target.mxu_dim)),
+        mxu("mxu", 0, 0, cfg, pe ? MxuPath::Pe : MxuPath::Fast, rc, sems, vmem, acc_model),
+        stream(std::move(s)) {
+    mxu.clk(clk);
+    mxu.log_acc_writes(&model_log);
+    rtl.rst_ni = 0;
+    rtl.clk_i = 0;
+    rtl.eval();
+    rtl.clk_i = 1;
+    rtl.eval();
+    rtl.clk_i = 0;
+    rtl.rst_ni = 1;
+    rtl.eval();
+    SC_HAS_PROCESS(Bench);
+    SC_METHOD(tick);
+    sensitive << clk.posedge_event();
+    dont_initialize();
+  }
+
+  void tick() {
+    const uint64_t now = rc.cycle();
+    // Offer the next command to both, through the model's queue and an equal one for the RTL.
+    if (next < stream.size() && now >= ready_at) {
+      if (mxu.queue().nb_write(to_issued(stream[next]))) {
+        rtl_queue.emplace_back(stream[next], now + 1);
+        ++next;
+        ready_at = now + 1 + (next < stream.size() ? stream[next].gap : 0);
+      }
+    }
+    step_rtl(now);
+    const bool done = next == stream.size() && rtl_queue.empty() && rtl.idle_o && mxu.idle(now);
+    quiet = done ? quiet + 1 : 0;
+    if (quiet > 2 || now > 10000000) sc_core::sc_stop();
+  }
+
+  void step_rtl(uint64_t now) {
+    const uint32_t n = uint32_t(cfg.target.mxu_dim);
+    const bool offer = !rtl_queue.empty() && rtl_queue.front().second <= now;
+    const Cmd c = offer ? rtl_queue.front().first : Cmd{};
+    rtl.cmd_valid_i = offer;
+    rtl.cmd_op_i = uint8_t(c.op);
+    rtl.cmd_src_i = uint32_t(c.src);
+    rtl.cmd_stride_i = uint32_t(c.stride);
+    rtl.cmd_acc_i = uint32_t(c.acc);
+    rtl.cmd_rows_i = uint32_t(c.rows);
+    rtl.cmd_int8_i = c.int8;
+    rtl.eval();
+    // Combinational memory reads for the addresses the RTL drives this cycle.
+    std::vector<uint8_t> bytes(2 * n);
+    auto row_at = [&](uint32_t addr) {
+      std::fill(bytes.begin(), bytes.end(), 0);
+      if (addr + 2 * n <= kVmem) vmem.read(addr, bytes.data(), 2 * n);
+      return bytes.data();
+    };
+    put(rtl.w_rd_data_i, row_at(rtl.w_rd_addr_o), 2 * n);
+    put(rtl.in_rd_data_i, row_at(rtl.in_rd_addr_o), 2 * n);
+    rtl.eval();
+    const uint64_t row = rtl.acc_row_o < kAccRows ? rtl.acc_row_o : 0;
+    put(rtl.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_rtl.row(row)), 4 * n);
+    rtl.eval();
+    if (rtl.acc_we_o) {
+      std::vector<uint32_t> data(n);
+      for (uint32_t j = 0; j < n; ++j) data[j] = word(rtl.acc_wdata_o, j);
+      std::copy(data.begin(), data.end(), acc_rtl.row(row));
+      rtl_log.push_back({now, rtl.acc_row_o, data});
+    }
+    if (offer && rtl.cmd_ready_o) rtl_queue.pop_front();
+    rtl.clk_i = 1;
+    rtl.eval();
+    rtl.clk_i = 0;
+    rtl.eval();
+    rtl_error |= rtl.error_o;
+  }
+};
+
+uint16_t operand_bits(std::mt19937_64& rng) {
+  static const uint16_t kSpecial[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x807f, 0x7f7f,
+                                      0xff7f, 0x0080, 0x8080, 0x1f80, 0x2000, 0x6000, 0x5f80, 0x3f80};
+  const uint64_t r = rng();
+  if (r % 5 == 0) return kSpecial[(r >> 8) % 16];
+  if (r % 5 == 1) return uint16_t((r >> 16) & 0x80ff) | uint16_t((0x3c + (r >> 40) % 8) << 7);  // products near 2^-126
+  if (r % 5 == 2) return uint16_t(r >> 16);                                                     // any pattern
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  float x = d(rng);
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+
+}  // namespace
+
+int sc_main(int argc, char* argv[]) {
+  uint64_t seed = 1, commands = 300;
+  bool pe = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 0);
+    else if (a == "--commands" && i + 1 < argc) commands = std::strtoull(argv[++i], nullptr, 0);
+    else if (a == "--pe") pe = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--seed S] [--commands K] [--pe]\n", argv[0]);
+      return 2;
+    }
+  }
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  MachineConfig cfg = load_config("tiny");
+  cfg.target.mxu_dim = MXU_N;
+  cfg.target.vpu_lanes = MXU_N;
+  cfg.core.queue_depth = 4;
+  std::mt19937_64 rng(seed);
+  std::printf("N %d, seed %llu, %llu commands, model path %s\n", MXU_N, (unsigned long long)seed,
+              (unsigned long long)commands, pe ? "pe" : "fast");
+  auto stream = random_stream(MXU_N, commands, rng);
+  Bench bench("bench", cfg, pe, stream);
+  for (uint64_t a = 0; a + 1 < kVmem; a += 2) {
+    const uint16_t v = operand_bits(rng);
+    bench.vmem.write(a, &v, 2);
+  }
+  sc_core::sc_start();
+
+  if (bench.rc.faulted()) {
+    std::printf("FAIL: the model faulted: %s\n", bench.rc.fault_message()->c_str());
+    return 1;
+  }
+  if (bench.rtl_error) {
+    std::printf("FAIL: the RTL flagged a dtype mismatch the model did not\n");
+    return 1;
+  }
+  const auto& m = bench.model_log;
+  const auto& r = bench.rtl_log;
+  for (size_t i = 0; i < std::max(m.size(), r.size()); ++i) {
+    if (i >= m.size() || i >= r.size()) {
+      std::printf("FAIL: accumulator write %zu: %s has none (model %zu writes, rtl %zu)\n", i, i >= m.size() ? "the model" : "the RTL",
+                  m.size(), r.size());
+      return 1;
+    }
+    if (m[i].cycle != r[i].cycle || m[i].row != r[i].row) {
+      std::printf("FAIL: accumulator write %zu: model writes row %llu in cycle %llu, rtl row %llu in cycle %llu\n", i,
+                  (unsigned long long)m[i].row, (unsigned long long)m[i].cycle, (unsigned long long)r[i].row,
+                  (unsigned long long)r[i].cycle);
+      return 1;
+    }
+    for (size_t j = 0; j < m[i].data.size(); ++j)
+      if (m[i].data[j] != r[i].data[j]) {
+        std::printf("FAIL: first divergence in cycle %llu, accumulator row %llu, column %zu: model %08x, rtl %08x\n",
+                    (unsigned long long)m[i].cycle, (unsigned long long)m[i].row, j, m[i].data[j], r[i].data[j]);
+        return 1;
+      }
+  }
+  std::printf("PASS: %zu accumulator writes identical in cycle, row and bits over %llu cycles\n", m.size(),
+              (unsigned long long)bench.rc.cycle());
+  return m.empty() ? 1 : 0;
+}
