@@ -39,6 +39,7 @@ module mxu_top #(
     output wire [N*32-1:0]   acc_wdata_o,
     input  wire [N*32-1:0]   acc_rdata_i,
     output wire              idle_o,        // every accepted instruction has completed
+    output wire              active_o,      // work remains after this cycle (valid after the clock edge)
     output reg               error_o        // a stream's dtype differed from its weights'
 );
   localparam int Lat = 2 * N - 1;  // feed to accumulator write
@@ -142,6 +143,7 @@ module mxu_top #(
   endgenerate
 
   assign idle_o = !loading_q && !streaming_q && now_q >= last_complete_q;
+  assign active_o = loading_q || streaming_q || now_q <= last_complete_q;
 
   wire [63:0] mm_done = now_q + {32'd0, cmd_rows_i} - 64'd1 + Lat64;
   wire [63:0] lw_done = now_q + N64 - 64'd1;

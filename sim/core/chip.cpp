@@ -8,7 +8,7 @@
 namespace tpu::sim {
 
 TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program,
-                       MxuPath path, RunControl& rc, HbmSimple& hbm)
+                       MxuModel model, RunControl& rc, HbmSimple& hbm)
     : sc_core::sc_module(name),
       index(idx),
       vmem(cfg.target.vmem_bytes),
@@ -20,8 +20,13 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfi
       scalar("scalar", ScalarParams{idx, &cfg, &program}, rc, sems, smem) {
   std::vector<sc_core::sc_fifo<Issued>*> mxu_queues;
   for (uint64_t m = 0; m < cfg.target.mxus_per_core; ++m) {
-    mxus.push_back(std::make_unique<Mxu>(fmt::format("mxu{}", m).c_str(), idx, int(m), cfg, path, rc, sems, vmem, acc));
-    mxu_queues.push_back(&mxus.back()->queue());
+    const std::string mname = fmt::format("mxu{}", m);
+    if (model == MxuModel::Rtl)
+      mxus.push_back(make_rtl_mxu(mname.c_str(), idx, int(m), cfg, rc, sems, vmem, acc));
+    else
+      mxus.push_back(std::make_unique<Mxu>(mname.c_str(), idx, int(m), cfg, model == MxuModel::Pe ? MxuPath::Pe : MxuPath::Fast,
+                                           rc, sems, vmem, acc));
+    mxu_queues.push_back(&mxus.back()->instruction_queue());
   }
   scalar.bind_queues(&dma.queue(), &vpu.queue(), mxu_queues);
 }
@@ -30,14 +35,14 @@ void TensorCore::bind_clock(sc_core::sc_clock& clk) {
   scalar.clk(clk);
   dma.clk(clk);
   vpu.clk(clk);
-  for (auto& m : mxus) m->clk(clk);
+  for (auto& m : mxus) m->bind_clock(clk);
 }
 
 void TensorCore::set_trace(TraceSink* t) {
   scalar.set_trace(t);
   dma.set_trace(t);
   vpu.set_trace(t);
-  for (auto& m : mxus) m->set_trace(t);
+  for (auto& m : mxus) m->attach_trace(t);
 }
 
 bool TensorCore::finished(uint64_t now) const {
@@ -61,7 +66,7 @@ bool TensorCore::any_busy(uint64_t now) const {
   auto moving = [](UnitState s) { return s == UnitState::Busy || s == UnitState::Stalled; };
   if (scalar.progressing(now) || moving(dma.state()) || moving(vpu.state())) return true;
   for (const auto& m : mxus)
-    if (moving(m->state())) return true;
+    if (moving(m->unit_state())) return true;
   return false;
 }
 
@@ -71,7 +76,7 @@ std::string TensorCore::blocked_report() const {
   if (auto b = dma.blocked_on(); !b.empty()) parts.push_back("dma " + b);
   if (auto b = vpu.blocked_on(); !b.empty()) parts.push_back("vpu " + b);
   for (size_t m = 0; m < mxus.size(); ++m)
-    if (auto b = mxus[m]->blocked_on(); !b.empty()) parts.push_back(fmt::format("mxu{} {}", m, b));
+    if (auto b = mxus[m]->blocked_report(); !b.empty()) parts.push_back(fmt::format("mxu{} {}", m, b));
   return fmt::format("core {}: {}", index, fmt::join(parts, "; "));
 }
 
@@ -85,8 +90,8 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
       rc_(rc),
       trace_(trace) {
   for (uint64_t c = 0; c < cfg.target.cores; ++c) {
-    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program,
-                                                 opts.pe_level_mxu ? MxuPath::Pe : MxuPath::Fast, rc, hbm));
+    const MxuModel model = opts.rtl_mxu ? MxuModel::Rtl : opts.pe_level_mxu ? MxuModel::Pe : MxuModel::Fast;
+    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program, model, rc, hbm));
     cores.back()->bind_clock(clk);
     if (trace) cores.back()->set_trace(trace);
   }
@@ -111,10 +116,10 @@ void Chip::attach_vcd(VcdWriter* vcd) {
     vcd->add(p + ".vpu", "state", 2, [core] { return uint64_t(core->vpu.state()); });
     vcd->add(p + ".vpu", "queue", 16, [core] { return uint64_t(core->vpu.queue_depth()); });
     for (size_t m = 0; m < core->mxus.size(); ++m) {
-      Mxu* mx = core->mxus[m].get();
+      MxuUnit* mx = core->mxus[m].get();
       const std::string s = fmt::format("{}.mxu{}", p, m);
-      vcd->add(s, "state", 2, [mx] { return uint64_t(mx->state()); });
-      vcd->add(s, "queue", 16, [mx] { return uint64_t(mx->queue_depth()); });
+      vcd->add(s, "state", 2, [mx] { return uint64_t(mx->unit_state()); });
+      vcd->add(s, "queue", 16, [mx] { return uint64_t(mx->pending_instructions()); });
       vcd->add(s, "streaming", 1, [mx] { return mx->streaming(); });
       vcd->add(s, "loading_weights", 1, [mx] { return mx->loading(); });
       vcd->add(s, "rows_in_flight", 16, [mx] { return mx->rows_in_flight(); });
@@ -130,7 +135,7 @@ void Chip::sample_counters(uint64_t now) {
   size_t i = 0;
   for (auto& c : cores) {
     std::vector<std::pair<int, int64_t>> depths = {{1, c->dma.queue_depth()}, {2, c->vpu.queue_depth()}};
-    for (size_t m = 0; m < c->mxus.size(); ++m) depths.push_back({8 + int(m), c->mxus[m]->queue_depth()});
+    for (size_t m = 0; m < c->mxus.size(); ++m) depths.push_back({8 + int(m), c->mxus[m]->pending_instructions()});
     if (last_depth_.size() < i + depths.size()) last_depth_.resize(i + depths.size(), -1);
     for (const auto& [unit, d] : depths) {
       if (last_depth_[i] != d) trace_->counter(track_id(c->index, unit), "queue depth", now, d);

@@ -29,7 +29,7 @@ namespace tpu::sim {
 class TensorCore : public sc_core::sc_module {
  public:
   TensorCore(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program,
-             MxuPath path, RunControl& rc, HbmSimple& hbm);
+             MxuModel model, RunControl& rc, HbmSimple& hbm);
 
   void bind_clock(sc_core::sc_clock& clk);
   bool finished(uint64_t now) const;
@@ -45,7 +45,7 @@ class TensorCore : public sc_core::sc_module {
   SemaphoreFile sems;
   DmaEngine dma;
   Vpu vpu;
-  std::vector<std::unique_ptr<Mxu>> mxus;
+  std::vector<std::unique_ptr<MxuUnit>> mxus;
   ScalarUnit scalar;
 };
 

@@ -24,6 +24,10 @@ std::string target_mismatch(const isa::Target& program, const isa::Target& machi
 Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions options)
     : config_(std::move(config)), program_(std::move(program)), options_(std::move(options)) {
   if (auto why = target_mismatch(program_.target, config_.target); !why.empty()) throw Error(why);
+  if (options_.rtl_mxu && !rtl_mxu_available(uint32_t(config_.target.mxu_dim)))
+    throw Error(fmt::format("--mxu=rtl: the RTL MXU is built for N = {} only, the target has N = {} (configure with "
+                            "-DTPU_RTL_SIZES=\"{}\" to add it)",
+                            rtl_mxu_sizes(), config_.target.mxu_dim, config_.target.mxu_dim));
 }
 
 Simulator::~Simulator() = default;
@@ -58,10 +62,10 @@ std::string stats_json(const MachineConfig& cfg, const Chip& chip, uint64_t cycl
     add_stalls("dma", c->dma.stats());
     add_stalls("vpu", c->vpu.stats());
     for (size_t m = 0; m < c->mxus.size(); ++m) {
-      json u = unit_json(c->mxus[m]->stats(), cycles);
+      json u = unit_json(c->mxus[m]->unit_stats(), cycles);
       u["macs"] = c->mxus[m]->macs();
       units[fmt::format("{}mxu{}", p, m)] = u;
-      add_stalls("mxu", c->mxus[m]->stats());
+      add_stalls("mxu", c->mxus[m]->unit_stats());
       macs += c->mxus[m]->macs();
     }
     const auto& k = c->scalar.issued_by_class();

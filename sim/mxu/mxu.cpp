@@ -108,7 +108,6 @@ void Mxu::advance_load(uint64_t now) {
   const int b = active_ < 0 ? 0 : 1 - active_;
   array_->set_weights(b, staging_);
   int8_[b] = load_.int8;
-  if (record_) record_->push_back({load_.start, load_.transpose ? Opcode::MXU_LWT : Opcode::MXU_LW, staging_});
 }
 
 void Mxu::advance_stream(uint64_t now) {
@@ -148,7 +147,6 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       if (shadow_ != Shadow::Loaded) return false;
       active_ = active_ < 0 ? 0 : 1 - active_;
       shadow_ = Shadow::Free;
-      if (record_) record_->push_back({now, Opcode::MXU_SWAP, {}});
       trace_event(is.pc, now, now + 1);
       return true;
     }
@@ -173,12 +171,6 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
         return false;
       }
       if (!check_vmem_rows(is, is[2], is[3], rows, int8)) return false;
-      if (record_) {
-        Command c{now, is.insn.op, {}};
-        c.data.resize(rows * n);
-        for (uint64_t r = 0; r < rows; ++r) read_operands(is[2] + r * is[3], int8, &c.data[r * n]);
-        record_->push_back(std::move(c));
-      }
       if (rows == 0) {
         trace_event(is.pc, now, now + 1);
         return true;

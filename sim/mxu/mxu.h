@@ -12,34 +12,33 @@
 #include "../mem/accumulators.h"
 #include "../mem/memory.h"
 #include "datapath.h"
+#include "mxu_unit.h"
 #include "tpu/sim/config.h"
 
 namespace tpu::sim {
 
 enum class MxuPath { Fast, Pe };
 
-class Mxu : public sc_core::sc_module, public QueuedUnit {
+class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
  public:
   sc_core::sc_in<bool> clk{"clk"};
 
   Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, MxuPath path, RunControl& rc,
       SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc);
 
-  // No work left after cycle `now`.
-  bool idle(uint64_t now) const { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
-  bool in_flight(uint64_t now) const { return now < last_complete_ || streaming_ || loading_ || in_flight_ > 0; }
-  uint64_t macs() const { return macs_; }
-  uint32_t rows_in_flight() const { return in_flight_; }
-  bool streaming() const { return streaming_; }
-  bool loading() const { return loading_; }
-
-  // Every command the MXU starts, with its cycle, for the RTL cross-check.
-  struct Command {
-    uint64_t cycle;
-    isa::Opcode op;
-    std::vector<uint32_t> data;  // lw: N x N weights; mm: M x N inputs (as fed)
-  };
-  void record_commands(std::vector<Command>* sink) { record_ = sink; }
+  void bind_clock(sc_core::sc_clock& c) override { clk(c); }
+  sc_core::sc_fifo<Issued>& instruction_queue() override { return queue(); }
+  void attach_trace(TraceSink* t) override { set_trace(t); }
+  bool idle(uint64_t now) const override { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
+  bool in_flight(uint64_t now) const override { return now < last_complete_ || streaming_ || loading_ || in_flight_ > 0; }
+  uint64_t macs() const override { return macs_; }
+  uint32_t rows_in_flight() const override { return in_flight_; }
+  bool streaming() const override { return streaming_; }
+  bool loading() const override { return loading_; }
+  int pending_instructions() const override { return queue_depth(); }
+  UnitState unit_state() const override { return state(); }
+  const UnitStats& unit_stats() const override { return stats(); }
+  std::string blocked_report() const override { return blocked_on(); }
 
   // Every accumulator row write, with its cycle and the value written (for
   // the RTL lockstep check).
@@ -94,7 +93,6 @@ class Mxu : public sc_core::sc_module, public QueuedUnit {
   uint64_t last_complete_ = 0;  // last cycle in which any started work finishes
   uint64_t macs_ = 0;
   std::vector<uint8_t> row_bytes_;
-  std::vector<Command>* record_ = nullptr;
   std::vector<AccWrite>* acc_log_ = nullptr;
 };
 

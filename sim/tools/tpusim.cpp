@@ -68,8 +68,10 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--max-cycles", max_cycles, "stop with an error after N cycles (0: no limit)");
-  app.add_option("--mxu", mxu, "MXU model: fast (whole rows at once) or pe (every PE register every cycle)")
-      ->check(CLI::IsMember({"fast", "pe"}));
+  app.add_option("--mxu", mxu,
+                 "MXU model: fast (whole rows at once), pe (every PE register every cycle) or rtl (the Verilated RTL "
+                 "of hw/, for the array sizes it was built for)")
+      ->check(CLI::IsMember({"fast", "pe", "rtl"}));
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
@@ -99,6 +101,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
 
     tpu::sim::SimOptions opts;
     opts.pe_level_mxu = mxu == "pe";
+    opts.rtl_mxu = mxu == "rtl";
     opts.max_cycles = max_cycles;
     opts.vcd_path = vcd_path;
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);

@@ -25,7 +25,7 @@
 #include "../../sim/mxu/mxu.h"
 // Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
 using sc_core::sc_time_stamp;
-#include "Vmxu_top.h"
+#include VMXU_HEADER
 #include "tpu/sim/config.h"
 
 namespace {
@@ -121,7 +121,7 @@ struct Bench : sc_core::sc_module {
   SparseMemory vmem{kVmem};
   Accumulators acc_model, acc_rtl;
   Mxu mxu;
-  Vmxu_top rtl;
+  VMXU_CLASS rtl;
   std::vector<Cmd> stream;
   size_t next = 0;
   uint64_t ready_at = 0;  // cycle from which the next command may be offered

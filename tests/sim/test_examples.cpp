@@ -9,6 +9,7 @@
 #include <random>
 
 #include "harness.h"
+#include "../../sim/mxu/mxu_unit.h"
 #include "tpu/isa/target.h"
 
 using namespace tpu;
@@ -81,6 +82,15 @@ void run_case(const Case& c, const std::string& preset) {
   CHECK(a.cycles == b.cycles);
   CHECK(p.outputs == a.outputs);
   CHECK(p.cycles == a.cycles);
+  if (sim::rtl_mxu_available(uint32_t(cfg.target.mxu_dim))) {  // the Verilated RTL in the MXU's place
+    sim::SimOptions rtl;
+    rtl.rtl_mxu = true;
+    auto v = test::simulate(program, cfg, c.inputs, rtl);
+    INFO(v.fault.value_or(""));
+    REQUIRE_FALSE(v.fault);
+    CHECK(v.outputs == a.outputs);
+    CHECK(v.cycles == a.cycles);
+  }
   CHECK(a.cycles == expected_cycles(c.name, preset));
 }
 

@@ -63,3 +63,12 @@ TEST_CASE("a program for another target is refused", "[faults]") {
   CHECK(r.fault->find("error: the program was compiled for target 'tiny', this machine is 'v5e'") == 0);
   CHECK(r.fault->find("mxu_dim 8 vs 128") != std::string::npos);
 }
+
+TEST_CASE("the RTL MXU runs only for the array sizes it was built for", "[faults]") {
+  sim::SimOptions o;
+  o.rtl_mxu = true;
+  auto r = test::simulate(test::assemble_for("halt\n", "v5e"), sim::load_config("v5e"), {}, o);
+  REQUIRE(r.fault);
+  CHECK(r.fault->find("--mxu=rtl: the RTL MXU is built for N = ") != std::string::npos);
+  CHECK(r.fault->find("the target has N = 128") != std::string::npos);
+}

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "../../sim/mxu/mxu_unit.h"
 #include "harness.h"
 
 using namespace tpu;
@@ -165,7 +166,7 @@ sim::MachineConfig config_for(uint32_t n) {
 
 }  // namespace
 
-TEST_CASE("PE-level and fast MXU paths agree with each other and the reference on random streams", "[mxu]") {
+TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference on random streams", "[mxu]") {
   const uint64_t seed = test::test_seed(2026);
   for (uint32_t n : {1u, 3u, 8u, 16u}) {
     const auto cfg = config_for(n);
@@ -183,6 +184,15 @@ TEST_CASE("PE-level and fast MXU paths agree with each other and the reference o
       pe.pe_level_mxu = true;
       auto rf = test::simulate(*a.program, cfg, {blob}, fast);
       auto rp = test::simulate(*a.program, cfg, {blob}, pe);
+      if (sim::rtl_mxu_available(n)) {  // and the Verilated RTL, inside the whole program
+        sim::SimOptions rtl;
+        rtl.rtl_mxu = true;
+        auto rr = test::simulate(*a.program, cfg, {blob}, rtl);
+        INFO(rr.fault.value_or(""));
+        REQUIRE_FALSE(rr.fault);
+        CHECK(rr.cycles == rf.cycles);
+        CHECK(rr.outputs == rf.outputs);
+      }
       INFO(rf.fault.value_or("") << rp.fault.value_or(""));
       REQUIRE_FALSE(rf.fault);
       REQUIRE_FALSE(rp.fault);

@@ -14,13 +14,13 @@ namespace tpu::sim {
 
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
+  bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
   uint64_t max_cycles = 0;      // 0: no limit
   std::string vcd_path;         // waveforms (and vcd_path + ".gtkw")
   uint64_t vcd_start = 0;       // window of cycles [start, end)
   uint64_t vcd_end = UINT64_MAX;
   std::string trace_path;       // Perfetto / Chrome trace-event JSON
   bool progress = false;        // a progress line on stderr for long runs
-  std::string record_mxu_path;  // every MXU command with its cycle (for the RTL cross-check)
 };
 
 struct RunResult {

@@ -1,0 +1,240 @@
+// RtlMxu: the Verilated MXU RTL (hw/rtl/mxu_top.v) in the model's place.
+// Wait and signal stay in C++ (they are the queue's, not the array's); every
+// MXU instruction is offered to the RTL's command port, whose VMEM and
+// accumulator ports this module serves combinationally, and the RTL is
+// clocked once per simulated cycle.
+#include <fmt/format.h>
+
+#include <systemc>
+
+#include "../core/queued_unit.h"
+#include "mxu_unit.h"
+
+// Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
+using sc_core::sc_time_stamp;
+#ifdef TPU_RTL_SIZE_4
+#include "Vmxu_top_4.h"
+#endif
+#ifdef TPU_RTL_SIZE_8
+#include "Vmxu_top_8.h"
+#endif
+#ifdef TPU_RTL_SIZE_16
+#include "Vmxu_top_16.h"
+#endif
+
+namespace tpu::sim {
+namespace {
+
+// Little-endian bytes into and out of Verilator's port types.
+[[maybe_unused]] void put(QData& port, const uint8_t* b, size_t n) {
+  port = 0;
+  for (size_t i = 0; i < n && i < 8; ++i) port |= QData(b[i]) << (8 * i);
+}
+template <std::size_t W>
+void put(VlWide<W>& port, const uint8_t* b, size_t n) {
+  for (size_t w = 0; w < W; ++w) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4 && 4 * w + i < n; ++i) v |= uint32_t(b[4 * w + i]) << (8 * i);
+    port[w] = v;
+  }
+}
+[[maybe_unused]] uint32_t word(const QData& port, size_t j) { return uint32_t(port >> (32 * j)); }
+template <std::size_t W>
+uint32_t word(const VlWide<W>& port, size_t j) {
+  return port[j];
+}
+
+template <typename Rtl>
+class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
+ public:
+  sc_core::sc_in<bool> clk{"clk"};
+
+  RtlMxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, RunControl& rc,
+         SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
+      : sc_core::sc_module(name),
+        QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
+        n_(uint32_t(cfg.target.mxu_dim)),
+        index_(index),
+        vmem_(vmem),
+        acc_(acc),
+        bytes_(2 * size_t(n_)) {
+    rtl_.rst_ni = 0;
+    rtl_.clk_i = 0;
+    rtl_.eval();
+    rtl_.clk_i = 1;
+    rtl_.eval();
+    rtl_.clk_i = 0;
+    rtl_.rst_ni = 1;
+    rtl_.eval();
+    SC_HAS_PROCESS(RtlMxu);
+    SC_METHOD(tick);
+    sensitive << clk.pos();
+    dont_initialize();
+  }
+
+  void bind_clock(sc_core::sc_clock& c) override { clk(c); }
+  sc_core::sc_fifo<Issued>& instruction_queue() override { return queue(); }
+  void attach_trace(TraceSink* t) override { set_trace(t); }
+  bool idle(uint64_t now) const override { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
+  bool in_flight(uint64_t) const override { return rtl_.active_o; }
+  uint64_t macs() const override { return macs_; }
+  uint32_t rows_in_flight() const override { return 0; }
+  bool streaming() const override { return fed_; }
+  bool loading() const override { return loading_; }
+  int pending_instructions() const override { return queue_depth(); }
+  UnitState unit_state() const override { return state(); }
+  const UnitStats& unit_stats() const override { return stats(); }
+  std::string blocked_report() const override { return blocked_on(); }
+
+ private:
+  void tick() {
+    const uint64_t now = rc_.cycle();
+    const Issued* h = current(now);
+    UnitState state = rtl_.active_o ? UnitState::Busy : UnitState::Idle;
+    const char* cause = "";
+    const Issued* offer = nullptr;
+    if (h) {
+      // idle_o before this cycle's edge is the model's "every earlier instruction done".
+      switch (sync(*h, now, rtl_.idle_o)) {
+        case SyncResult::Done: state = UnitState::Busy; break;
+        case SyncResult::Blocked:
+          if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain";
+          break;
+        case SyncResult::NotSync: offer = h; break;
+      }
+    }
+    if (offer && !check(*offer)) return;
+    const bool taken = step(offer, now);
+    if (offer) {
+      if (taken) {
+        trace_event(offer->pc, now, now + 1);
+        retire();
+        state = UnitState::Busy;
+      } else if (state != UnitState::Busy) {
+        state = UnitState::Stalled, cause = offer->insn.op == isa::Opcode::MXU_SWAP ? "weight_load" : "weights_in_use";
+      }
+    }
+    finish(state, cause);
+  }
+
+  // The model's faults, checked when an instruction is offered (the RTL has
+  // no way to report them).
+  bool check(const Issued& is) {
+    const char* mnem = isa::spec(is.insn.op).mnemonic;
+    auto fail = [&](const std::string& msg) {
+      rc_.fault(fmt::format("core {} mxu{}: pc {}: {}", core_, index_, is.pc, msg));
+      return false;
+    };
+    const bool lw = is.insn.op == isa::Opcode::MXU_LW || is.insn.op == isa::Opcode::MXU_LWT;
+    const bool mm = is.insn.op == isa::Opcode::MXU_MM || is.insn.op == isa::Opcode::MXU_MMA;
+    if (!lw && !mm) return true;
+    const bool int8 = (lw ? is.insn[3] : is.insn[5]) == 1;
+    const uint64_t rows = lw ? n_ : is[4], src = lw ? is[1] : is[2], stride = lw ? is[2] : is[3];
+    if (mm && !have_active_) return fail(fmt::format("{} before any weights were loaded and swapped in", mnem));
+    if (mm && int8 != int8_of_active_)
+      return fail(fmt::format("{} streams {} inputs through {} weights", mnem, int8 ? "s8" : "bf16", int8_of_active_ ? "s8" : "bf16"));
+    if (mm && (is[1] > acc_.rows() || rows > acc_.rows() - is[1]))
+      return fail(fmt::format("{} writes accumulator rows {}..{}, outside 0..{}", mnem, int64_t(is[1]), int64_t(is[1] + rows) - 1,
+                              acc_.rows() - 1));
+    for (uint64_t r : {uint64_t(0), rows - 1}) {
+      if (rows == 0) break;
+      if (auto err = vmem_.check_range(src + r * stride, uint64_t(n_) * (int8 ? 1 : 2), int8 ? 1 : 2, "VMEM"))
+        return fail(fmt::format("{} row {}: {}", mnem, r, *err));
+    }
+    return true;
+  }
+
+  // One clock cycle of the RTL with `is` (or nothing) on its command port;
+  // true when the RTL took the instruction.
+  bool step(const Issued* is, uint64_t /*now*/) {
+    const bool lw = is && (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT);
+    rtl_.cmd_valid_i = is != nullptr;
+    rtl_.cmd_op_i = is ? uint8_t(is->insn.op) : 0;
+    rtl_.cmd_src_i = is ? uint32_t(lw ? (*is)[1] : (*is)[2]) : 0;
+    rtl_.cmd_stride_i = is ? uint32_t(lw ? (*is)[2] : (*is)[3]) : 0;
+    rtl_.cmd_acc_i = is && !lw ? uint32_t((*is)[1]) : 0;
+    rtl_.cmd_rows_i = is && !lw ? uint32_t((*is)[4]) : 0;
+    rtl_.cmd_int8_i = is ? (lw ? is->insn[3] : is->insn[5]) == 1 : 0;
+    rtl_.eval();
+    read_row(rtl_.w_rd_addr_o);
+    put(rtl_.w_rd_data_i, bytes_.data(), bytes_.size());
+    read_row(rtl_.in_rd_addr_o);
+    put(rtl_.in_rd_data_i, bytes_.data(), bytes_.size());
+    rtl_.eval();
+    const uint64_t row = rtl_.acc_row_o < acc_.rows() ? rtl_.acc_row_o : 0;
+    put(rtl_.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_.row(row)), 4 * size_t(n_));
+    rtl_.eval();
+    if (rtl_.acc_we_o)
+      for (uint32_t j = 0; j < n_; ++j) acc_.row(row)[j] = word(rtl_.acc_wdata_o, j);
+    fed_ = rtl_.in_rd_en_o;
+    loading_ = rtl_.w_rd_en_o;
+    if (fed_) macs_ += uint64_t(n_) * n_;
+    const bool taken = is && rtl_.cmd_ready_o;
+    track_dtypes(is, taken);
+    rtl_.clk_i = 1;
+    rtl_.eval();
+    rtl_.clk_i = 0;
+    rtl_.eval();
+    return taken;
+  }
+
+  // The bytes of one row at addr (rows were range-checked when offered; an
+  // address the RTL drives while not reading reads as zeros past the end).
+  void read_row(uint64_t addr) {
+    std::fill(bytes_.begin(), bytes_.end(), 0);
+    if (addr < vmem_.size()) vmem_.read(addr, bytes_.data(), std::min<uint64_t>(bytes_.size(), vmem_.size() - addr));
+  }
+
+  void track_dtypes(const Issued* is, bool taken) {
+    if (!is || !taken) return;
+    if (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT) shadow_int8_ = is->insn[3] == 1;
+    if (is->insn.op == isa::Opcode::MXU_SWAP) int8_of_active_ = shadow_int8_, have_active_ = true;
+  }
+
+  const uint32_t n_;
+  const int index_;
+  SparseMemory& vmem_;
+  Accumulators& acc_;
+  Rtl rtl_;
+  std::vector<uint8_t> bytes_;
+  uint64_t macs_ = 0;
+  bool fed_ = false, loading_ = false;
+  bool shadow_int8_ = false, int8_of_active_ = false, have_active_ = false;
+};
+
+}  // namespace
+
+bool rtl_mxu_available(uint32_t n) {
+  switch (n) {
+#ifdef TPU_RTL_SIZE_4
+    case 4: return true;
+#endif
+#ifdef TPU_RTL_SIZE_8
+    case 8: return true;
+#endif
+#ifdef TPU_RTL_SIZE_16
+    case 16: return true;
+#endif
+    default: return false;
+  }
+}
+
+std::string rtl_mxu_sizes() { return TPU_RTL_SIZES_TEXT; }
+
+std::unique_ptr<MxuUnit> make_rtl_mxu(const char* name, int core, int index, const MachineConfig& cfg, RunControl& rc,
+                                      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc) {
+  switch (cfg.target.mxu_dim) {
+#ifdef TPU_RTL_SIZE_4
+    case 4: return std::make_unique<RtlMxu<Vmxu_top_4>>(name, core, index, cfg, rc, sems, vmem, acc);
+#endif
+#ifdef TPU_RTL_SIZE_8
+    case 8: return std::make_unique<RtlMxu<Vmxu_top_8>>(name, core, index, cfg, rc, sems, vmem, acc);
+#endif
+#ifdef TPU_RTL_SIZE_16
+    case 16: return std::make_unique<RtlMxu<Vmxu_top_16>>(name, core, index, cfg, rc, sems, vmem, acc);
+#endif
+    default: throw std::logic_error("internal error: no RTL MXU of this size was built");
+  }
+}
+
+}  // namespace tpu::sim
