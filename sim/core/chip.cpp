@@ -7,8 +7,21 @@
 
 namespace tpu::sim {
 
+namespace {
+
+// One RTL waveform per MXU: FILE for a single MXU, else FILE with .coreC.mxuM
+// before its extension.
+std::string rtl_trace_path(const std::string& base, const MachineConfig& cfg, int core, uint64_t mxu) {
+  if (base.empty() || (cfg.target.cores == 1 && cfg.target.mxus_per_core == 1)) return base;
+  const auto dot = base.rfind('.');
+  const std::string tag = fmt::format(".core{}.mxu{}", core, mxu);
+  return dot == std::string::npos ? base + tag : base.substr(0, dot) + tag + base.substr(dot);
+}
+
+}  // namespace
+
 TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program,
-                       MxuModel model, RunControl& rc, HbmSimple& hbm)
+                       MxuModel model, RunControl& rc, HbmSimple& hbm, const std::string& rtl_trace)
     : sc_core::sc_module(name),
       index(idx),
       vmem(cfg.target.vmem_bytes),
@@ -22,7 +35,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfi
   for (uint64_t m = 0; m < cfg.target.mxus_per_core; ++m) {
     const std::string mname = fmt::format("mxu{}", m);
     if (model == MxuModel::Rtl)
-      mxus.push_back(make_rtl_mxu(mname.c_str(), idx, int(m), cfg, rc, sems, vmem, acc));
+      mxus.push_back(make_rtl_mxu(mname.c_str(), idx, int(m), cfg, rc, sems, vmem, acc, rtl_trace_path(rtl_trace, cfg, idx, m)));
     else
       mxus.push_back(std::make_unique<Mxu>(mname.c_str(), idx, int(m), cfg, model == MxuModel::Pe ? MxuPath::Pe : MxuPath::Fast,
                                            rc, sems, vmem, acc));
@@ -91,7 +104,8 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
       trace_(trace) {
   for (uint64_t c = 0; c < cfg.target.cores; ++c) {
     const MxuModel model = opts.rtl_mxu ? MxuModel::Rtl : opts.pe_level_mxu ? MxuModel::Pe : MxuModel::Fast;
-    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program, model, rc, hbm));
+    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program, model, rc, hbm,
+                                                 opts.rtl_trace_path));
     cores.back()->bind_clock(clk);
     if (trace) cores.back()->set_trace(trace);
   }

@@ -29,7 +29,7 @@ namespace tpu::sim {
 class TensorCore : public sc_core::sc_module {
  public:
   TensorCore(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program,
-             MxuModel model, RunControl& rc, HbmSimple& hbm);
+             MxuModel model, RunControl& rc, HbmSimple& hbm, const std::string& rtl_trace = {});
 
   void bind_clock(sc_core::sc_clock& clk);
   bool finished(uint64_t now) const;

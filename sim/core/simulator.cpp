@@ -24,6 +24,7 @@ std::string target_mismatch(const isa::Target& program, const isa::Target& machi
 Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions options)
     : config_(std::move(config)), program_(std::move(program)), options_(std::move(options)) {
   if (auto why = target_mismatch(program_.target, config_.target); !why.empty()) throw Error(why);
+  if (!options_.rtl_trace_path.empty() && !options_.rtl_mxu) throw Error("--rtl-trace needs --mxu=rtl");
   if (options_.rtl_mxu && !rtl_mxu_available(uint32_t(config_.target.mxu_dim)))
     throw Error(fmt::format("--mxu=rtl: the RTL MXU is built for N = {} only, the target has N = {} (configure with "
                             "-DTPU_RTL_SIZES=\"{}\" to add it)",

@@ -40,7 +40,9 @@ enum class MxuModel { Fast, Pe, Rtl };
 // The RTL model exists for the array sizes Verilated at build time.
 bool rtl_mxu_available(uint32_t n);
 std::string rtl_mxu_sizes();
+// trace_path: the RTL's own VCD (empty: none), on the model VCD's time base.
 std::unique_ptr<MxuUnit> make_rtl_mxu(const char* name, int core, int index, const MachineConfig& cfg, RunControl& rc,
-                                      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc);
+                                      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc,
+                                      const std::string& trace_path);
 
 }  // namespace tpu::sim

@@ -7,20 +7,15 @@
 
 #include <systemc>
 
+#include "tpu/isa/error.h"
+
 #include "../core/queued_unit.h"
 #include "mxu_unit.h"
 
 // Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
 using sc_core::sc_time_stamp;
-#ifdef TPU_RTL_SIZE_4
-#include "Vmxu_top_4.h"
-#endif
-#ifdef TPU_RTL_SIZE_8
-#include "Vmxu_top_8.h"
-#endif
-#ifdef TPU_RTL_SIZE_16
-#include "Vmxu_top_16.h"
-#endif
+#include "rtl_mxu_sizes.h"  // generated: the Vmxu_top_N headers and TPU_RTL_FOR_EACH_SIZE
+#include "verilated_vcd_c.h"
 
 namespace tpu::sim {
 namespace {
@@ -50,14 +45,22 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   sc_core::sc_in<bool> clk{"clk"};
 
   RtlMxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, RunControl& rc,
-         SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
+         SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc, const std::string& trace_path)
       : sc_core::sc_module(name),
         QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
         n_(uint32_t(cfg.target.mxu_dim)),
         index_(index),
         vmem_(vmem),
         acc_(acc),
-        bytes_(2 * size_t(n_)) {
+        bytes_(2 * size_t(n_)),
+        period_ps_((1000000000000ull + cfg.clock_hz / 2) / cfg.clock_hz) {
+    if (!trace_path.empty()) {
+      Verilated::traceEverOn(true);
+      vcd_ = std::make_unique<VerilatedVcdC>();
+      rtl_.trace(vcd_.get(), 99);
+      vcd_->open(trace_path.c_str());
+      if (!vcd_->isOpen()) throw Error(fmt::format("{}: cannot open for writing", trace_path));
+    }
     rtl_.rst_ni = 0;
     rtl_.clk_i = 0;
     rtl_.eval();
@@ -70,6 +73,10 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     SC_METHOD(tick);
     sensitive << clk.pos();
     dont_initialize();
+  }
+
+  ~RtlMxu() override {
+    if (vcd_) vcd_->close();
   }
 
   void bind_clock(sc_core::sc_clock& c) override { clk(c); }
@@ -146,7 +153,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
 
   // One clock cycle of the RTL with `is` (or nothing) on its command port;
   // true when the RTL took the instruction.
-  bool step(const Issued* is, uint64_t /*now*/) {
+  bool step(const Issued* is, uint64_t now) {
     const bool lw = is && (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT);
     rtl_.cmd_valid_i = is != nullptr;
     rtl_.cmd_op_i = is ? uint8_t(is->insn.op) : 0;
@@ -171,8 +178,12 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     if (fed_) macs_ += uint64_t(n_) * n_;
     const bool taken = is && rtl_.cmd_ready_o;
     track_dtypes(is, taken);
+    // Cycle t's settled inputs and outputs are dumped at t * period (the
+    // model VCD's time of cycle t), the rising edge half a period later.
+    if (vcd_) vcd_->dump(now * period_ps_);
     rtl_.clk_i = 1;
     rtl_.eval();
+    if (vcd_) vcd_->dump(now * period_ps_ + period_ps_ / 2);
     rtl_.clk_i = 0;
     rtl_.eval();
     return taken;
@@ -197,6 +208,8 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   Accumulators& acc_;
   Rtl rtl_;
   std::vector<uint8_t> bytes_;
+  const uint64_t period_ps_;
+  std::unique_ptr<VerilatedVcdC> vcd_;
   uint64_t macs_ = 0;
   bool fed_ = false, loading_ = false;
   bool shadow_int8_ = false, int8_of_active_ = false, have_active_ = false;
@@ -205,36 +218,26 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
 }  // namespace
 
 bool rtl_mxu_available(uint32_t n) {
-  switch (n) {
-#ifdef TPU_RTL_SIZE_4
-    case 4: return true;
-#endif
-#ifdef TPU_RTL_SIZE_8
-    case 8: return true;
-#endif
-#ifdef TPU_RTL_SIZE_16
-    case 16: return true;
-#endif
-    default: return false;
-  }
+#define TPU_RTL_AVAILABLE(N) \
+  if (n == N) return true;
+  TPU_RTL_FOR_EACH_SIZE(TPU_RTL_AVAILABLE)
+#undef TPU_RTL_AVAILABLE
+  (void)n;
+  return false;
 }
 
 std::string rtl_mxu_sizes() { return TPU_RTL_SIZES_TEXT; }
 
 std::unique_ptr<MxuUnit> make_rtl_mxu(const char* name, int core, int index, const MachineConfig& cfg, RunControl& rc,
-                                      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc) {
-  switch (cfg.target.mxu_dim) {
-#ifdef TPU_RTL_SIZE_4
-    case 4: return std::make_unique<RtlMxu<Vmxu_top_4>>(name, core, index, cfg, rc, sems, vmem, acc);
-#endif
-#ifdef TPU_RTL_SIZE_8
-    case 8: return std::make_unique<RtlMxu<Vmxu_top_8>>(name, core, index, cfg, rc, sems, vmem, acc);
-#endif
-#ifdef TPU_RTL_SIZE_16
-    case 16: return std::make_unique<RtlMxu<Vmxu_top_16>>(name, core, index, cfg, rc, sems, vmem, acc);
-#endif
-    default: throw std::logic_error("internal error: no RTL MXU of this size was built");
-  }
+                                      SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc,
+                                      const std::string& trace_path) {
+#define TPU_RTL_MAKE(N)         \
+  if (cfg.target.mxu_dim == N) \
+    return std::make_unique<RtlMxu<Vmxu_top_##N>>(name, core, index, cfg, rc, sems, vmem, acc, trace_path);
+  TPU_RTL_FOR_EACH_SIZE(TPU_RTL_MAKE)
+#undef TPU_RTL_MAKE
+  (void)name, (void)core, (void)index, (void)rc, (void)sems, (void)vmem, (void)acc, (void)trace_path;
+  throw std::logic_error("internal error: no RTL MXU of this size was built");
 }
 
 }  // namespace tpu::sim

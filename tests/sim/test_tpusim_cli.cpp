@@ -205,3 +205,24 @@ TEST_CASE("bad invocations fail with one line", "[cli]") {
   expect("x.npy", "not a .tpu program");
   expect("prog.tpu --inputs prog.tpu w.npy b.npy", "not a .npy file");
 }
+
+TEST_CASE("--mxu=rtl runs the Verilated MXU and writes its own waveform", "[cli]") {
+  const fs::path dir = workdir("rtl");
+  prepare(dir);
+  auto fast = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --outputs fast", kBin), dir);
+  auto rtl = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --outputs rtl --mxu rtl --vcd rtl/model.vcd "
+                             "--rtl-trace rtl/mxu.vcd",
+                             kBin),
+                 dir);
+  INFO(rtl.err);
+  REQUIRE(rtl.status == 0);
+  CHECK(rtl.out == fmt::format("{}", fast.out).replace(fast.out.find("fast"), 4, "rtl"));
+  CHECK(isa::read_npy((dir / "rtl/out0.npy").string()).data == isa::read_npy((dir / "fast/out0.npy").string()).data);
+  const std::string v = isa::read_text_file((dir / "rtl/mxu.vcd").string());
+  CHECK(v.find("$timescale 1ps $end") != std::string::npos);
+  CHECK(v.find("acc_we_o") != std::string::npos);
+  CHECK(v.find("\n#232000\n") != std::string::npos);  // cycle 232 at 1 ns per cycle, as in model.vcd
+  auto bad = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --rtl-trace t.vcd", kBin), dir);
+  CHECK(bad.status != 0);
+  CHECK(bad.err.find("--rtl-trace needs --mxu=rtl") != std::string::npos);
+}
