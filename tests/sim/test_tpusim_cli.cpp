@@ -206,7 +206,7 @@ TEST_CASE("bad invocations fail with one line", "[cli]") {
   expect("prog.tpu --inputs prog.tpu w.npy b.npy", "not a .npy file");
 }
 
-TEST_CASE("--mxu=rtl runs the Verilated MXU and writes its own waveform", "[cli]") {
+TEST_CASE("tpusim with the RTL MXU writes the same outputs and its own waveform", "[cli]") {
   const fs::path dir = workdir("rtl");
   prepare(dir);
   auto fast = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --outputs fast", kBin), dir);
