@@ -162,12 +162,14 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     rtl_.cmd_acc_i = is && !lw ? uint32_t((*is)[1]) : 0;
     rtl_.cmd_rows_i = is && !lw ? uint32_t((*is)[4]) : 0;
     rtl_.cmd_int8_i = is ? (lw ? is->insn[3] : is->insn[5]) == 1 : 0;
-    rtl_.eval();
+    rtl_.clk_i = 0;
+    rtl_.eval();  // the falling edge and the command settle: read addresses are out
+    // The accumulator row comes from registered state, so all three reads can
+    // be served before one more evaluation.
     read_row(rtl_.w_rd_addr_o);
     put(rtl_.w_rd_data_i, bytes_.data(), bytes_.size());
     read_row(rtl_.in_rd_addr_o);
     put(rtl_.in_rd_data_i, bytes_.data(), bytes_.size());
-    rtl_.eval();
     const uint64_t row = rtl_.acc_row_o < acc_.rows() ? rtl_.acc_row_o : 0;
     put(rtl_.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_.row(row)), 4 * size_t(n_));
     rtl_.eval();
@@ -184,8 +186,6 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     rtl_.clk_i = 1;
     rtl_.eval();
     if (vcd_) vcd_->dump(now * period_ps_ + period_ps_ / 2);
-    rtl_.clk_i = 0;
-    rtl_.eval();
     return taken;
   }
 
