@@ -47,7 +47,6 @@ class ScalarUnit : public sc_core::sc_module {
   uint32_t pc() const { return pc_; }
   const UnitStats& stats() const { return stats_; }
   const std::array<uint64_t, 5>& issued_by_class() const { return by_class_; }
-  uint64_t reg(int i) const { return regs_[size_t(i)]; }
 
  private:
   void tick();

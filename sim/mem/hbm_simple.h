@@ -39,7 +39,6 @@ class HbmSimple : public sc_core::sc_prim_channel {
   }
   uint64_t bytes_read() const { return bytes_read_; }
   uint64_t bytes_written() const { return bytes_written_; }
-  uint64_t busy_until_cycle() const { return (free_fp_ + bw_fp_ - 1) / bw_fp_; }
 
  protected:
   void update() override;
