@@ -12,7 +12,7 @@ using test::from_bytes;
 using test::to_bytes;
 
 TEST_CASE("scalar ALU results, read out through the VPU", "[programs]") {
-  // Each result is broadcast into a vector and stored to VMEM row i, then DMAed out.
+  // Each result (s3) is broadcast into a vector and stored to VMEM row i, then DMAed out.
   const std::vector<std::pair<std::string, int32_t>> ops = {
       {"li s1, -7\nli s2, 3\nadd s3, s1, s2", -4},     {"li s1, -7\nli s2, 3\nsub s3, s1, s2", -10},
       {"li s1, -7\nli s2, 3\nmul s3, s1, s2", -21},    {"li s1, 12\nli s2, 10\nand s3, s1, s2", 8},
@@ -26,22 +26,15 @@ TEST_CASE("scalar ALU results, read out through the VPU", "[programs]") {
       {"li s1, 5\nxori s3, s1, -1", -6},               {"li s1, 1\nslli s3, s1, 31", INT32_MIN},
       {"li s1, -1\nsrli s3, s1, 33", 0x7fffffff},      {"li s1, -8\nsrai s3, s1, 1", -4},
       {"li s1, 4\nslti s3, s1, 5", 1},                 {"li s3, 1\nlih s3, 2\nsrli s3, s3, 32", 2},
-      {"li s1, 77\nsts s1, s0, 16\nlds s3, s0, 16", 77}, {"li s3, 4\ntop: addi s4, s4, 2\nloop s3, top\nadd s3, s4, s0", 8},
-      {"li s1, 1\nli s2, 2\nblt s1, s2, t\nli s3, 5\njmp e\nt: li s3, 6\ne: nop", 6},
-      {"li s1, 1\nli s2, 2\nbgeu s1, s2, t\nli s3, 5\njmp e\nt: li s3, 6\ne: nop", 5},
+      {"li s1, 77\nsts s1, s0, 16\nlds s3, s0, 16", 77}, {"li s3, 4\ntop@: addi s4, s4, 2\nloop s3, top@\nadd s3, s4, s0", 8},
+      {"li s1, 1\nli s2, 2\nblt s1, s2, t@\nli s3, 5\njmp e@\nt@: li s3, 6\ne@: nop", 6},
+      {"li s1, 1\nli s2, 2\nbgeu s1, s2, t@\nli s3, 5\njmp e@\nt@: li s3, 6\ne@: nop", 5},
       {"csrr s3, ncores", 1},
   };
   std::string src = fmt::format(".output r, s32[{}, 8], 0\n", ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
-    std::string body = ops[i].first;
-    // Labels must be unique per block.
-    for (const char* l : {"top", "t", "e"}) {
-      const std::string from = std::string(l), to = fmt::format("{}_{}", l, i);
-      for (size_t at = 0; (at = body.find(from + ":", at)) != std::string::npos; at += to.size()) body.replace(at, from.size(), to);
-      for (const std::string sep : {", ", "jmp "})
-        for (size_t at = 0; (at = body.find(sep + from + "\n", at)) != std::string::npos; at += to.size())
-          body.replace(at + sep.size(), from.size(), to);
-    }
+    std::string body = ops[i].first;  // '@' makes its labels unique per block
+    for (size_t at; (at = body.find('@')) != std::string::npos;) body.replace(at, 1, fmt::format("_{}", i));
     src += body + "\n" + fmt::format("li s5, {}\nvbcast v0, s3\nvst.s32 v0, s5, 0\nli s4, 0\n", i * 32);
   }
   src += fmt::format("signal vpu, sem0, 1\nwait dma, sem0, 1\nli s6, {}\ndma.st s0, s0, s6, sem1\nwait sc, sem1, 1\nhalt\n", ops.size() * 32);
