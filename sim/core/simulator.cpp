@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "chip.h"
@@ -122,6 +123,15 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     if (inputs[i].size() != ins[i]->bytes())
       throw Error(fmt::format("input {} ('{}') has {} bytes, expected {}", i, ins[i]->name, inputs[i].size(), ins[i]->bytes()));
     hbm.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
+  }
+
+  std::ofstream record;
+  if (!options_.record_mxu_path.empty()) {
+    if (options_.rtl_mxu) throw Error("--record-mxu records the model's MXU: drop --mxu=rtl");
+    record.open(options_.record_mxu_path, std::ios::trunc);
+    if (!record) throw Error(fmt::format("{}: cannot open for writing", options_.record_mxu_path));
+    record << "tpusim-mxu-stream 1 n=" << config_.target.mxu_dim << "\n";
+    dynamic_cast<Mxu&>(*chip.cores[0]->mxus[0]).record_commands(&record);
   }
 
   std::unique_ptr<VcdWriter> vcd;

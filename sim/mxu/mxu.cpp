@@ -90,9 +90,18 @@ void Mxu::drain(uint64_t now) {
   --in_flight_;
 }
 
+void Mxu::record_row(const char* kind, uint64_t addr, bool int8) {
+  const uint64_t n = uint64_t(n_) * elem_bytes(int8);
+  vmem_.read(addr, row_bytes_.data(), n);
+  *record_ << kind << ' ';
+  for (uint64_t b = 0; b < n; ++b) *record_ << fmt::format("{:02x}", row_bytes_[b]);
+  *record_ << '\n';
+}
+
 void Mxu::advance_load(uint64_t now) {
   if (!loading_) return;
   const uint64_t i = now - load_.start;
+  if (record_) record_row("wrow", load_.src + i * load_.stride, load_.int8);
   uint32_t* row = staging_.data() + i * n_;
   std::vector<uint32_t> tmp(n_);
   read_operands(load_.src + i * load_.stride, load_.int8, tmp.data());
@@ -120,6 +129,7 @@ void Mxu::advance_stream(uint64_t now) {
   r.accumulate = stream_.accumulate;
   r.acc_row = stream_.acc_row + i;
   r.pc = stream_.pc;
+  if (record_) record_row("xrow", stream_.src + i * stream_.stride, stream_.int8);
   read_operands(stream_.src + i * stream_.stride, stream_.int8, r.x.data());
   array_->feed(now, r);
   ++in_flight_;
@@ -137,6 +147,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       const bool int8 = is.insn[3] == 1;
       if (!check_vmem_rows(is, is[1], is[2], n, int8)) return false;
       load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8, is.pc};
+      if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
       shadow_ = Shadow::Loading;
       last_complete_ = std::max(last_complete_, now + n - 1);
@@ -147,6 +158,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       if (shadow_ != Shadow::Loaded) return false;
       active_ = active_ < 0 ? 0 : 1 - active_;
       shadow_ = Shadow::Free;
+      if (record_) *record_ << fmt::format("cmd {} mxu.swap - 0 0\n", now);
       trace_event(is.pc, now, now + 1);
       return true;
     }
@@ -171,6 +183,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
         return false;
       }
       if (!check_vmem_rows(is, is[2], is[3], rows, int8)) return false;
+      if (record_) *record_ << fmt::format("cmd {} {} {} {} {}\n", now, mnem, int8 ? "s8" : "bf16", is[1], rows);
       if (rows == 0) {
         trace_event(is.pc, now, now + 1);
         return true;

@@ -6,6 +6,7 @@
 #include <systemc>
 
 #include <memory>
+#include <ostream>
 #include <vector>
 
 #include "../core/queued_unit.h"
@@ -48,6 +49,12 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     std::vector<uint32_t> data;
   };
   void log_acc_writes(std::vector<AccWrite>* sink) { acc_log_ = sink; }
+
+  // Writes the MXU command stream as it executes: one line per instruction
+  // started (`cmd CYCLE OP DTYPE ACC_ROW ROWS`) and one line per VMEM row read,
+  // with its bytes: `wrow HEX` for the current weight load, `xrow HEX` for the
+  // current stream (the two interleave). tests/hw/lockstep.cpp replays it.
+  void record_commands(std::ostream* out) { record_ = out; }
 
  private:
   enum class Shadow { Free, Loading, Loaded };
@@ -94,6 +101,8 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   uint64_t macs_ = 0;
   std::vector<uint8_t> row_bytes_;
   std::vector<AccWrite>* acc_log_ = nullptr;
+  std::ostream* record_ = nullptr;
+  void record_row(const char* kind, uint64_t addr, bool int8);
 };
 
 }  // namespace tpu::sim

@@ -53,7 +53,7 @@ int main(int argc, char* argv[]) {
 
 int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
   app.name("tpusim");
-  std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, mxu = "fast";
+  std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
   std::vector<std::string> inputs;
   uint64_t max_cycles = 0;
   bool quiet = false;
@@ -73,6 +73,8 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
                  "of hw/, for the array sizes it was built for)")
       ->check(CLI::IsMember({"fast", "pe", "rtl"}));
   app.add_option("--rtl-trace", rtl_trace, "with --mxu=rtl: the RTL's own waveform (VCD), on the time base of --vcd");
+  app.add_option("--record-mxu", record_mxu,
+                 "core 0 MXU 0's command stream with the VMEM rows it reads, for the RTL lockstep harness");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
@@ -96,7 +98,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
 
     // Output locations are created up front, so a bad path fails before the run.
     if (!outputs_dir.empty()) std::filesystem::create_directories(outputs_dir);
-    for (const std::string* f : {&stats_path, &vcd_path, &trace_path, &rtl_trace})
+    for (const std::string* f : {&stats_path, &vcd_path, &trace_path, &rtl_trace, &record_mxu})
       if (!f->empty() && std::filesystem::path(*f).has_parent_path())
         std::filesystem::create_directories(std::filesystem::path(*f).parent_path());
 
@@ -104,6 +106,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
     opts.pe_level_mxu = mxu == "pe";
     opts.rtl_mxu = mxu == "rtl";
     opts.rtl_trace_path = rtl_trace;
+    opts.record_mxu_path = record_mxu;
     opts.max_cycles = max_cycles;
     opts.vcd_path = vcd_path;
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);

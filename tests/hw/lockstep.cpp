@@ -5,16 +5,21 @@
 // its cycle, column and both values.
 //
 //   mxu_lockstep_N [--seed S] [--commands K] [--pe]
+//   mxu_lockstep_N --stream FILE [--pe]
 //
 // Built once per array size N (the RTL's parameter). Streams are seeded
 // random: loads (plain and transposed), swaps, streams that overwrite or
 // accumulate, both dtypes, back-to-back weight loads, idle gaps, and
-// operands full of NaN, infinities, subnormals and extreme exponents.
+// operands full of NaN, infinities, subnormals and extreme exponents. Or a
+// stream recorded by `tpusim --record-mxu`: its commands in order, each
+// command's rows placed in a fresh VMEM region.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 #include <systemc>
@@ -33,7 +38,8 @@ namespace {
 using namespace tpu;
 using namespace tpu::sim;
 
-constexpr uint64_t kVmem = 1 << 16;
+constexpr uint64_t kVmem = 1 << 16;        // random streams
+constexpr uint64_t kStreamVmem = 1ull << 32;  // replayed streams (addresses are 32-bit in the RTL)
 constexpr uint64_t kAccRows = 64;
 
 struct Cmd {
@@ -118,7 +124,7 @@ struct Bench : sc_core::sc_module {
   MachineConfig cfg;
   RunControl rc{sc_core::sc_time(1, sc_core::SC_NS)};
   SemaphoreFile sems{"sems"};
-  SparseMemory vmem{kVmem};
+  SparseMemory vmem;
   Accumulators acc_model, acc_rtl;
   Mxu mxu;
   VMXU_CLASS rtl;
@@ -130,11 +136,13 @@ struct Bench : sc_core::sc_module {
   uint64_t quiet = 0;
   bool rtl_error = false;
 
-  Bench(sc_core::sc_module_name name, const MachineConfig& c, bool pe, std::vector<Cmd> s)
+  Bench(sc_core::sc_module_name name, const MachineConfig& c, bool pe, std::vector<Cmd> s, uint64_t vmem_bytes,
+        uint64_t acc_rows)
       : sc_core::sc_module(name),
         cfg(c),
-        acc_model(kAccRows, uint32_t(c.target.mxu_dim)),
-        acc_rtl(kAccRows, uint32_t(c.target.mxu_dim)),
+        vmem(vmem_bytes),
+        acc_model(acc_rows, uint32_t(c.target.mxu_dim)),
+        acc_rtl(acc_rows, uint32_t(c.target.mxu_dim)),
         mxu("mxu", 0, 0, cfg, pe ? MxuPath::Pe : MxuPath::Fast, rc, sems, vmem, acc_model),
         stream(std::move(s)) {
     mxu.clk(clk);
@@ -185,13 +193,13 @@ struct Bench : sc_core::sc_module {
     std::vector<uint8_t> bytes(2 * n);
     auto row_at = [&](uint32_t addr) {
       std::fill(bytes.begin(), bytes.end(), 0);
-      if (addr + 2 * n <= kVmem) vmem.read(addr, bytes.data(), 2 * n);
+      if (addr + 2 * n <= vmem.size()) vmem.read(addr, bytes.data(), 2 * n);
       return bytes.data();
     };
     put(rtl.w_rd_data_i, row_at(rtl.w_rd_addr_o), 2 * n);
     put(rtl.in_rd_data_i, row_at(rtl.in_rd_addr_o), 2 * n);
     rtl.eval();
-    const uint64_t row = rtl.acc_row_o < kAccRows ? rtl.acc_row_o : 0;
+    const uint64_t row = rtl.acc_row_o < acc_rtl.rows() ? rtl.acc_row_o : 0;
     put(rtl.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_rtl.row(row)), 4 * n);
     rtl.eval();
     if (rtl.acc_we_o) {
@@ -223,18 +231,79 @@ uint16_t operand_bits(std::mt19937_64& rng) {
   return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
 }
 
+// A stream recorded by tpusim --record-mxu, relocated: every command's rows
+// go to a fresh, packed VMEM region.
+std::vector<Cmd> read_stream(const std::string& path, uint32_t n, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>& rows) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::string line;
+  std::getline(in, line);
+  if (line != fmt::format("tpusim-mxu-stream 1 n={}", n)) throw std::runtime_error(path + ": not a stream for N = " + std::to_string(n));
+  std::vector<Cmd> out;
+  uint64_t next_addr = 0;
+  // The latest load and the latest stream, and how many of their rows have arrived.
+  struct Open {
+    size_t cmd = SIZE_MAX;
+    uint64_t total = 0, seen = 0;
+  } load, feed;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind;
+    ls >> kind;
+    if (kind == "cmd") {
+      uint64_t cycle, acc, count;
+      std::string op, dtype;
+      ls >> cycle >> op >> dtype >> acc >> count;
+      const isa::InsnSpec* spec = isa::find_mnemonic(op);
+      if (!ls || !spec || spec->unit != isa::ExecUnit::Mxu) throw std::runtime_error(path + ": bad line: " + line);
+      Cmd c;
+      c.op = spec->op;
+      c.int8 = dtype == "s8";
+      c.acc = acc;
+      c.stride = uint64_t(n) * (c.int8 ? 1 : 2);
+      c.src = next_addr;
+      const bool lw = c.op == isa::Opcode::MXU_LW || c.op == isa::Opcode::MXU_LWT;
+      const uint64_t rows_read = c.op == isa::Opcode::MXU_SWAP ? 0 : count;
+      c.rows = lw || c.op == isa::Opcode::MXU_SWAP ? 0 : count;
+      next_addr += rows_read * c.stride;
+      if (lw) {
+        if (load.seen != load.total) throw std::runtime_error(path + ": a load is missing rows");
+        load = Open{out.size(), rows_read, 0};
+      } else if (c.op != isa::Opcode::MXU_SWAP) {
+        if (feed.seen != feed.total) throw std::runtime_error(path + ": a stream is missing rows");
+        feed = Open{out.size(), rows_read, 0};
+      }
+      out.push_back(c);
+    } else if (kind == "wrow" || kind == "xrow") {
+      Open& o = kind == "wrow" ? load : feed;
+      std::string hex;
+      ls >> hex;
+      if (o.cmd == SIZE_MAX || o.seen == o.total || hex.size() != 2 * out[o.cmd].stride)
+        throw std::runtime_error(path + ": unexpected row: " + line.substr(0, 40));
+      std::vector<uint8_t> bytes(hex.size() / 2);
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+      rows.emplace_back(out[o.cmd].src + o.seen * out[o.cmd].stride, std::move(bytes));
+      ++o.seen;
+    }
+  }
+  if (load.seen != load.total || feed.seen != feed.total) throw std::runtime_error(path + ": the last command is missing rows");
+  return out;
+}
+
 }  // namespace
 
 int sc_main(int argc, char* argv[]) {
   uint64_t seed = 1, commands = 300;
   bool pe = false;
+  std::string stream_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 0);
     else if (a == "--commands" && i + 1 < argc) commands = std::strtoull(argv[++i], nullptr, 0);
     else if (a == "--pe") pe = true;
+    else if (a == "--stream" && i + 1 < argc) stream_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--seed S] [--commands K] [--pe]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seed S] [--commands K | --stream FILE] [--pe]\n", argv[0]);
       return 2;
     }
   }
@@ -244,14 +313,31 @@ int sc_main(int argc, char* argv[]) {
   cfg.target.vpu_lanes = MXU_N;
   cfg.core.queue_depth = 4;
   std::mt19937_64 rng(seed);
-  std::printf("N %d, seed %llu, %llu commands, model path %s\n", MXU_N, (unsigned long long)seed,
-              (unsigned long long)commands, pe ? "pe" : "fast");
-  auto stream = random_stream(MXU_N, commands, rng);
-  Bench bench("bench", cfg, pe, stream);
-  for (uint64_t a = 0; a + 1 < kVmem; a += 2) {
-    const uint16_t v = operand_bits(rng);
-    bench.vmem.write(a, &v, 2);
+  std::vector<Cmd> stream;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> rows;
+  if (!stream_path.empty()) {
+    try {
+      stream = read_stream(stream_path, MXU_N, rows);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mxu_lockstep: %s\n", e.what());
+      return 2;
+    }
+    std::printf("N %d, stream %s: %zu commands, model path %s\n", MXU_N, stream_path.c_str(), stream.size(), pe ? "pe" : "fast");
+  } else {
+    std::printf("N %d, seed %llu, %llu commands, model path %s\n", MXU_N, (unsigned long long)seed,
+                (unsigned long long)commands, pe ? "pe" : "fast");
+    stream = random_stream(MXU_N, commands, rng);
   }
+  uint64_t acc_rows = kAccRows;
+  for (const Cmd& c : stream) acc_rows = std::max(acc_rows, c.acc + c.rows);
+  Bench bench("bench", cfg, pe, stream, stream_path.empty() ? kVmem : kStreamVmem, acc_rows);
+  if (stream_path.empty()) {
+    for (uint64_t a = 0; a + 1 < kVmem; a += 2) {
+      const uint16_t v = operand_bits(rng);
+      bench.vmem.write(a, &v, 2);
+    }
+  }
+  for (const auto& [addr, bytes] : rows) bench.vmem.write(addr, bytes.data(), bytes.size());
   sc_core::sc_start();
 
   if (bench.rc.faulted()) {

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "../../sim/mxu/mxu_unit.h"
@@ -198,6 +199,16 @@ TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference o
       REQUIRE_FALSE(rp.fault);
       CHECK(rf.cycles == rp.cycles);
       REQUIRE(rf.outputs[0] == rp.outputs[0]);
+      // The stream this program gives MXU 0, replayed through the RTL lockstep harness.
+      const std::string harness = fmt::format("{}/bin/mxu_lockstep_{}", TPU_BINARY_DIR, n);
+      if (trial < 3 && std::filesystem::exists(harness)) {
+        sim::SimOptions rec;
+        rec.record_mxu_path = fmt::format("{}/tests/mxu_stream_{}_{}.txt", TPU_BINARY_DIR, n, trial);
+        REQUIRE_FALSE(test::simulate(*a.program, cfg, {blob}, rec).fault);
+        const std::string cmd = fmt::format("{} --stream {} > {}.log 2>&1", harness, rec.record_mxu_path, rec.record_mxu_path);
+        INFO(cmd);
+        CHECK(std::system(cmd.c_str()) == 0);
+      }
       const auto got = test::from_bytes<uint32_t>(rf.outputs[0]);
       for (size_t i = 0; i < got.size(); ++i) {
         INFO("accumulator word " << i);

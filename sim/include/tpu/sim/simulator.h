@@ -16,6 +16,7 @@ struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
   std::string rtl_trace_path;   // with rtl_mxu: the RTL's own VCD, on the model VCD's time base
+  std::string record_mxu_path;  // core 0 MXU 0's command stream with the rows it reads (lockstep replay)
   uint64_t max_cycles = 0;      // 0: no limit
   std::string vcd_path;         // waveforms (and vcd_path + ".gtkw")
   uint64_t vcd_start = 0;       // window of cycles [start, end)
