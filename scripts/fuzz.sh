@@ -10,13 +10,14 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader)
+((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader fuzz_hlo)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (apt-get install clang)" >&2; exit 1; }
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${TARGETS[@]}"
 mkdir -p build-fuzz/crashes
 for t in "${TARGETS[@]}"; do
   seeds=tests/fuzz/corpus/${t#fuzz_}
+  [[ $t == fuzz_hlo ]] && seeds=tests/corpus
   work=build-fuzz/corpus/$t
   mkdir -p "$work"
   rm -f build-fuzz/crashes/$t-*

@@ -1,0 +1,63 @@
+// XLA HLO text, as JAX emits it (`lowered.as_text(dialect="hlo")`), parsed
+// into modules, computations and instructions. Attribute values are kept as
+// their text; typed readers turn the common ones into numbers. This is the
+// front of tpuc; the IR, passes and code generation build on it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tpu/isa/error.h"
+
+namespace tpu::hlo {
+
+struct Shape {
+  bool tuple = false;
+  std::vector<Shape> elements;  // tuple elements
+  std::string dtype;            // pred, s8, s32, bf16, f32, ...; "token" for tokens
+  std::vector<int64_t> dims;
+  std::vector<int64_t> layout;  // minor-to-major, empty when not printed
+  std::string to_string() const;
+};
+
+struct Instruction {
+  std::string name;
+  Shape shape;
+  std::string opcode;
+  std::vector<std::string> operands;  // operand instruction names
+  std::string literal;                // constant(...) and parameter(...): the text in the parentheses
+  std::vector<std::pair<std::string, std::string>> attributes;  // in order, values as written
+  bool root = false;
+  int line = 0;
+
+  const std::string* attribute(std::string_view key) const;
+};
+
+struct Computation {
+  std::string name;
+  bool entry = false;
+  std::vector<Instruction> instructions;
+  int line = 0;
+  const Instruction* root() const;
+  const Instruction* find(std::string_view name) const;
+};
+
+struct Module {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> attributes;  // e.g. entry_computation_layout
+  std::vector<Computation> computations;
+  const Computation* entry() const;
+  const Computation* find(std::string_view name) const;
+};
+
+// Throws Error "file:line: message" for malformed text.
+Module parse(std::string_view text, std::string_view filename);
+
+// `{1,0}` or `{}` -> integers; throws Error naming the instruction otherwise.
+std::vector<int64_t> parse_int_list(const std::string& value, const Instruction& where);
+
+}  // namespace tpu::hlo
