@@ -40,6 +40,7 @@ module mxu_top #(
     input  wire [N*32-1:0]   acc_rdata_i,
     output wire              idle_o,        // every accepted instruction has completed
     output wire              active_o,      // work remains after this cycle (valid after the clock edge)
+    output wire              busy_o,        // loading, streaming, or rows in flight besides the one written now
     output reg               error_o        // a stream's dtype differed from its weights'
 );
   localparam int Lat = 2 * N - 1;  // feed to accumulator write
@@ -144,6 +145,13 @@ module mxu_top #(
 
   assign idle_o = !loading_q && !streaming_q && now_q >= last_complete_q;
   assign active_o = loading_q || streaming_q || now_q <= last_complete_q;
+  reg rows_in_flight;
+  integer f;
+  always @(*) begin
+    rows_in_flight = 1'b0;
+    for (f = 0; f < Lat - 1; f = f + 1) rows_in_flight = rows_in_flight | meta_valid_q[f];
+  end
+  assign busy_o = loading_q || streaming_q || rows_in_flight;
 
   wire [63:0] mm_done = now_q + {32'd0, cmd_rows_i} - 64'd1 + Lat64;
   wire [63:0] lw_done = now_q + N64 - 64'd1;

@@ -97,7 +97,9 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   void tick() {
     const uint64_t now = rc_.cycle();
     const Issued* h = current(now);
-    UnitState state = rtl_.active_o ? UnitState::Busy : UnitState::Idle;
+    // As the model counts it: loading, streaming or rows in flight once this
+    // cycle's accumulator write is done.
+    UnitState state = rtl_.busy_o ? UnitState::Busy : UnitState::Idle;
     const char* cause = "";
     const Issued* offer = nullptr;
     if (h) {
