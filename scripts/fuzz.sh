@@ -16,13 +16,16 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${TARGETS[@]}"
 mkdir -p build-fuzz/crashes
 for t in "${TARGETS[@]}"; do
-  seeds=tests/fuzz/corpus/${t#fuzz_}
-  [[ $t == fuzz_hlo ]] && seeds=tests/corpus
+  case $t in
+    fuzz_asm) seeds=(examples/asm tests/asm) ;;
+    fuzz_hlo) seeds=(tests/corpus) ;;
+    *) seeds=(tests/fuzz/corpus/${t#fuzz_}) ;;
+  esac
   work=build-fuzz/corpus/$t
   mkdir -p "$work"
   rm -f build-fuzz/crashes/$t-*
   echo "== $t for ${SECONDS_EACH}s"
-  build-fuzz/bin/$t "$work" "$seeds" -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 \
+  build-fuzz/bin/$t "$work" "${seeds[@]}" -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 \
     -artifact_prefix=build-fuzz/crashes/$t- -print_final_stats=1 2>&1 | grep -E "^(#[0-9]+ *DONE|stat::number_of_executed_units|==|SUMMARY)" || true
   if ls build-fuzz/crashes/$t-* >/dev/null 2>&1; then
     echo "fuzz: $t found a crash: $(ls build-fuzz/crashes/$t-*)" >&2

@@ -21,9 +21,9 @@ void DmaEngine::complete(uint64_t now) {
     if (b.write) {
       hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
     } else {
-      std::vector<uint8_t> tmp(b.bytes);
-      hbm_.memory().read(b.hbm_addr, tmp.data(), b.bytes);
-      vmem_.write(b.vmem_addr, tmp.data(), b.bytes);
+      landing_.resize(b.bytes);
+      hbm_.memory().read(b.hbm_addr, landing_.data(), b.bytes);
+      vmem_.write(b.vmem_addr, landing_.data(), b.bytes);
     }
     bytes_moved_ += b.bytes;
     --t->in_flight;

@@ -49,6 +49,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   std::deque<Transfer> transfers_;
   std::deque<std::pair<Transfer*, HbmBurst>> bursts_;
   uint64_t bytes_moved_ = 0;
+  std::vector<uint8_t> landing_;  // a load burst on its way from HBM to VMEM
 };
 
 }  // namespace tpu::sim

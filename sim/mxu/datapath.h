@@ -19,7 +19,6 @@ struct MxuRow {
   int buf = 0;
   bool accumulate = false;
   uint64_t acc_row = 0;
-  uint32_t pc = 0;
   std::vector<uint32_t> x;       // N operands: f32 bits (bf16 widened) or s32
   std::vector<uint32_t> result;  // N words: f32 bits or s32
 };

@@ -51,7 +51,7 @@ class FastArray final : public MxuArray {
       wf_[size_t(b)][i] = mxu::as_float(w[i]);
       wi_[size_t(b)][i] = int32_t(w[i]);
     }
-    min_w_[b] = mxu::min_nonzero_magnitude(wf_[size_t(b)].data(), w.size());
+    min_w_[b] = mxu::min_nonzero_magnitude(w.data(), w.size());
   }
 
   void feed(uint64_t, MxuRow& row) override {
@@ -65,7 +65,7 @@ class FastArray final : public MxuArray {
     }
     for (uint32_t k = 0; k < n_; ++k) xf_[k] = mxu::as_float(row.x[k]);
     std::fill(sf_.begin(), sf_.end(), 0.0f);
-    if (mxu::flush_free(mxu::min_nonzero_magnitude(xf_.data(), n_), min_w_[b]))
+    if (mxu::flush_free(mxu::min_nonzero_magnitude(row.x.data(), n_), min_w_[b]))
       rows_plain(sf_.data(), xf_.data(), wf_[b].data(), n_);
     else
       rows_checked(sf_.data(), xf_.data(), wf_[b].data(), n_);

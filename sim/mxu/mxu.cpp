@@ -34,6 +34,7 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
       acc_(acc),
       array_(path == MxuPath::Pe ? make_pe_array(n_) : make_fast_array(n_)),
       staging_(size_t(n_) * n_),
+      load_row_(n_),
       slots_(2 * size_t(n_)),
       row_bytes_(size_t(n_) * 2) {
   for (auto& s : slots_) {
@@ -102,14 +103,11 @@ void Mxu::advance_load(uint64_t now) {
   if (!loading_) return;
   const uint64_t i = now - load_.start;
   if (record_) record_row("wrow", load_.src + i * load_.stride, load_.int8);
-  uint32_t* row = staging_.data() + i * n_;
-  std::vector<uint32_t> tmp(n_);
-  read_operands(load_.src + i * load_.stride, load_.int8, tmp.data());
-  for (uint32_t j = 0; j < n_; ++j) {
-    if (load_.transpose)
-      staging_[size_t(j) * n_ + i] = tmp[j];
-    else
-      row[j] = tmp[j];
+  if (!load_.transpose) {
+    read_operands(load_.src + i * load_.stride, load_.int8, staging_.data() + i * n_);
+  } else {
+    read_operands(load_.src + i * load_.stride, load_.int8, load_row_.data());
+    for (uint32_t j = 0; j < n_; ++j) staging_[size_t(j) * n_ + i] = load_row_[j];
   }
   if (i + 1 < n_) return;
   loading_ = false;
@@ -128,7 +126,6 @@ void Mxu::advance_stream(uint64_t now) {
   r.buf = stream_.buf;
   r.accumulate = stream_.accumulate;
   r.acc_row = stream_.acc_row + i;
-  r.pc = stream_.pc;
   if (record_) record_row("xrow", stream_.src + i * stream_.stride, stream_.int8);
   read_operands(stream_.src + i * stream_.stride, stream_.int8, r.x.data());
   array_->feed(now, r);
@@ -146,7 +143,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       if (loading_ || shadow_ == Shadow::Loaded || now < buf_drained_[shadow]) return false;
       const bool int8 = is.insn[3] == 1;
       if (!check_vmem_rows(is, is[1], is[2], n, int8)) return false;
-      load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8, is.pc};
+      load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8};
       if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
       shadow_ = Shadow::Loading;
@@ -188,7 +185,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
         trace_event(is.pc, now, now + 1);
         return true;
       }
-      stream_ = Stream{now, is[2], is[3], rows, is[1], is.insn.op == Opcode::MXU_MMA, int8, active_, is.pc};
+      stream_ = Stream{now, is[2], is[3], rows, is[1], is.insn.op == Opcode::MXU_MMA, int8, active_};
       streaming_ = true;
       const uint64_t done = now + rows - 1 + 2 * n - 1;
       buf_drained_[active_] = done;

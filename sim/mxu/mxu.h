@@ -62,13 +62,11 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     uint64_t start = 0;
     uint64_t src = 0, stride = 0;
     bool transpose = false, int8 = false;
-    uint32_t pc = 0;
   };
   struct Stream {
     uint64_t start = 0, src = 0, stride = 0, rows = 0, acc_row = 0;
     bool accumulate = false, int8 = false;
     int buf = 0;
-    uint32_t pc = 0;
   };
 
   void tick();
@@ -88,6 +86,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   std::unique_ptr<MxuArray> array_;
 
   std::vector<uint32_t> staging_;  // the shadow weights as they load
+  std::vector<uint32_t> load_row_;  // a row of a transposed load
   int active_ = -1;                // buffer in use by new streams, -1 before the first swap
   bool int8_[2] = {false, false};
   Shadow shadow_ = Shadow::Free;

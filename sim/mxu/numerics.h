@@ -70,11 +70,12 @@ inline float canonical(float x) {
   return as_float((b & 0x7fffffffu) > 0x7f800000u ? kCanonicalNaN : b);
 }
 
-// The smallest non-zero magnitude among the values (infinity if none).
-inline float min_nonzero_magnitude(const float* v, size_t n) {
+// The smallest non-zero magnitude among f32 values given as bits (infinity
+// if none).
+inline float min_nonzero_magnitude(const uint32_t* bits, size_t n) {
   uint32_t m = 0x7f800000u;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t a = as_bits(v[i]) & 0x7fffffffu;
+    const uint32_t a = bits[i] & 0x7fffffffu;
     m = (a != 0 && a < m) ? a : m;
   }
   return as_float(m);

@@ -65,18 +65,15 @@ class PeArray final : public MxuArray {
       wf_[size_t(b)][i] = mxu::as_float(w[i]);
       wi_[size_t(b)][i] = int32_t(w[i]);
     }
-    min_w_[b] = mxu::min_nonzero_magnitude(wf_[size_t(b)].data(), w.size());
+    min_w_[b] = mxu::min_nonzero_magnitude(w.data(), w.size());
   }
 
   void feed(uint64_t now, MxuRow& row) override {
     fed_[now & (fed_.size() - 1)] = &row;
     const Mode m{row.buf, row.int8};
     if (changes_.empty() || !(changes_.back().second == m)) changes_.emplace_back(now, m);
-    if (!row.int8) {
-      std::vector<float> x(n_);
-      for (uint32_t k = 0; k < n_; ++k) x[k] = mxu::as_float(row.x[k]);
-      if (!mxu::flush_free(mxu::min_nonzero_magnitude(x.data(), n_), min_w_[row.buf])) checked_until_ = now + 2 * uint64_t(n_) - 2;
-    }
+    if (!row.int8 && !mxu::flush_free(mxu::min_nonzero_magnitude(row.x.data(), n_), min_w_[row.buf]))
+      checked_until_ = now + 2 * uint64_t(n_) - 2;
   }
 
   void step(uint64_t t) override {

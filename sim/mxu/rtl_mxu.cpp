@@ -16,28 +16,10 @@
 using sc_core::sc_time_stamp;
 #include "rtl_mxu_sizes.h"  // generated: the Vmxu_top_N headers and TPU_RTL_FOR_EACH_SIZE
 #include "verilated_vcd_c.h"
+#include "rtl_driver.h"
 
 namespace tpu::sim {
 namespace {
-
-// Little-endian bytes into and out of Verilator's port types.
-[[maybe_unused]] void put(QData& port, const uint8_t* b, size_t n) {
-  port = 0;
-  for (size_t i = 0; i < n && i < 8; ++i) port |= QData(b[i]) << (8 * i);
-}
-template <std::size_t W>
-void put(VlWide<W>& port, const uint8_t* b, size_t n) {
-  for (size_t w = 0; w < W; ++w) {
-    uint32_t v = 0;
-    for (size_t i = 0; i < 4 && 4 * w + i < n; ++i) v |= uint32_t(b[4 * w + i]) << (8 * i);
-    port[w] = v;
-  }
-}
-[[maybe_unused]] uint32_t word(const QData& port, size_t j) { return uint32_t(port >> (32 * j)); }
-template <std::size_t W>
-uint32_t word(const VlWide<W>& port, size_t j) {
-  return port[j];
-}
 
 template <typename Rtl>
 class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
@@ -156,46 +138,22 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   // One clock cycle of the RTL with `is` (or nothing) on its command port;
   // true when the RTL took the instruction.
   bool step(const Issued* is, uint64_t now) {
-    const bool lw = is && (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT);
-    rtl_.cmd_valid_i = is != nullptr;
-    rtl_.cmd_op_i = is ? uint8_t(is->insn.op) : 0;
-    rtl_.cmd_src_i = is ? uint32_t(lw ? (*is)[1] : (*is)[2]) : 0;
-    rtl_.cmd_stride_i = is ? uint32_t(lw ? (*is)[2] : (*is)[3]) : 0;
-    rtl_.cmd_acc_i = is && !lw ? uint32_t((*is)[1]) : 0;
-    rtl_.cmd_rows_i = is && !lw ? uint32_t((*is)[4]) : 0;
-    rtl_.cmd_int8_i = is ? (lw ? is->insn[3] : is->insn[5]) == 1 : 0;
-    rtl_.clk_i = 0;
-    rtl_.eval();  // the falling edge and the command settle: read addresses are out
-    // The accumulator row comes from registered state, so all three reads can
-    // be served before one more evaluation.
-    read_row(rtl_.w_rd_addr_o);
-    put(rtl_.w_rd_data_i, bytes_.data(), bytes_.size());
-    read_row(rtl_.in_rd_addr_o);
-    put(rtl_.in_rd_data_i, bytes_.data(), bytes_.size());
-    const uint64_t row = rtl_.acc_row_o < acc_.rows() ? rtl_.acc_row_o : 0;
-    put(rtl_.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_.row(row)), 4 * size_t(n_));
-    rtl_.eval();
-    if (rtl_.acc_we_o)
-      for (uint32_t j = 0; j < n_; ++j) acc_.row(row)[j] = word(rtl_.acc_wdata_o, j);
-    fed_ = rtl_.in_rd_en_o;
-    loading_ = rtl_.w_rd_en_o;
+    rtl::Command cmd;
+    if (is) {
+      const bool lw = is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT;
+      cmd.op = uint8_t(is->insn.op);
+      cmd.src = uint32_t(lw ? (*is)[1] : (*is)[2]);
+      cmd.stride = uint32_t(lw ? (*is)[2] : (*is)[3]);
+      cmd.acc = lw ? 0 : uint32_t((*is)[1]);
+      cmd.rows = lw ? 0 : uint32_t((*is)[4]);
+      cmd.int8 = (lw ? is->insn[3] : is->insn[5]) == 1;
+    }
+    const rtl::CycleResult r = rtl::step(rtl_, is ? &cmd : nullptr, vmem_, acc_, bytes_, vcd_.get(), now, period_ps_);
+    fed_ = r.fed;
+    loading_ = r.loading;
     if (fed_) macs_ += uint64_t(n_) * n_;
-    const bool taken = is && rtl_.cmd_ready_o;
-    track_dtypes(is, taken);
-    // Cycle t's settled inputs and outputs are dumped at t * period (the
-    // model VCD's time of cycle t), the rising edge half a period later.
-    if (vcd_) vcd_->dump(now * period_ps_);
-    rtl_.clk_i = 1;
-    rtl_.eval();
-    if (vcd_) vcd_->dump(now * period_ps_ + period_ps_ / 2);
-    return taken;
-  }
-
-  // The bytes of one row at addr (rows were range-checked when offered; an
-  // address the RTL drives while not reading reads as zeros past the end).
-  void read_row(uint64_t addr) {
-    std::fill(bytes_.begin(), bytes_.end(), 0);
-    if (addr < vmem_.size()) vmem_.read(addr, bytes_.data(), std::min<uint64_t>(bytes_.size(), vmem_.size() - addr));
+    track_dtypes(is, r.taken);
+    return r.taken;
   }
 
   void track_dtypes(const Issued* is, bool taken) {

@@ -31,6 +31,7 @@
 // Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
 using sc_core::sc_time_stamp;
 #include VMXU_HEADER
+#include "../../sim/mxu/rtl_driver.h"
 #include "tpu/sim/config.h"
 
 namespace {
@@ -98,27 +99,6 @@ Issued to_issued(const Cmd& c) {
   return is;
 }
 
-// Wide Verilator ports as little-endian bytes.
-[[maybe_unused]] void put(QData& port, const uint8_t* b, size_t n) {
-  port = 0;
-  for (size_t i = 0; i < n && i < 8; ++i) port |= QData(b[i]) << (8 * i);
-}
-[[maybe_unused]] void put(IData& port, const uint8_t* b, size_t n) {
-  port = 0;
-  for (size_t i = 0; i < n && i < 4; ++i) port |= IData(b[i]) << (8 * i);
-}
-template <std::size_t W>
-void put(VlWide<W>& port, const uint8_t* b, size_t n) {
-  for (size_t w = 0; w < W; ++w) {
-    uint32_t v = 0;
-    for (size_t i = 0; i < 4 && 4 * w + i < n; ++i) v |= uint32_t(b[4 * w + i]) << (8 * i);
-    port[w] = v;
-  }
-}
-[[maybe_unused]] uint32_t word(const QData& port, size_t j) { return uint32_t(port >> (32 * j)); }
-template <std::size_t W>
-uint32_t word(const VlWide<W>& port, size_t j) { return port[j]; }
-
 struct Bench : sc_core::sc_module {
   sc_core::sc_clock clk{"clk", sc_core::sc_time(1, sc_core::SC_NS)};
   MachineConfig cfg;
@@ -133,6 +113,7 @@ struct Bench : sc_core::sc_module {
   uint64_t ready_at = 0;  // cycle from which the next command may be offered
   std::deque<std::pair<Cmd, uint64_t>> rtl_queue;  // command, first cycle the RTL may take it
   std::vector<Mxu::AccWrite> model_log, rtl_log;
+  std::vector<uint8_t> row_bytes;  // scratch for the RTL's VMEM reads
   uint64_t quiet = 0;
   bool rtl_error = false;
 
@@ -144,7 +125,8 @@ struct Bench : sc_core::sc_module {
         acc_model(acc_rows, uint32_t(c.target.mxu_dim)),
         acc_rtl(acc_rows, uint32_t(c.target.mxu_dim)),
         mxu("mxu", 0, 0, cfg, pe ? MxuPath::Pe : MxuPath::Fast, rc, sems, vmem, acc_model),
-        stream(std::move(s)) {
+        stream(std::move(s)),
+        row_bytes(2 * size_t(c.target.mxu_dim)) {
     mxu.clk(clk);
     mxu.log_acc_writes(&model_log);
     rtl.rst_ni = 0;
@@ -178,41 +160,18 @@ struct Bench : sc_core::sc_module {
   }
 
   void step_rtl(uint64_t now) {
-    const uint32_t n = uint32_t(cfg.target.mxu_dim);
     const bool offer = !rtl_queue.empty() && rtl_queue.front().second <= now;
-    const Cmd c = offer ? rtl_queue.front().first : Cmd{};
-    rtl.cmd_valid_i = offer;
-    rtl.cmd_op_i = uint8_t(c.op);
-    rtl.cmd_src_i = uint32_t(c.src);
-    rtl.cmd_stride_i = uint32_t(c.stride);
-    rtl.cmd_acc_i = uint32_t(c.acc);
-    rtl.cmd_rows_i = uint32_t(c.rows);
-    rtl.cmd_int8_i = c.int8;
-    rtl.eval();
-    // Combinational memory reads for the addresses the RTL drives this cycle.
-    std::vector<uint8_t> bytes(2 * n);
-    auto row_at = [&](uint32_t addr) {
-      std::fill(bytes.begin(), bytes.end(), 0);
-      if (addr + 2 * n <= vmem.size()) vmem.read(addr, bytes.data(), 2 * n);
-      return bytes.data();
-    };
-    put(rtl.w_rd_data_i, row_at(rtl.w_rd_addr_o), 2 * n);
-    put(rtl.in_rd_data_i, row_at(rtl.in_rd_addr_o), 2 * n);
-    rtl.eval();
-    const uint64_t row = rtl.acc_row_o < acc_rtl.rows() ? rtl.acc_row_o : 0;
-    put(rtl.acc_rdata_i, reinterpret_cast<const uint8_t*>(acc_rtl.row(row)), 4 * n);
-    rtl.eval();
-    if (rtl.acc_we_o) {
-      std::vector<uint32_t> data(n);
-      for (uint32_t j = 0; j < n; ++j) data[j] = word(rtl.acc_wdata_o, j);
-      std::copy(data.begin(), data.end(), acc_rtl.row(row));
-      rtl_log.push_back({now, rtl.acc_row_o, data});
+    rtl::Command cmd;
+    if (offer) {
+      const Cmd& c = rtl_queue.front().first;
+      cmd = rtl::Command{uint8_t(c.op), uint32_t(c.src), uint32_t(c.stride), uint32_t(c.acc), uint32_t(c.rows), c.int8};
     }
-    if (offer && rtl.cmd_ready_o) rtl_queue.pop_front();
-    rtl.clk_i = 1;
-    rtl.eval();
-    rtl.clk_i = 0;
-    rtl.eval();
+    const rtl::CycleResult r = rtl::step(rtl, offer ? &cmd : nullptr, vmem, acc_rtl, row_bytes);
+    if (r.acc_write) {
+      const uint32_t* row = acc_rtl.row(r.acc_row);
+      rtl_log.push_back({now, r.acc_row, std::vector<uint32_t>(row, row + acc_rtl.width())});
+    }
+    if (r.taken) rtl_queue.pop_front();
     rtl_error |= rtl.error_o;
   }
 };

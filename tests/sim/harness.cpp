@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "tpu/isa/target.h"
@@ -113,6 +114,20 @@ SimRun simulate(const std::string& source, const std::string& preset, const std:
 
 std::string read_source(const std::string& relative_path) {
   return isa::read_text_file(std::string(TPU_SOURCE_DIR) + "/" + relative_path);
+}
+
+uint64_t dma_landing_cycle(const sim::MachineConfig& cfg, uint64_t first_burst, uint64_t bytes) {
+  // The server: start = max(e * bw, free); free = start + bytes * 1024;
+  // done = ceil(free / bw) + H; the transfer lands with its last burst.
+  const uint64_t bw = cfg.hbm_bytes_per_cycle_fp(), burst = cfg.dma.burst_bytes;
+  unsigned __int128 free = 0;
+  uint64_t done = 0, e = first_burst;
+  for (uint64_t off = 0; off < bytes; off += burst, ++e) {
+    const unsigned __int128 start = std::max<unsigned __int128>((unsigned __int128)e * bw, free);
+    free = start + (unsigned __int128)std::min(burst, bytes - off) * 1024;
+    done = uint64_t((free + bw - 1) / bw) + cfg.hbm_latency_cycles();
+  }
+  return done;
 }
 
 uint16_t bf16_round(float x) {

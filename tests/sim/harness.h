@@ -45,6 +45,11 @@ std::vector<T> from_bytes(const std::vector<uint8_t>& b) {
   return v;
 }
 
+// docs/timing.md's DMA formula: a transfer of `bytes` from an idle HBM
+// (aligned to a burst), whose burst i is requested in cycle first_burst + i,
+// lands in the returned cycle.
+uint64_t dma_landing_cycle(const sim::MachineConfig& cfg, uint64_t first_burst, uint64_t bytes);
+
 uint16_t bf16_round(float x);  // round to nearest even
 float bf16_value(uint16_t b);
 

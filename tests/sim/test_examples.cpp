@@ -192,14 +192,7 @@ TEST_CASE("matmul_bf16: each instruction in the timeline takes its documented ti
     // DMA: the first load, dispatched at d into an idle HBM, sends burst i at
     // d + 1 + i; it lands at done = ceil(free / bw) + H (docs/timing.md).
     const auto [d, cycles] = slices["dma.ld"].at(0);
-    const uint64_t bw = cfg.hbm_bytes_per_cycle_fp(), Bb = cfg.dma.burst_bytes;
-    unsigned __int128 free = 0;
-    uint64_t done = 0, e = d + 1;
-    for (uint64_t off = 0; off < n * n * 2; off += Bb, ++e) {
-      const unsigned __int128 start = std::max<unsigned __int128>((unsigned __int128)e * bw, free);
-      free = start + (unsigned __int128)std::min(Bb, n * n * 2 - off) * 1024;
-      done = uint64_t((free + bw - 1) / bw) + cfg.hbm_latency_cycles();
-    }
+    const uint64_t done = test::dma_landing_cycle(cfg, d + 1, n * n * 2);
     CHECK(d + cycles == done + 1);
   }
 }

@@ -39,12 +39,6 @@ enum class Opcode : uint8_t {
 #include "tpu/isa/isa.def"
 };
 
-// Enumerated operand values, e.g. Named::Unit_dma, Named::MxuDtype_s8.
-enum class Named : uint16_t {
-#define ISA_ENUM(kind, name, value, doc) kind##_##name = value,
-#include "tpu/isa/isa.def"
-};
-
 struct OperandSpec {
   OperandKind kind;
   const char* role;  // name used in docs: rd, rs1, vd, target, ...
