@@ -1,0 +1,34 @@
+// The IR's reference interpreter: the oracle the compiler's tests compare
+// against. Values are held as doubles, which represent every pred, s8, s32,
+// bf16 and f32 value exactly; each op computes in its dtype's arithmetic (f32
+// ops in float, integer ops wrapping in 32 bits) and rounds its result to its
+// dtype. Contractions (dot, convolution) and reductions add in double and
+// round once: a more accurate answer than any hardware order.
+#pragma once
+
+#include <vector>
+
+#include "tpu/ir/ir.h"
+#include "tpu/isa/npy.h"
+
+namespace tpu::ir {
+
+struct Tensor {
+  Type type;
+  std::vector<double> v;  // row-major
+};
+
+// inputs in parameter order; returns the results in order. Throws Error on a
+// type mismatch of an input.
+std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inputs);
+
+// Evaluates one op given its operand values (constant folding uses this).
+Tensor evaluate(const Function& f, const Op& op, const std::vector<const Tensor*>& operands);
+
+Tensor from_npy(const isa::NpyArray& a, const Type& expected, const std::string& where);
+isa::NpyArray to_npy(const Tensor& t);
+// Raw little-endian storage bytes (pred and s8 one byte, bf16 two, f32/s32 four).
+std::vector<uint8_t> to_bytes(const Tensor& t);
+Tensor from_bytes(const Type& type, const std::vector<uint8_t>& bytes);
+
+}  // namespace tpu::ir

@@ -1,0 +1,113 @@
+// tpuc's linear-algebra IR: one function of static-shape tensor operations in
+// SSA form. Value %i is the result of op i; operands refer to earlier ops, so
+// the op list is always in a valid execution order. The operations are XLA's
+// (same names, same semantics) minus the ones the importer removes (tuples,
+// calls, regions: a reduction names its combiner instead). docs/ir.md
+// describes the text format; print() and parse() are exact inverses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpu/isa/error.h"
+
+namespace tpu::ir {
+
+enum class DType : uint8_t { pred, s8, s32, bf16, f32 };
+const char* dtype_name(DType d);
+bool is_float(DType d);
+int dtype_bytes(DType d);  // storage size in HBM and VMEM: pred and s8 take 1
+
+struct Type {
+  DType dtype = DType::f32;
+  std::vector<int64_t> dims;
+  int64_t elements() const;
+  int64_t bytes() const { return elements() * dtype_bytes(dtype); }
+  std::string str() const;  // f32[2,3]
+  bool operator==(const Type& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator!=(const Type& o) const { return !(*this == o); }
+};
+
+#define TPU_IR_OPS(X)                                                                              \
+  /* sources */ X(parameter) X(constant) X(iota)                                                   \
+  /* layout */ X(broadcast) X(reshape) X(transpose) X(slice) X(pad) X(concatenate) X(reverse)        \
+  /* unary */ X(convert) X(negate) X(abs) X(exponential) X(log) X(tanh) X(logistic) X(rsqrt) X(sqrt) \
+      X(floor) X(ceil) X(round_nearest_even) X(sign) X(not_)                                          \
+  /* binary */ X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(and_)     \
+      X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
+  /* ternary */ X(select) X(clamp)                                                                  \
+  /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)
+
+enum class OpKind : uint8_t {
+#define X(n) n,
+  TPU_IR_OPS(X)
+#undef X
+};
+const char* op_name(OpKind k);  // "round-nearest-even", "and", ...
+bool is_elementwise(OpKind k);
+bool is_unary(OpKind k);
+bool is_binary(OpKind k);
+
+enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_ };
+const char* combiner_name(Combiner c);
+enum class Direction : uint8_t { EQ, NE, LT, LE, GT, GE };
+const char* direction_name(Direction d);
+enum class Precision : uint8_t { default_, high, highest };
+const char* precision_name(Precision p);
+
+struct ConvDims {  // XLA's ConvolutionDimensionNumbers
+  int64_t in_batch = 0, in_feature = 0, k_in = 0, k_out = 0, out_batch = 0, out_feature = 0;
+  std::vector<int64_t> in_spatial, k_spatial, out_spatial;
+  bool operator==(const ConvDims& o) const;
+};
+
+struct Op {
+  OpKind kind = OpKind::parameter;
+  Type type;
+  std::vector<int> operands;
+  // Attributes; which are meaningful depends on kind (see docs/ir.md).
+  int64_t index = 0;              // parameter number, iota dimension, concatenate dimension
+  std::vector<int64_t> dims;      // broadcast, transpose, reduce, reverse dimensions
+  std::vector<int64_t> lo, hi, interior;  // slice start/limit/-, pad low/high/interior, window padding
+  std::vector<int64_t> strides;   // slice and window strides
+  std::vector<int64_t> window, lhs_dilation, rhs_dilation;  // reduce-window and convolution
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;  // dot
+  ConvDims conv;
+  int64_t feature_groups = 1, batch_groups = 1;
+  Precision precision = Precision::default_;
+  Direction direction = Direction::EQ;
+  Combiner combiner = Combiner::add;
+  std::vector<double> literal;    // constant values, row-major (one value: a splat)
+  std::string loc;                // where it came from: "file:line name"
+};
+
+struct Function {
+  std::string name = "main";
+  std::vector<Op> ops;
+  std::vector<int> results;
+  std::vector<std::string> param_names;  // parameter i's name, for .input symbols
+
+  int add(Op op) {
+    ops.push_back(std::move(op));
+    return int(ops.size()) - 1;
+  }
+  std::vector<int> params() const;  // op index of parameter i, in parameter order
+};
+
+std::string print(const Function& f);
+Function parse(std::string_view text, std::string_view filename);
+
+// Checks operand order, operand types and every attribute against the result
+// type; throws Error("loc: op %i: what is wrong").
+void verify(const Function& f);
+
+// The result type an op must have given its operands (used by the verifier
+// and by passes that build ops). Throws Error when the op is malformed.
+Type infer_type(const Function& f, const Op& op);
+
+// Rounds a value to what dtype can hold (bf16 nearest-even, s8/s32 wrapping).
+double canonicalize_value(DType d, double v);
+
+}  // namespace tpu::ir

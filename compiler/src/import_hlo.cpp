@@ -1,0 +1,541 @@
+// HLO -> IR. Calls are inlined, tuples disappear into the values they hold,
+// reductions name their combiner, and XLA's attribute syntax becomes typed
+// fields. Anything outside what the IR can express stops with
+// "file:line: unsupported <what>".
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "tpu/ir/import.h"
+
+namespace tpu::ir {
+namespace {
+
+using hlo::Instruction;
+
+class Importer {
+ public:
+  Importer(const hlo::Module& m, std::string_view file) : m_(m), file_(file) {}
+
+  Function run() {
+    const hlo::Computation* entry = m_.entry();
+    std::vector<std::vector<int>> args;
+    std::vector<const Instruction*> params;
+    for (const auto& inst : entry->instructions)
+      if (inst.opcode == "parameter") {
+        const int64_t n = param_number(inst);
+        if (size_t(n) >= params.size()) params.resize(n + 1, nullptr);
+        params[n] = &inst;
+      }
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!params[i]) throw Error(fmt::format("{}: ENTRY has no parameter({})", file_, i));
+      Op op;
+      op.kind = OpKind::parameter;
+      op.index = int64_t(i);
+      op.type = tensor_type(params[i]->shape, *params[i]);
+      op.loc = loc(*params[i]);
+      f_.param_names.push_back(params[i]->name);
+      args.push_back({f_.add(std::move(op))});
+    }
+    f_.results = computation(*entry, args);
+    f_.name = "main";
+    verify(f_);
+    return std::move(f_);
+  }
+
+ private:
+  [[noreturn]] void unsupported(const Instruction& i, const std::string& what) const {
+    throw Error(fmt::format("{}:{}: unsupported {}", file_, i.line, what));
+  }
+  [[noreturn]] void malformed(const Instruction& i, const std::string& what) const {
+    throw Error(fmt::format("{}:{}: {}: {}", file_, i.line, i.name, what));
+  }
+  std::string loc(const Instruction& i) const { return fmt::format("{}:{} {}", file_, i.line, i.name); }
+
+  int64_t param_number(const Instruction& i) const {
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(i.literal, &used);
+      if (used != i.literal.size() || n < 0 || n > 100000) throw 0;
+      return n;
+    } catch (...) {
+      malformed(i, "parameter number is not a small integer");
+    }
+  }
+
+  DType dtype(const std::string& s, const Instruction& i) const {
+    if (s == "pred") return DType::pred;
+    if (s == "s8") return DType::s8;
+    if (s == "s32") return DType::s32;
+    if (s == "bf16") return DType::bf16;
+    if (s == "f32") return DType::f32;
+    unsupported(i, fmt::format("element type {} (tpuc handles pred, s8, s32, bf16, f32)", s));
+  }
+
+  Type tensor_type(const hlo::Shape& s, const Instruction& i) const {
+    if (s.tuple) unsupported(i, fmt::format("tuple-shaped {}", i.opcode));
+    Type t{dtype(s.dtype, i), s.dims};
+    return t;
+  }
+
+  std::vector<int64_t> ints(const Instruction& i, const char* key, bool required = true) const {
+    const std::string* v = i.attribute(key);
+    if (!v) {
+      if (required) malformed(i, fmt::format("missing attribute {}", key));
+      return {};
+    }
+    return hlo::parse_int_list(*v, i);
+  }
+  int64_t one_int(const Instruction& i, const char* key, int64_t def) const {
+    const std::string* v = i.attribute(key);
+    if (!v) return def;
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(*v, &used);
+      if (used != v->size()) throw 0;
+      return n;
+    } catch (...) {
+      malformed(i, fmt::format("attribute {} is not an integer", key));
+    }
+  }
+
+  // The combiner of a reduction's to_apply computation: a single binary op of
+  // its two parameters.
+  Combiner combiner(const Instruction& i) const {
+    const std::string* name = i.attribute("to_apply");
+    if (!name) malformed(i, "missing to_apply");
+    const hlo::Computation* c = m_.find(*name);
+    if (!c) malformed(i, fmt::format("to_apply names unknown computation {}", *name));
+    const Instruction* r = c->root();
+    if (r && r->operands.size() == 2 && c->instructions.size() == 3) {
+      const Instruction* a = c->find(r->operands[0]);
+      const Instruction* b = c->find(r->operands[1]);
+      if (a && b && a->opcode == "parameter" && b->opcode == "parameter" && a != b) {
+        static const std::pair<const char*, Combiner> ops[] = {{"add", Combiner::add},         {"multiply", Combiner::multiply},
+                                                               {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
+                                                               {"and", Combiner::and_},        {"or", Combiner::or_}};
+        for (auto& [n, k] : ops)
+          if (r->opcode == n) return k;
+      }
+    }
+    unsupported(i, fmt::format("{} whose to_apply ({}) is not one add/multiply/maximum/minimum/and/or", i.opcode, *name));
+  }
+
+  std::vector<double> literal(const Instruction& i, const Type& t) const {
+    std::vector<double> v;
+    const std::string& s = i.literal;
+    size_t p = 0;
+    while (p < s.size()) {
+      const char c = s[p];
+      if (c == '{' || c == '}' || c == ',' || c == ' ' || c == '\n' || c == '\t') {
+        ++p;
+        continue;
+      }
+      size_t e = p;
+      while (e < s.size() && s[e] != ',' && s[e] != '}' && s[e] != '{' && s[e] != ' ') ++e;
+      const std::string tok = s.substr(p, e - p);
+      p = e;
+      if (tok == "true") {
+        v.push_back(1);
+      } else if (tok == "false") {
+        v.push_back(0);
+      } else if (tok == "inf" || tok == "+inf") {
+        v.push_back(INFINITY);
+      } else if (tok == "-inf") {
+        v.push_back(-INFINITY);
+      } else if (tok == "nan" || tok == "-nan" || tok.rfind("nan(", 0) == 0 || tok.rfind("-nan(", 0) == 0) {
+        v.push_back(std::numeric_limits<double>::quiet_NaN());
+      } else {
+        char* end = nullptr;
+        const double x = std::strtod(tok.c_str(), &end);
+        if (tok.empty() || *end) malformed(i, fmt::format("bad constant value '{}'", tok));
+        v.push_back(x);
+      }
+    }
+    if (int64_t(v.size()) != t.elements() && !(v.size() == 1 && t.elements() == 1))
+      malformed(i, fmt::format("constant has {} values for {}", v.size(), t.str()));
+    for (double& x : v) x = canonicalize_value(t.dtype, x);
+    return v;
+  }
+
+  // "3x3" -> {3,3}; pads "1_1x0_0" -> lo {1,0}, hi {1,0}.
+  std::vector<int64_t> xlist(const Instruction& i, const std::string& s) const {
+    std::vector<int64_t> v;
+    size_t p = 0;
+    while (p <= s.size()) {
+      size_t e = s.find('x', p);
+      if (e == std::string::npos) e = s.size();
+      try {
+        size_t used = 0;
+        v.push_back(std::stoll(s.substr(p, e - p), &used));
+        if (used != e - p) throw 0;
+      } catch (...) {
+        malformed(i, fmt::format("bad window value '{}'", s));
+      }
+      p = e + 1;
+    }
+    return v;
+  }
+
+  struct Window {
+    std::vector<int64_t> size, stride, lo, hi, lhs_dil, rhs_dil;
+  };
+  Window window(const Instruction& i, size_t rank) const {
+    Window w;
+    const std::string* s = i.attribute("window");
+    if (!s) malformed(i, "missing window");
+    std::string body = *s;
+    if (!body.empty() && body.front() == '{') body = body.substr(1, body.size() - 2);
+    size_t p = 0;
+    while (p < body.size()) {
+      while (p < body.size() && body[p] == ' ') ++p;
+      size_t e = body.find(' ', p);
+      if (e == std::string::npos) e = body.size();
+      const std::string item = body.substr(p, e - p);
+      p = e;
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string k = item.substr(0, eq), val = item.substr(eq + 1);
+      if (k == "size") {
+        w.size = xlist(i, val);
+      } else if (k == "stride") {
+        w.stride = xlist(i, val);
+      } else if (k == "pad") {
+        size_t q = 0;
+        while (q <= val.size()) {
+          size_t x = val.find('x', q);
+          if (x == std::string::npos) x = val.size();
+          const std::string pr = val.substr(q, x - q);
+          const size_t u = pr.find('_', 1);
+          if (u == std::string::npos) malformed(i, fmt::format("bad padding '{}'", val));
+          w.lo.push_back(xlist(i, pr.substr(0, u))[0]);
+          w.hi.push_back(xlist(i, pr.substr(u + 1))[0]);
+          q = x + 1;
+        }
+      } else if (k == "lhs_dilate" || k == "base_dilate") {
+        w.lhs_dil = xlist(i, val);
+      } else if (k == "rhs_dilate" || k == "window_dilate") {
+        w.rhs_dil = xlist(i, val);
+      } else if (k == "lhs_reversal" || k == "rhs_reversal" || k == "window_reversal") {
+        for (int64_t r : xlist(i, val))
+          if (r) unsupported(i, "window reversal");
+      } else {
+        unsupported(i, fmt::format("window attribute {}", k));
+      }
+    }
+    if (w.size.size() != rank) malformed(i, fmt::format("window has {} sizes, expected {}", w.size.size(), rank));
+    auto fill = [&](std::vector<int64_t>& v, int64_t d) {
+      if (v.empty()) v.assign(rank, d);
+      if (v.size() != rank) malformed(i, "window attributes differ in rank");
+    };
+    fill(w.stride, 1), fill(w.lo, 0), fill(w.hi, 0), fill(w.lhs_dil, 1), fill(w.rhs_dil, 1);
+    return w;
+  }
+
+  ConvDims dim_labels(const Instruction& i, size_t rank) const {
+    const std::string* s = i.attribute("dim_labels");
+    if (!s) malformed(i, "missing dim_labels");
+    const size_t u = s->find('_'), a = s->find("->");
+    if (u == std::string::npos || a == std::string::npos || u > a) malformed(i, "bad dim_labels");
+    const std::string in = s->substr(0, u), k = s->substr(u + 1, a - u - 1), out = s->substr(a + 2);
+    if (in.size() != rank || k.size() != rank || out.size() != rank) malformed(i, "dim_labels do not match the rank");
+    ConvDims c;
+    auto spatial = [&](const std::string& lab, std::vector<int64_t>& sp) {
+      sp.assign(rank - 2, -1);
+      for (size_t d = 0; d < lab.size(); ++d)
+        if (std::isdigit(uint8_t(lab[d]))) {
+          const size_t n = size_t(lab[d] - '0');
+          if (n >= rank - 2) malformed(i, "bad spatial label in dim_labels");
+          sp[n] = int64_t(d);
+        }
+    };
+    auto find = [&](const std::string& lab, char ch) -> int64_t {
+      const size_t d = lab.find(ch);
+      if (d == std::string::npos) malformed(i, fmt::format("dim_labels lack '{}'", ch));
+      return int64_t(d);
+    };
+    c.in_batch = find(in, 'b'), c.in_feature = find(in, 'f');
+    c.k_in = find(k, 'i'), c.k_out = find(k, 'o');
+    c.out_batch = find(out, 'b'), c.out_feature = find(out, 'f');
+    spatial(in, c.in_spatial), spatial(k, c.k_spatial), spatial(out, c.out_spatial);
+    return c;
+  }
+
+  Precision precision(const Instruction& i) const {
+    const std::string* s = i.attribute("operand_precision");
+    if (!s) return Precision::default_;
+    Precision p = Precision::default_;
+    std::string t = *s;
+    for (char& c : t) c = char(std::tolower(uint8_t(c)));
+    if (t.find("high") != std::string::npos) p = Precision::high;
+    if (t.find("highest") != std::string::npos) p = Precision::highest;
+    return p;
+  }
+
+  // Imports one computation with the given parameter values; returns the
+  // leaves of its root.
+  std::vector<int> computation(const hlo::Computation& c, const std::vector<std::vector<int>>& args) {
+    if (++depth_ > 64) throw Error(fmt::format("{}:{}: calls nest deeper than 64", file_, c.line));
+    std::map<std::string, std::vector<int>> env;
+    current_.push_back(&c);
+    for (const auto& inst : c.instructions) env[inst.name] = instruction(inst, env, args);
+    current_.pop_back();
+    --depth_;
+    const Instruction* root = c.root();
+    if (!root) throw Error(fmt::format("{}:{}: computation {} has no ROOT", file_, c.line, c.name));
+    return env[root->name];
+  }
+
+  std::vector<int> instruction(const Instruction& i, std::map<std::string, std::vector<int>>& env,
+                               const std::vector<std::vector<int>>& args) {
+    std::vector<int> in;
+    std::vector<const std::vector<int>*> tuples;
+    for (const auto& name : i.operands) {
+      auto it = env.find(name);
+      if (it == env.end()) malformed(i, fmt::format("operand {} is not defined before", name));
+      tuples.push_back(&it->second);
+      in.push_back(it->second.empty() ? -1 : it->second[0]);
+    }
+    const std::string& opc = i.opcode;
+    auto single = [&](size_t k) {
+      if (tuples[k]->size() != 1) unsupported(i, fmt::format("tuple operand of {}", opc));
+      return (*tuples[k])[0];
+    };
+    if (opc == "parameter") {
+      const int64_t n = param_number(i);
+      if (size_t(n) >= args.size()) malformed(i, "parameter number out of range");
+      return args[n];
+    }
+    if (opc == "tuple") {
+      std::vector<int> leaves;
+      for (auto* t : tuples) leaves.insert(leaves.end(), t->begin(), t->end());
+      return leaves;
+    }
+    if (opc == "get-tuple-element") {
+      const int64_t k = one_int(i, "index", -1);
+      if (tuples.size() != 1) malformed(i, "get-tuple-element takes one operand");
+      // Leaves are flattened; find the element's leaf range from the operand's shape.
+      const auto& t = *tuples[0];
+      std::vector<size_t> sizes = tuple_leaf_counts(i);
+      if (k < 0 || size_t(k) >= sizes.size()) malformed(i, "tuple index out of range");
+      size_t start = 0;
+      for (int64_t e = 0; e < k; ++e) start += sizes[e];
+      return std::vector<int>(t.begin() + start, t.begin() + start + sizes[k]);
+    }
+    if (opc == "call") {
+      const std::string* name = i.attribute("to_apply");
+      const hlo::Computation* callee = name ? m_.find(*name) : nullptr;
+      if (!callee) malformed(i, "call without a known to_apply");
+      std::vector<std::vector<int>> a;
+      for (auto* t : tuples) a.push_back(*t);
+      return computation(*callee, a);
+    }
+    if (opc == "custom-call") {
+      const std::string* target = i.attribute("custom_call_target");
+      const std::string t = target ? *target : "";
+      if (t.rfind("\"xla.sdy.", 0) == 0 || t.rfind("xla.sdy.", 0) == 0 || t == "\"Sharding\"" || t == "Sharding" ||
+          t == "\"SPMDFullToShardShape\"" || t == "\"SPMDShardToFullShape\"") {
+        // Sharding annotations: identity on one device.
+        std::vector<int> leaves;
+        for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
+        std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
+        if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
+        for (size_t k = 0; k < shapes.size(); ++k)
+          if (tensor_type(shapes[k], i) != f_.ops[leaves[k]].type)
+            unsupported(i, fmt::format("multi-device program: custom-call {} changes {} to {} (the multi-chip work adds SPMD)",
+                                       t, f_.ops[leaves[k]].type.str(), shapes[k].to_string()));
+        return leaves;
+      }
+      unsupported(i, fmt::format("custom-call {}", t.empty() ? "without a target" : t));
+    }
+    if (opc == "all-reduce" || opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" ||
+        opc == "all-to-all") {
+      // On one device every replica group has one member: the identity.
+      const std::string* g = i.attribute("replica_groups");
+      const bool one_device = !g || *g == "{}" || *g == "{{0}}";
+      if (!one_device) unsupported(i, fmt::format("{} across devices ({}) (the multi-chip work adds collectives)", opc, *g));
+      if (i.operands.size() != 1) unsupported(i, fmt::format("{} of several operands", opc));
+      return {single(0)};
+    }
+    if (opc == "copy" || opc == "opt-barrier" || opc == "optimization-barrier") {
+      std::vector<int> leaves;
+      for (auto* t : tuples) leaves.insert(leaves.end(), t->begin(), t->end());
+      return leaves;
+    }
+    if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
+
+    Op op;
+    op.type = tensor_type(i.shape, i);
+    op.loc = loc(i);
+    for (size_t k = 0; k < tuples.size(); ++k) op.operands.push_back(single(k));
+    static const std::map<std::string, OpKind> simple = {
+        {"add", OpKind::add}, {"subtract", OpKind::subtract}, {"multiply", OpKind::multiply}, {"divide", OpKind::divide},
+        {"maximum", OpKind::maximum}, {"minimum", OpKind::minimum}, {"power", OpKind::power}, {"and", OpKind::and_},
+        {"or", OpKind::or_}, {"xor", OpKind::xor_}, {"not", OpKind::not_}, {"negate", OpKind::negate},
+        {"abs", OpKind::abs}, {"exponential", OpKind::exponential}, {"log", OpKind::log}, {"tanh", OpKind::tanh},
+        {"logistic", OpKind::logistic}, {"rsqrt", OpKind::rsqrt}, {"sqrt", OpKind::sqrt}, {"floor", OpKind::floor},
+        {"ceil", OpKind::ceil}, {"round-nearest-even", OpKind::round_nearest_even}, {"sign", OpKind::sign},
+        {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
+        {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
+        {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape}};
+    if (auto it = simple.find(opc); it != simple.end()) {
+      op.kind = it->second;
+      if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
+    } else if (opc == "constant") {
+      op.kind = OpKind::constant;
+      op.literal = literal(i, op.type);
+    } else if (opc == "iota") {
+      op.kind = OpKind::iota;
+      op.index = one_int(i, "iota_dimension", 0);
+    } else if (opc == "broadcast") {
+      op.kind = OpKind::broadcast;
+      op.dims = ints(i, "dimensions");
+    } else if (opc == "transpose") {
+      op.kind = OpKind::transpose;
+      op.dims = ints(i, "dimensions");
+    } else if (opc == "reverse") {
+      op.kind = OpKind::reverse;
+      op.dims = ints(i, "dimensions");
+    } else if (opc == "concatenate") {
+      op.kind = OpKind::concatenate;
+      const auto d = ints(i, "dimensions");
+      if (d.size() != 1) malformed(i, "concatenate needs one dimension");
+      op.index = d[0];
+    } else if (opc == "slice") {
+      op.kind = OpKind::slice;
+      slice_attr(i, op);
+    } else if (opc == "pad") {
+      op.kind = OpKind::pad;
+      pad_attr(i, op);
+    } else if (opc == "compare") {
+      op.kind = OpKind::compare;
+      const std::string* d = i.attribute("direction");
+      static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+      bool ok = false;
+      for (int k = 0; k < 6; ++k)
+        if (d && *d == names[k]) op.direction = Direction(k), ok = true;
+      if (!ok) malformed(i, "compare needs direction=EQ|NE|LT|LE|GT|GE");
+      if (const std::string* t = i.attribute("type"); t && *t != "FLOAT" && *t != "SIGNED" && *t != "TOTALORDER")
+        unsupported(i, fmt::format("compare type {}", *t));
+    } else if (opc == "dot") {
+      op.kind = OpKind::dot;
+      op.lhs_batch = ints(i, "lhs_batch_dims", false), op.rhs_batch = ints(i, "rhs_batch_dims", false);
+      op.lhs_contract = ints(i, "lhs_contracting_dims", false), op.rhs_contract = ints(i, "rhs_contracting_dims", false);
+      op.precision = precision(i);
+    } else if (opc == "convolution") {
+      op.kind = OpKind::convolution;
+      const size_t rank = op.type.dims.size();
+      if (rank < 3) unsupported(i, "convolution without spatial dimensions");
+      const Window w = window(i, rank - 2);
+      op.window = w.size, op.strides = w.stride, op.lo = w.lo, op.hi = w.hi;
+      op.lhs_dilation = w.lhs_dil, op.rhs_dilation = w.rhs_dil;
+      op.conv = dim_labels(i, rank);
+      op.feature_groups = one_int(i, "feature_group_count", 1);
+      op.batch_groups = one_int(i, "batch_group_count", 1);
+      op.precision = precision(i);
+    } else if (opc == "reduce") {
+      op.kind = OpKind::reduce;
+      op.dims = ints(i, "dimensions");
+      op.combiner = combiner(i);
+    } else if (opc == "reduce-window") {
+      op.kind = OpKind::reduce_window;
+      const Window w = window(i, op.type.dims.size());
+      op.window = w.size, op.strides = w.stride, op.lo = w.lo, op.hi = w.hi;
+      op.lhs_dilation = w.lhs_dil, op.rhs_dilation = w.rhs_dil;
+      op.combiner = combiner(i);
+    } else {
+      unsupported(i, opc);
+    }
+    try {
+      const Type t = infer_type(f_, op);
+      if (t != op.type) malformed(i, fmt::format("result {} does not match its operands ({})", op.type.str(), t.str()));
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      if (m.rfind(file_, 0) == 0) throw;
+      malformed(i, m);
+    }
+    return {f_.add(std::move(op))};
+  }
+
+  std::vector<size_t> tuple_leaf_counts(const Instruction& i) {
+    // The operand's HLO shape tells how many leaves each element holds.
+    const Instruction* src = current_.back()->find(i.operands[0]);
+    if (!src || !src->shape.tuple) malformed(i, "get-tuple-element of a non-tuple");
+    std::vector<size_t> n;
+    for (const auto& e : src->shape.elements) n.push_back(leaves(e));
+    return n;
+  }
+  static size_t leaves(const hlo::Shape& s) {
+    if (!s.tuple) return 1;
+    size_t n = 0;
+    for (const auto& e : s.elements) n += leaves(e);
+    return n;
+  }
+
+  void slice_attr(const Instruction& i, Op& op) const {
+    const std::string* s = i.attribute("slice");
+    if (!s) malformed(i, "missing slice");
+    size_t p = 0;
+    while ((p = s->find('[', p)) != std::string::npos) {
+      const size_t e = s->find(']', p);
+      if (e == std::string::npos) malformed(i, "bad slice");
+      std::string part = s->substr(p + 1, e - p - 1);
+      std::vector<int64_t> v;
+      size_t q = 0;
+      while (q <= part.size()) {
+        size_t c = part.find(':', q);
+        if (c == std::string::npos) c = part.size();
+        try {
+          v.push_back(std::stoll(part.substr(q, c - q)));
+        } catch (...) {
+          malformed(i, "bad slice");
+        }
+        q = c + 1;
+      }
+      if (v.size() < 2 || v.size() > 3) malformed(i, "bad slice");
+      op.lo.push_back(v[0]), op.hi.push_back(v[1]), op.strides.push_back(v.size() == 3 ? v[2] : 1);
+      p = e;
+    }
+  }
+
+  void pad_attr(const Instruction& i, Op& op) const {
+    const std::string* s = i.attribute("padding");
+    if (!s) malformed(i, "missing padding");
+    size_t q = 0;
+    while (q <= s->size()) {
+      size_t x = s->find('x', q);
+      if (x == std::string::npos) x = s->size();
+      const std::string pr = s->substr(q, x - q);
+      std::vector<int64_t> v;
+      size_t a = 0;
+      while (a <= pr.size()) {
+        size_t u = pr.find('_', a + 1);
+        if (u == std::string::npos) u = pr.size();
+        try {
+          v.push_back(std::stoll(pr.substr(a, u - a)));
+        } catch (...) {
+          malformed(i, fmt::format("bad padding '{}'", *s));
+        }
+        a = u + 1;
+      }
+      if (v.size() < 2 || v.size() > 3) malformed(i, fmt::format("bad padding '{}'", *s));
+      op.lo.push_back(v[0]), op.hi.push_back(v[1]), op.interior.push_back(v.size() == 3 ? v[2] : 0);
+      q = x + 1;
+    }
+    if (s->empty()) op.lo.clear(), op.hi.clear(), op.interior.clear();
+  }
+
+  const hlo::Module& m_;
+  std::string file_;
+  Function f_;
+  int depth_ = 0;
+  std::vector<const hlo::Computation*> current_;
+};
+
+}  // namespace
+
+Function import_hlo(const hlo::Module& m, std::string_view filename) { return Importer(m, filename).run(); }
+
+}  // namespace tpu::ir

@@ -1,0 +1,486 @@
+// The IR reference interpreter (interp.h). Written for clarity, not speed:
+// every op walks its result's index space.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+
+#include "tpu/ir/interp.h"
+
+namespace tpu::ir {
+namespace {
+
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int i = int(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+// Calls fn(index) for every index of dims in row-major order.
+template <typename Fn>
+void for_each_index(const std::vector<int64_t>& dims, Fn fn) {
+  for (int64_t d : dims)
+    if (d == 0) return;
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (;;) {
+    fn(idx);
+    int d = int(dims.size()) - 1;
+    while (d >= 0 && ++idx[d] == dims[d]) idx[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+int64_t offset(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
+  int64_t o = 0;
+  for (size_t i = 0; i < idx.size(); ++i) o += idx[i] * strides[i];
+  return o;
+}
+
+int32_t i32(double v) { return int32_t(int64_t(v)); }
+
+double unary(OpKind k, DType from, DType to, double x) {
+  const bool fl = is_float(from);
+  const float f = float(x);
+  switch (k) {
+    case OpKind::convert:
+      if (is_float(to)) return x;  // canonicalize_value rounds to bf16/f32
+      if (to == DType::pred) return x != 0;
+      if (fl) {  // float -> integer: toward zero, saturating, NaN -> 0 (as vcvt.s32.f32)
+        if (std::isnan(f)) return 0;
+        const double t = std::trunc(double(f));
+        const double r = t >= 2147483647.0 ? 2147483647.0 : t <= -2147483648.0 ? -2147483648.0 : t;
+        return to == DType::s8 ? double(int8_t(int32_t(r))) : r;
+      }
+      return x;  // integer -> integer wraps in canonicalize_value
+    case OpKind::negate: return fl ? double(-f) : double(int32_t(0u - uint32_t(i32(x))));
+    case OpKind::abs: return fl ? double(std::fabs(f)) : double(int32_t(i32(x) < 0 ? 0u - uint32_t(i32(x)) : uint32_t(i32(x))));
+    case OpKind::exponential: return std::exp(f);
+    case OpKind::log: return std::log(f);
+    case OpKind::tanh: return std::tanh(f);
+    case OpKind::logistic: return 1.0f / (1.0f + std::exp(-f));
+    case OpKind::rsqrt: return 1.0f / std::sqrt(f);
+    case OpKind::sqrt: return std::sqrt(f);
+    case OpKind::floor: return std::floor(f);
+    case OpKind::ceil: return std::ceil(f);
+    case OpKind::round_nearest_even: return std::nearbyint(f);
+    case OpKind::sign:
+      if (fl) return std::isnan(f) ? double(f) : f > 0 ? 1.0 : f < 0 ? -1.0 : double(f);
+      return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case OpKind::not_: return from == DType::pred ? double(x == 0) : double(~i32(x));
+    default: break;
+  }
+  throw std::logic_error("internal error: not a unary op");
+}
+
+double compare(Direction d, double a, double b) {
+  switch (d) {
+    case Direction::EQ: return a == b;
+    case Direction::NE: return a != b;
+    case Direction::LT: return a < b;
+    case Direction::LE: return a <= b;
+    case Direction::GT: return a > b;
+    case Direction::GE: return a >= b;
+  }
+  return 0;
+}
+
+double binary(const Op& op, DType t, double a, double b) {
+  if (op.kind == OpKind::compare) return compare(op.direction, a, b);
+  if (is_float(t)) {
+    const float x = float(a), y = float(b);
+    switch (op.kind) {
+      case OpKind::add: return x + y;
+      case OpKind::subtract: return x - y;
+      case OpKind::multiply: return x * y;
+      case OpKind::divide: return x / y;
+      case OpKind::maximum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmax(x, y);
+      case OpKind::minimum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmin(x, y);
+      case OpKind::power: return std::pow(x, y);
+      default: break;
+    }
+    throw std::logic_error("internal error: integer op on floats");
+  }
+  const int32_t x = i32(a), y = i32(b);
+  const uint32_t ux = uint32_t(x), uy = uint32_t(y);
+  switch (op.kind) {
+    case OpKind::add: return int32_t(ux + uy);
+    case OpKind::subtract: return int32_t(ux - uy);
+    case OpKind::multiply: return int32_t(ux * uy);
+    case OpKind::divide:
+      if (y == 0) return -1;
+      if (x == INT32_MIN && y == -1) return x;
+      return x / y;
+    case OpKind::maximum: return std::max(x, y);
+    case OpKind::minimum: return std::min(x, y);
+    case OpKind::power: {
+      if (y < 0) return x == 1 ? 1 : x == -1 ? (y % 2 ? -1 : 1) : 0;
+      uint32_t r = 1, base = ux;
+      for (uint32_t e = uint32_t(y); e; e >>= 1, base *= base)
+        if (e & 1) r *= base;
+      return int32_t(r);
+    }
+    case OpKind::and_: return x & y;
+    case OpKind::or_: return x | y;
+    case OpKind::xor_: return x ^ y;
+    case OpKind::shift_left: return uy >= 32 ? 0 : int32_t(ux << uy);
+    case OpKind::shift_right_logical: return uy >= 32 ? 0 : int32_t(ux >> uy);
+    case OpKind::shift_right_arithmetic: return x >> (uy >= 32 ? 31 : uy);
+    default: break;
+  }
+  throw std::logic_error("internal error: float op on integers");
+}
+
+}  // namespace
+
+double combine(Combiner c, DType t, double a, double b);
+double combine(Combiner c, DType t, double a, double b) {
+  const bool fl = is_float(t);
+  switch (c) {
+    case Combiner::add: return fl ? a + b : double(int32_t(uint32_t(i32(a)) + uint32_t(i32(b))));
+    case Combiner::multiply: return fl ? a * b : double(int32_t(uint32_t(i32(a)) * uint32_t(i32(b))));
+    case Combiner::maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Combiner::minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case Combiner::and_: return t == DType::pred ? double(a != 0 && b != 0) : double(i32(a) & i32(b));
+    case Combiner::or_: return t == DType::pred ? double(a != 0 || b != 0) : double(i32(a) | i32(b));
+  }
+  return 0;
+}
+
+Tensor evaluate(const Function& f, const Op& op, const std::vector<const Tensor*>& in) {
+  (void)f;
+  Tensor r{op.type, std::vector<double>(size_t(op.type.elements()))};
+  const auto rs = strides_of(op.type.dims);
+  auto at = [&](const Tensor& t, const std::vector<int64_t>& idx) { return t.v[offset(idx, strides_of(t.type.dims))]; };
+  switch (op.kind) {
+    case OpKind::parameter: throw std::logic_error("internal error: evaluate(parameter)");
+    case OpKind::constant:
+      for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = op.literal.size() == 1 ? op.literal[0] : op.literal[i];
+      break;
+    case OpKind::iota:
+      for_each_index(op.type.dims, [&](const auto& idx) { r.v[offset(idx, rs)] = double(idx[op.index]); });
+      break;
+    case OpKind::broadcast: {
+      const Tensor& a = *in[0];
+      const auto as = strides_of(a.type.dims);
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        int64_t o = 0;
+        for (size_t i = 0; i < op.dims.size(); ++i) o += (a.type.dims[i] == 1 ? 0 : idx[op.dims[i]]) * as[i];
+        r.v[offset(idx, rs)] = a.v[o];
+      });
+      break;
+    }
+    case OpKind::reshape: r.v = in[0]->v; break;
+    case OpKind::transpose: {
+      const Tensor& a = *in[0];
+      const auto as = strides_of(a.type.dims);
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        int64_t o = 0;
+        for (size_t i = 0; i < idx.size(); ++i) o += idx[i] * as[op.dims[i]];
+        r.v[offset(idx, rs)] = a.v[o];
+      });
+      break;
+    }
+    case OpKind::slice: {
+      const Tensor& a = *in[0];
+      const auto as = strides_of(a.type.dims);
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        int64_t o = 0;
+        for (size_t i = 0; i < idx.size(); ++i) o += (op.lo[i] + idx[i] * op.strides[i]) * as[i];
+        r.v[offset(idx, rs)] = a.v[o];
+      });
+      break;
+    }
+    case OpKind::pad: {
+      const Tensor& a = *in[0];
+      std::fill(r.v.begin(), r.v.end(), in[1]->v[0]);
+      for_each_index(a.type.dims, [&](const auto& idx) {
+        int64_t o = 0;
+        for (size_t i = 0; i < idx.size(); ++i) {
+          const int64_t p = op.lo[i] + idx[i] * (op.interior[i] + 1);
+          if (p < 0 || p >= op.type.dims[i]) return;
+          o += p * rs[i];
+        }
+        r.v[o] = at(a, idx);
+      });
+      break;
+    }
+    case OpKind::concatenate: {
+      int64_t base = 0;
+      for (const Tensor* t : in) {
+        for_each_index(t->type.dims, [&](const auto& idx) {
+          auto j = idx;
+          j[op.index] += base;
+          r.v[offset(j, rs)] = at(*t, idx);
+        });
+        base += t->type.dims[op.index];
+      }
+      break;
+    }
+    case OpKind::reverse:
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        auto j = idx;
+        for (int64_t d : op.dims) j[d] = op.type.dims[d] - 1 - j[d];
+        r.v[offset(idx, rs)] = at(*in[0], j);
+      });
+      break;
+    case OpKind::select:
+      for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = in[0]->v[i] != 0 ? in[1]->v[i] : in[2]->v[i];
+      break;
+    case OpKind::clamp:
+      for (size_t i = 0; i < r.v.size(); ++i) {
+        const double lo = in[0]->v.size() == 1 ? in[0]->v[0] : in[0]->v[i];
+        const double hi = in[2]->v.size() == 1 ? in[2]->v[0] : in[2]->v[i];
+        const double x = in[1]->v[i];
+        r.v[i] = std::isnan(x) || std::isnan(lo) || std::isnan(hi) ? NAN : std::min(std::max(x, lo), hi);
+      }
+      break;
+    case OpKind::dot: {
+      const Tensor& a = *in[0];
+      const Tensor& b = *in[1];
+      const auto as = strides_of(a.type.dims), bs = strides_of(b.type.dims);
+      std::vector<int64_t> afree, bfree, kdims;
+      auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+      for (size_t d = 0; d < a.type.dims.size(); ++d)
+        if (!has(op.lhs_batch, d) && !has(op.lhs_contract, d)) afree.push_back(d);
+      for (size_t d = 0; d < b.type.dims.size(); ++d)
+        if (!has(op.rhs_batch, d) && !has(op.rhs_contract, d)) bfree.push_back(d);
+      for (int64_t d : op.lhs_contract) kdims.push_back(a.type.dims[d]);
+      const bool fl = is_float(op.type.dtype);
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        int64_t ao = 0, bo = 0;
+        size_t p = 0;
+        for (size_t i = 0; i < op.lhs_batch.size(); ++i, ++p) ao += idx[p] * as[op.lhs_batch[i]], bo += idx[p] * bs[op.rhs_batch[i]];
+        for (int64_t d : afree) ao += idx[p++] * as[d];
+        for (int64_t d : bfree) bo += idx[p++] * bs[d];
+        double sum = 0;
+        int64_t isum = 0;
+        for_each_index(kdims, [&](const auto& k) {
+          int64_t ak = ao, bk = bo;
+          for (size_t i = 0; i < k.size(); ++i) ak += k[i] * as[op.lhs_contract[i]], bk += k[i] * bs[op.rhs_contract[i]];
+          if (fl)
+            sum += a.v[ak] * b.v[bk];
+          else
+            isum += int64_t(a.v[ak]) * int64_t(b.v[bk]);
+        });
+        r.v[offset(idx, rs)] = fl ? sum : double(isum);
+      });
+      break;
+    }
+    case OpKind::convolution: {
+      const Tensor& x = *in[0];
+      const Tensor& k = *in[1];
+      const ConvDims& c = op.conv;
+      const auto xs = strides_of(x.type.dims), ks = strides_of(k.type.dims);
+      const size_t ns = c.in_spatial.size();
+      const int64_t cout = k.type.dims[c.k_out], cin_g = k.type.dims[c.k_in];
+      const int64_t fg_out = cout / op.feature_groups, bg_out = cout / op.batch_groups;
+      const int64_t batch_per_group = x.type.dims[c.in_batch] / op.batch_groups;
+      std::vector<int64_t> kwin;
+      for (size_t i = 0; i < ns; ++i) kwin.push_back(op.window[i]);
+      const bool fl = is_float(op.type.dtype);
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        const int64_t b = idx[c.out_batch], of = idx[c.out_feature];
+        const int64_t g = of / fg_out, gb = of / bg_out;
+        const int64_t xb = gb * batch_per_group + b;
+        double sum = 0;
+        int64_t isum = 0;
+        for_each_index(kwin, [&](const auto& kk) {
+          int64_t xo = xb * xs[c.in_batch], ko = of * ks[c.k_out];
+          for (size_t i = 0; i < ns; ++i) {
+            const int64_t pos = idx[c.out_spatial[i]] * op.strides[i] - op.lo[i] + kk[i] * op.rhs_dilation[i];
+            if (pos < 0 || pos % op.lhs_dilation[i]) return;
+            const int64_t xi = pos / op.lhs_dilation[i];
+            if (xi >= x.type.dims[c.in_spatial[i]]) return;
+            xo += xi * xs[c.in_spatial[i]];
+            ko += kk[i] * ks[c.k_spatial[i]];
+          }
+          for (int64_t ci = 0; ci < cin_g; ++ci) {
+            const double xv = x.v[xo + (g * cin_g + ci) * xs[c.in_feature]], kv = k.v[ko + ci * ks[c.k_in]];
+            if (fl)
+              sum += xv * kv;
+            else
+              isum += int64_t(xv) * int64_t(kv);
+          }
+        });
+        r.v[offset(idx, rs)] = fl ? sum : double(isum);
+      });
+      break;
+    }
+    case OpKind::reduce: {
+      const Tensor& a = *in[0];
+      std::fill(r.v.begin(), r.v.end(), in[1]->v[0]);
+      std::vector<bool> red(a.type.dims.size());
+      for (int64_t d : op.dims) red[d] = true;
+      const auto as = strides_of(a.type.dims);
+      (void)as;
+      size_t i = 0;
+      for_each_index(a.type.dims, [&](const auto& idx) {
+        int64_t o = 0, p = 0;
+        for (size_t d = 0; d < idx.size(); ++d)
+          if (!red[d]) o += idx[d] * rs[p++];
+        r.v[o] = combine(op.combiner, op.type.dtype, r.v[o], a.v[i++]);
+      });
+      break;
+    }
+    case OpKind::reduce_window: {
+      const Tensor& a = *in[0];
+      for_each_index(op.type.dims, [&](const auto& idx) {
+        double acc = in[1]->v[0];
+        for_each_index(op.window, [&](const auto& w) {
+          std::vector<int64_t> j(idx.size());
+          for (size_t d = 0; d < idx.size(); ++d) {
+            const int64_t pos = idx[d] * op.strides[d] - op.lo[d] + w[d] * op.rhs_dilation[d];
+            if (pos < 0 || pos % op.lhs_dilation[d]) return;
+            j[d] = pos / op.lhs_dilation[d];
+            if (j[d] >= a.type.dims[d]) return;
+          }
+          acc = combine(op.combiner, op.type.dtype, acc, at(a, j));
+        });
+        r.v[offset(idx, rs)] = acc;
+      });
+      break;
+    }
+    default:
+      if (is_unary(op.kind)) {
+        for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = unary(op.kind, in[0]->type.dtype, op.type.dtype, in[0]->v[i]);
+      } else if (is_binary(op.kind)) {
+        for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = binary(op, in[0]->type.dtype, in[0]->v[i], in[1]->v[i]);
+      } else {
+        throw std::logic_error(fmt::format("internal error: no interpreter rule for {}", op_name(op.kind)));
+      }
+  }
+  for (double& v : r.v) v = canonicalize_value(op.type.dtype, v);
+  return r;
+}
+
+std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inputs) {
+  const auto params = f.params();
+  if (inputs.size() != params.size())
+    throw Error(fmt::format("the program takes {} inputs, {} given", params.size(), inputs.size()));
+  std::vector<Tensor> vals(f.ops.size());
+  // Free each value after its last use: big programs stay small in memory.
+  std::vector<size_t> last(f.ops.size(), 0);
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    for (int o : f.ops[i].operands) last[o] = i;
+  for (int r : f.results) last[r] = f.ops.size();
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    if (op.kind == OpKind::parameter) {
+      const Tensor& t = inputs[op.index];
+      if (t.type != op.type)
+        throw Error(fmt::format("input {} is {}, the program wants {}", op.index, t.type.str(), op.type.str()));
+      vals[i] = t;
+    } else {
+      std::vector<const Tensor*> in;
+      for (int o : op.operands) in.push_back(&vals[o]);
+      vals[i] = evaluate(f, op, in);
+    }
+    for (int o : op.operands)
+      if (last[o] == i) vals[o] = Tensor{};
+  }
+  std::vector<Tensor> out;
+  for (int r : f.results) out.push_back(vals[r]);
+  return out;
+}
+
+// ---------------------------------------------------------------- npy and bytes
+
+namespace {
+
+isa::Dtype isa_dtype(DType d) {
+  switch (d) {
+    case DType::pred: return isa::Dtype::pred;
+    case DType::s8: return isa::Dtype::s8;
+    case DType::s32: return isa::Dtype::s32;
+    case DType::bf16: return isa::Dtype::bf16;
+    case DType::f32: return isa::Dtype::f32;
+  }
+  return isa::Dtype::f32;
+}
+
+}  // namespace
+
+std::vector<uint8_t> to_bytes(const Tensor& t) {
+  const int sz = dtype_bytes(t.type.dtype);
+  std::vector<uint8_t> b(t.v.size() * sz);
+  for (size_t i = 0; i < t.v.size(); ++i) {
+    const double v = t.v[i];
+    uint8_t* p = b.data() + i * sz;
+    switch (t.type.dtype) {
+      case DType::pred: p[0] = v != 0; break;
+      case DType::s8: p[0] = uint8_t(int8_t(v)); break;
+      case DType::s32: {
+        const int32_t x = int32_t(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::f32: {
+        const float x = float(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::bf16: {
+        const float x = float(canonicalize_value(DType::bf16, v));
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        const uint16_t h = uint16_t(u >> 16);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+    }
+  }
+  return b;
+}
+
+Tensor from_bytes(const Type& type, const std::vector<uint8_t>& b) {
+  const int sz = dtype_bytes(type.dtype);
+  if (int64_t(b.size()) != type.elements() * sz) throw Error("internal error: from_bytes size");
+  Tensor t{type, std::vector<double>(size_t(type.elements()))};
+  for (size_t i = 0; i < t.v.size(); ++i) {
+    const uint8_t* p = b.data() + i * sz;
+    switch (type.dtype) {
+      case DType::pred: t.v[i] = p[0] != 0; break;
+      case DType::s8: t.v[i] = int8_t(p[0]); break;
+      case DType::s32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        t.v[i] = x;
+        break;
+      }
+      case DType::f32: {
+        float x;
+        std::memcpy(&x, p, 4);
+        t.v[i] = x;
+        break;
+      }
+      case DType::bf16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        const uint32_t u = uint32_t(h) << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        t.v[i] = x;
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+Tensor from_npy(const isa::NpyArray& a, const Type& expected, const std::string& where) {
+  isa::TensorSymbol sym;
+  sym.name = where;
+  sym.dtype = isa_dtype(expected.dtype);
+  for (int64_t d : expected.dims) sym.dims.push_back(uint64_t(d));
+  return from_bytes(expected, isa::npy_to_tensor(a, sym, where));
+}
+
+isa::NpyArray to_npy(const Tensor& t) {
+  isa::TensorSymbol sym;
+  sym.dtype = isa_dtype(t.type.dtype);
+  for (int64_t d : t.type.dims) sym.dims.push_back(uint64_t(d));
+  return isa::tensor_to_npy(sym, to_bytes(t));
+}
+
+}  // namespace tpu::ir

@@ -1,0 +1,750 @@
+// The IR's types, names, shape rules (infer_type), verifier, printer and parser.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "tpu/ir/ir.h"
+
+namespace tpu::ir {
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::pred: return "pred";
+    case DType::s8: return "s8";
+    case DType::s32: return "s32";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "f32";
+  }
+  return "?";
+}
+bool is_float(DType d) { return d == DType::bf16 || d == DType::f32; }
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::pred:
+    case DType::s8: return 1;
+    case DType::bf16: return 2;
+    default: return 4;
+  }
+}
+
+int64_t Type::elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+std::string Type::str() const { return fmt::format("{}[{}]", dtype_name(dtype), fmt::join(dims, ",")); }
+
+const char* op_name(OpKind k) {
+  static const char* const names[] = {
+#define X(n) #n,
+      TPU_IR_OPS(X)
+#undef X
+  };
+  switch (k) {
+    case OpKind::round_nearest_even: return "round-nearest-even";
+    case OpKind::not_: return "not";
+    case OpKind::and_: return "and";
+    case OpKind::or_: return "or";
+    case OpKind::xor_: return "xor";
+    case OpKind::shift_left: return "shift-left";
+    case OpKind::shift_right_arithmetic: return "shift-right-arithmetic";
+    case OpKind::shift_right_logical: return "shift-right-logical";
+    case OpKind::reduce_window: return "reduce-window";
+    default: return names[int(k)];
+  }
+}
+
+bool is_unary(OpKind k) { return k >= OpKind::convert && k <= OpKind::not_; }
+bool is_binary(OpKind k) { return k >= OpKind::add && k <= OpKind::compare; }
+bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::select || k == OpKind::clamp; }
+
+const char* combiner_name(Combiner c) {
+  static const char* n[] = {"add", "multiply", "maximum", "minimum", "and", "or"};
+  return n[int(c)];
+}
+const char* direction_name(Direction d) {
+  static const char* n[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  return n[int(d)];
+}
+const char* precision_name(Precision p) {
+  static const char* n[] = {"default", "high", "highest"};
+  return n[int(p)];
+}
+
+bool ConvDims::operator==(const ConvDims& o) const {
+  return in_batch == o.in_batch && in_feature == o.in_feature && k_in == o.k_in && k_out == o.k_out &&
+         out_batch == o.out_batch && out_feature == o.out_feature && in_spatial == o.in_spatial &&
+         k_spatial == o.k_spatial && out_spatial == o.out_spatial;
+}
+
+std::vector<int> Function::params() const {
+  std::vector<int> p;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == OpKind::parameter) {
+      if (size_t(ops[i].index) >= p.size()) p.resize(ops[i].index + 1, -1);
+      p[ops[i].index] = int(i);
+    }
+  return p;
+}
+
+double canonicalize_value(DType d, double v) {
+  switch (d) {
+    case DType::pred: return v != 0 ? 1 : 0;
+    case DType::s8: return double(int8_t(uint8_t(int64_t(v) & 0xff)));
+    case DType::s32: return double(int32_t(uint32_t(int64_t(v) & 0xffffffff)));
+    case DType::f32: return double(float(v));
+    case DType::bf16: {
+      float f = float(v);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      if (std::isnan(f)) {
+        b = 0x7fc00000;
+      } else {
+        b += 0x7fff + ((b >> 16) & 1);
+        b &= 0xffff0000u;
+      }
+      std::memcpy(&f, &b, 4);
+      return f;
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- shape rules
+
+namespace {
+
+[[noreturn]] void bad(const Op& op, const std::string& msg) {
+  throw Error(fmt::format("{}: {} {}", op.loc.empty() ? "<ir>" : op.loc, op_name(op.kind), msg));
+}
+
+bool is_permutation(const std::vector<int64_t>& p, size_t n) {
+  if (p.size() != n) return false;
+  std::vector<bool> seen(n);
+  for (int64_t x : p) {
+    if (x < 0 || size_t(x) >= n || seen[x]) return false;
+    seen[x] = true;
+  }
+  return true;
+}
+
+bool distinct_in_range(const std::vector<int64_t>& p, size_t n) {
+  std::vector<bool> seen(n);
+  for (int64_t x : p) {
+    if (x < 0 || size_t(x) >= n || seen[x]) return false;
+    seen[x] = true;
+  }
+  return true;
+}
+
+int64_t window_out(int64_t in, int64_t lo, int64_t hi, int64_t base_dil, int64_t size, int64_t stride,
+                   int64_t win_dil) {
+  const int64_t padded = (in == 0 ? 0 : (in - 1) * base_dil + 1) + lo + hi;
+  const int64_t eff = (size - 1) * win_dil + 1;
+  if (padded < eff) return 0;
+  return (padded - eff) / stride + 1;
+}
+
+}  // namespace
+
+Type infer_type(const Function& f, const Op& op) {
+  auto operand = [&](size_t i) -> const Type& {
+    if (i >= op.operands.size()) bad(op, "is missing an operand");
+    return f.ops[op.operands[i]].type;
+  };
+  auto need = [&](size_t n) {
+    if (op.operands.size() != n) bad(op, fmt::format("takes {} operands, has {}", n, op.operands.size()));
+  };
+  const DType rd = op.type.dtype;
+  switch (op.kind) {
+    case OpKind::parameter:
+      need(0);
+      if (op.index < 0) bad(op, "has a negative index");
+      return op.type;
+    case OpKind::constant: {
+      need(0);
+      const int64_t n = op.type.elements();
+      if (op.literal.size() != 1 && int64_t(op.literal.size()) != n)
+        bad(op, fmt::format("has {} values for {} elements", op.literal.size(), n));
+      return op.type;
+    }
+    case OpKind::iota:
+      need(0);
+      if (op.index < 0 || size_t(op.index) >= op.type.dims.size()) bad(op, "dimension out of range");
+      return op.type;
+    case OpKind::broadcast: {
+      need(1);
+      const Type& a = operand(0);
+      if (op.dims.size() != a.dims.size()) bad(op, "needs one dimension per operand dimension");
+      for (size_t i = 0; i < op.dims.size(); ++i) {
+        if (op.dims[i] < 0 || size_t(op.dims[i]) >= op.type.dims.size()) bad(op, "dimension out of range");
+        if (i && op.dims[i] <= op.dims[i - 1]) bad(op, "dimensions must increase");
+        if (a.dims[i] != 1 && a.dims[i] != op.type.dims[op.dims[i]]) bad(op, "operand dimension does not match");
+      }
+      return {a.dtype, op.type.dims};
+    }
+    case OpKind::reshape: {
+      need(1);
+      if (operand(0).elements() != op.type.elements()) bad(op, "changes the number of elements");
+      return {operand(0).dtype, op.type.dims};
+    }
+    case OpKind::transpose: {
+      need(1);
+      const Type& a = operand(0);
+      if (!is_permutation(op.dims, a.dims.size())) bad(op, "dimensions are not a permutation");
+      Type t{a.dtype, {}};
+      for (int64_t d : op.dims) t.dims.push_back(a.dims[d]);
+      return t;
+    }
+    case OpKind::slice: {
+      need(1);
+      const Type& a = operand(0);
+      if (op.lo.size() != a.dims.size() || op.hi.size() != a.dims.size() || op.strides.size() != a.dims.size())
+        bad(op, "needs start, limit and stride per dimension");
+      Type t{a.dtype, {}};
+      for (size_t i = 0; i < a.dims.size(); ++i) {
+        if (op.lo[i] < 0 || op.hi[i] < op.lo[i] || op.hi[i] > a.dims[i] || op.strides[i] < 1) bad(op, "bounds out of range");
+        t.dims.push_back((op.hi[i] - op.lo[i] + op.strides[i] - 1) / op.strides[i]);
+      }
+      return t;
+    }
+    case OpKind::pad: {
+      need(2);
+      const Type& a = operand(0);
+      if (!operand(1).dims.empty() || operand(1).dtype != a.dtype) bad(op, "padding value must be a scalar of the operand's type");
+      if (op.lo.size() != a.dims.size() || op.hi.size() != a.dims.size() || op.interior.size() != a.dims.size())
+        bad(op, "needs low, high and interior padding per dimension");
+      Type t{a.dtype, {}};
+      for (size_t i = 0; i < a.dims.size(); ++i) {
+        if (op.interior[i] < 0) bad(op, "interior padding is negative");
+        const int64_t d = (a.dims[i] == 0 ? 0 : a.dims[i] + (a.dims[i] - 1) * op.interior[i]) + op.lo[i] + op.hi[i];
+        if (d < 0) bad(op, "result dimension is negative");
+        t.dims.push_back(d);
+      }
+      return t;
+    }
+    case OpKind::concatenate: {
+      if (op.operands.empty()) bad(op, "needs operands");
+      Type t = operand(0);
+      if (op.index < 0 || size_t(op.index) >= t.dims.size()) bad(op, "dimension out of range");
+      for (size_t i = 1; i < op.operands.size(); ++i) {
+        const Type& b = operand(i);
+        if (b.dtype != t.dtype || b.dims.size() != t.dims.size()) bad(op, "operands differ in type or rank");
+        for (size_t d = 0; d < t.dims.size(); ++d)
+          if (int64_t(d) != op.index && b.dims[d] != t.dims[d]) bad(op, "operands differ outside the dimension");
+        t.dims[op.index] += b.dims[op.index];
+      }
+      return t;
+    }
+    case OpKind::reverse:
+      need(1);
+      if (!distinct_in_range(op.dims, operand(0).dims.size())) bad(op, "dimensions out of range");
+      return operand(0);
+    case OpKind::convert:
+      need(1);
+      return {rd, operand(0).dims};
+    case OpKind::compare: {
+      need(2);
+      if (operand(0) != operand(1)) bad(op, "operands differ in type");
+      return {DType::pred, operand(0).dims};
+    }
+    case OpKind::select: {
+      need(3);
+      if (operand(0).dtype != DType::pred || operand(0).dims != operand(1).dims) bad(op, "needs a pred of the result's shape");
+      if (operand(1) != operand(2)) bad(op, "operands differ in type");
+      return operand(1);
+    }
+    case OpKind::clamp: {
+      need(3);
+      const Type& x = operand(1);
+      for (int i : {0, 2})
+        if (operand(i).dtype != x.dtype || (!operand(i).dims.empty() && operand(i).dims != x.dims))
+          bad(op, "bounds must be scalars or match the operand");
+      return x;
+    }
+    case OpKind::dot: {
+      need(2);
+      const Type& a = operand(0);
+      const Type& b = operand(1);
+      if (op.lhs_batch.size() != op.rhs_batch.size() || op.lhs_contract.size() != op.rhs_contract.size())
+        bad(op, "batch or contracting dimension lists differ in length");
+      std::vector<int64_t> la = op.lhs_batch, rb = op.rhs_batch;
+      la.insert(la.end(), op.lhs_contract.begin(), op.lhs_contract.end());
+      rb.insert(rb.end(), op.rhs_contract.begin(), op.rhs_contract.end());
+      if (!distinct_in_range(la, a.dims.size()) || !distinct_in_range(rb, b.dims.size())) bad(op, "dimension out of range");
+      Type t{rd, {}};
+      for (size_t i = 0; i < op.lhs_batch.size(); ++i) {
+        if (a.dims[op.lhs_batch[i]] != b.dims[op.rhs_batch[i]]) bad(op, "batch dimensions differ");
+        t.dims.push_back(a.dims[op.lhs_batch[i]]);
+      }
+      for (size_t i = 0; i < op.lhs_contract.size(); ++i)
+        if (a.dims[op.lhs_contract[i]] != b.dims[op.rhs_contract[i]]) bad(op, "contracting dimensions differ");
+      for (size_t d = 0; d < a.dims.size(); ++d)
+        if (std::find(la.begin(), la.end(), int64_t(d)) == la.end()) t.dims.push_back(a.dims[d]);
+      for (size_t d = 0; d < b.dims.size(); ++d)
+        if (std::find(rb.begin(), rb.end(), int64_t(d)) == rb.end()) t.dims.push_back(b.dims[d]);
+      if (a.dtype != b.dtype && !(is_float(a.dtype) && is_float(b.dtype))) bad(op, "mixes integer and float operands");
+      return t;
+    }
+    case OpKind::convolution: {
+      need(2);
+      const Type& x = operand(0);
+      const Type& k = operand(1);
+      const ConvDims& c = op.conv;
+      const size_t ns = c.in_spatial.size();
+      const size_t rank = ns + 2;
+      if (x.dims.size() != rank || k.dims.size() != rank || op.type.dims.size() != rank || c.k_spatial.size() != ns ||
+          c.out_spatial.size() != ns)
+        bad(op, "dimension numbers do not match the ranks");
+      if (op.window.size() != ns || op.strides.size() != ns || op.lo.size() != ns || op.hi.size() != ns ||
+          op.lhs_dilation.size() != ns || op.rhs_dilation.size() != ns)
+        bad(op, "window does not match the spatial rank");
+      if (op.feature_groups < 1 || op.batch_groups < 1) bad(op, "group counts must be positive");
+      std::vector<int64_t> xi = c.in_spatial, ki = c.k_spatial, oi = c.out_spatial;
+      xi.push_back(c.in_batch), xi.push_back(c.in_feature);
+      ki.push_back(c.k_in), ki.push_back(c.k_out);
+      oi.push_back(c.out_batch), oi.push_back(c.out_feature);
+      if (!is_permutation(xi, rank) || !is_permutation(ki, rank) || !is_permutation(oi, rank)) bad(op, "dimension numbers are not permutations");
+      if (x.dims[c.in_feature] != k.dims[c.k_in] * op.feature_groups) bad(op, "input features do not match the kernel");
+      if (k.dims[c.k_out] % (op.feature_groups * op.batch_groups) != 0) bad(op, "output features not divisible by the groups");
+      if (x.dims[c.in_batch] % op.batch_groups != 0) bad(op, "batch not divisible by batch_group_count");
+      Type t{rd, std::vector<int64_t>(rank)};
+      t.dims[c.out_batch] = x.dims[c.in_batch] / op.batch_groups;
+      t.dims[c.out_feature] = k.dims[c.k_out];
+      for (size_t i = 0; i < ns; ++i) {
+        if (op.window[i] != k.dims[c.k_spatial[i]]) bad(op, "window size does not match the kernel");
+        if (op.strides[i] < 1 || op.lhs_dilation[i] < 1 || op.rhs_dilation[i] < 1) bad(op, "strides and dilations must be positive");
+        t.dims[c.out_spatial[i]] = window_out(x.dims[c.in_spatial[i]], op.lo[i], op.hi[i], op.lhs_dilation[i],
+                                              op.window[i], op.strides[i], op.rhs_dilation[i]);
+      }
+      if (x.dtype != k.dtype && !(is_float(x.dtype) && is_float(k.dtype))) bad(op, "mixes integer and float operands");
+      return t;
+    }
+    case OpKind::reduce: {
+      need(2);
+      const Type& a = operand(0);
+      if (operand(1).dtype != a.dtype || !operand(1).dims.empty()) bad(op, "init must be a scalar of the operand's type");
+      if (!distinct_in_range(op.dims, a.dims.size())) bad(op, "dimensions out of range");
+      Type t{a.dtype, {}};
+      for (size_t d = 0; d < a.dims.size(); ++d)
+        if (std::find(op.dims.begin(), op.dims.end(), int64_t(d)) == op.dims.end()) t.dims.push_back(a.dims[d]);
+      return t;
+    }
+    case OpKind::reduce_window: {
+      need(2);
+      const Type& a = operand(0);
+      const size_t n = a.dims.size();
+      if (operand(1).dtype != a.dtype || !operand(1).dims.empty()) bad(op, "init must be a scalar of the operand's type");
+      if (op.window.size() != n || op.strides.size() != n || op.lo.size() != n || op.hi.size() != n ||
+          op.lhs_dilation.size() != n || op.rhs_dilation.size() != n)
+        bad(op, "window does not match the operand's rank");
+      Type t{a.dtype, {}};
+      for (size_t i = 0; i < n; ++i) {
+        if (op.window[i] < 1 || op.strides[i] < 1 || op.lhs_dilation[i] < 1 || op.rhs_dilation[i] < 1)
+          bad(op, "window sizes, strides and dilations must be positive");
+        t.dims.push_back(window_out(a.dims[i], op.lo[i], op.hi[i], op.lhs_dilation[i], op.window[i], op.strides[i],
+                                    op.rhs_dilation[i]));
+      }
+      return t;
+    }
+    default:
+      break;
+  }
+  // Remaining unary and binary element-wise ops keep their operand's type.
+  if (is_unary(op.kind)) {
+    need(1);
+    return operand(0);
+  }
+  if (is_binary(op.kind)) {
+    need(2);
+    if (operand(0) != operand(1)) bad(op, fmt::format("operands differ: {} and {}", operand(0).str(), operand(1).str()));
+    return operand(0);
+  }
+  bad(op, "is not a known operation");
+}
+
+void verify(const Function& f) {
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    for (int o : op.operands)
+      if (o < 0 || size_t(o) >= i) bad(op, fmt::format("(%{}) uses %{} before it is defined", i, o));
+    for (int64_t d : op.type.dims)
+      if (d < 0) bad(op, fmt::format("(%{}) has a negative dimension", i));
+    const Type t = infer_type(f, op);
+    if (t != op.type) bad(op, fmt::format("(%{}) has type {}, its operands give {}", i, op.type.str(), t.str()));
+    // Ops whose dtype rules infer_type does not fix.
+    const bool fl = is_float(t.dtype);
+    switch (op.kind) {
+      case OpKind::exponential: case OpKind::log: case OpKind::tanh: case OpKind::logistic: case OpKind::rsqrt:
+      case OpKind::sqrt: case OpKind::floor: case OpKind::ceil: case OpKind::round_nearest_even: case OpKind::power:
+      case OpKind::divide:
+        if (!fl && op.kind != OpKind::divide) bad(op, fmt::format("(%{}) needs a float type", i));
+        break;
+      case OpKind::and_: case OpKind::or_: case OpKind::xor_: case OpKind::not_: case OpKind::shift_left:
+      case OpKind::shift_right_arithmetic: case OpKind::shift_right_logical:
+        if (fl) bad(op, fmt::format("(%{}) needs an integer or pred type", i));
+        break;
+      default: break;
+    }
+  }
+  if (f.results.empty()) throw Error("<ir>: function returns nothing");
+  for (int r : f.results)
+    if (r < 0 || size_t(r) >= f.ops.size()) throw Error(fmt::format("<ir>: return of undefined %{}", r));
+  const auto p = f.params();
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] < 0) throw Error(fmt::format("<ir>: parameter {} is missing", i));
+}
+
+// ---------------------------------------------------------------- printer
+
+namespace {
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", int64_t(v)) + (std::signbit(v) && v == 0 ? ".0" : "");
+  return fmt::format("{:.9g}", v);
+}
+
+std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+
+}  // namespace
+
+std::string print(const Function& f) {
+  std::string s = fmt::format("func @{} {{\n", f.name);
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    std::vector<std::string> operands, attrs;
+    for (int o : op.operands) operands.push_back(fmt::format("%{}", o));
+    auto a = [&](const char* k, const std::string& v) { attrs.push_back(fmt::format("{}={}", k, v)); };
+    switch (op.kind) {
+      case OpKind::parameter:
+        a("index", std::to_string(op.index));
+        if (size_t(op.index) < f.param_names.size() && !f.param_names[op.index].empty())
+          a("name", "\"" + f.param_names[op.index] + "\"");
+        break;
+      case OpKind::constant: {
+        std::vector<std::string> vs;
+        for (double v : op.literal) vs.push_back(num(v));
+        a("value", fmt::format("[{}]", fmt::join(vs, ",")));
+        break;
+      }
+      case OpKind::iota: case OpKind::concatenate: a("dimension", std::to_string(op.index)); break;
+      case OpKind::broadcast: case OpKind::transpose: case OpKind::reverse: case OpKind::reduce: a("dims", list(op.dims)); break;
+      case OpKind::slice: a("start", list(op.lo)), a("limit", list(op.hi)), a("stride", list(op.strides)); break;
+      case OpKind::pad: a("low", list(op.lo)), a("high", list(op.hi)), a("interior", list(op.interior)); break;
+      case OpKind::compare: a("direction", direction_name(op.direction)); break;
+      case OpKind::dot:
+        a("lhs_batch", list(op.lhs_batch)), a("rhs_batch", list(op.rhs_batch));
+        a("lhs_contract", list(op.lhs_contract)), a("rhs_contract", list(op.rhs_contract));
+        a("precision", precision_name(op.precision));
+        break;
+      case OpKind::convolution: {
+        const ConvDims& c = op.conv;
+        auto with = [](int64_t x, int64_t y, std::vector<int64_t> s) {
+          s.insert(s.begin(), {x, y});
+          return list(s);
+        };
+        a("input_dims", with(c.in_batch, c.in_feature, c.in_spatial));
+        a("kernel_dims", with(c.k_in, c.k_out, c.k_spatial));
+        a("output_dims", with(c.out_batch, c.out_feature, c.out_spatial));
+        a("window", list(op.window)), a("stride", list(op.strides)), a("low", list(op.lo)), a("high", list(op.hi));
+        a("lhs_dilation", list(op.lhs_dilation)), a("rhs_dilation", list(op.rhs_dilation));
+        a("feature_groups", std::to_string(op.feature_groups)), a("batch_groups", std::to_string(op.batch_groups));
+        a("precision", precision_name(op.precision));
+        break;
+      }
+      case OpKind::reduce_window:
+        a("window", list(op.window)), a("stride", list(op.strides)), a("low", list(op.lo)), a("high", list(op.hi));
+        a("lhs_dilation", list(op.lhs_dilation)), a("rhs_dilation", list(op.rhs_dilation));
+        [[fallthrough]];
+      default: break;
+    }
+    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window) a("combiner", combiner_name(op.combiner));
+    s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
+    if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
+    s += " : " + op.type.str();
+    if (!op.loc.empty()) s += fmt::format(" loc(\"{}\")", op.loc);
+    s += "\n";
+  }
+  std::vector<std::string> rs;
+  for (int r : f.results) rs.push_back(fmt::format("%{}", r));
+  s += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
+  return s;
+}
+
+// ---------------------------------------------------------------- parser
+
+namespace {
+
+class Parser {
+ public:
+  Parser(std::string_view s, std::string_view file) : s_(s), file_(file) {}
+
+  Function function() {
+    Function f;
+    word("func");
+    expect('@');
+    f.name = ident();
+    expect('{');
+    for (;;) {
+      skip();
+      if (peek_word("return")) {
+        word("return");
+        do {
+          f.results.push_back(value(f));
+        } while (accept(','));
+        break;
+      }
+      op_line(f);
+    }
+    expect('}');
+    skip();
+    if (pos_ != s_.size()) fail("text after the function");
+    verify_or_locate(f);
+    return f;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& m) const { throw Error(fmt::format("{}:{}: {}", file_, line_, m)); }
+  void skip() {
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (c == '#') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        line_ += c == '\n';
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+  bool accept(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!accept(c)) fail(fmt::format("expected '{}'", c));
+  }
+  bool peek_word(std::string_view w) {
+    skip();
+    return s_.substr(pos_, w.size()) == w;
+  }
+  void word(std::string_view w) {
+    if (!peek_word(w)) fail(fmt::format("expected '{}'", w));
+    pos_ += w.size();
+  }
+  std::string ident() {
+    skip();
+    const size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '-' || s_[pos_] == '.')) ++pos_;
+    if (b == pos_) fail("expected a name");
+    return std::string(s_.substr(b, pos_ - b));
+  }
+  int64_t integer() {
+    skip();
+    const size_t b = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    while (pos_ < s_.size() && std::isdigit(uint8_t(s_[pos_]))) ++pos_;
+    const std::string t(s_.substr(b, pos_ - b));
+    if (t.empty() || t == "-" || t.size() > 18) fail("expected an integer");
+    return std::stoll(t);
+  }
+  double number() {
+    skip();
+    const size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '.' || s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
+    const std::string t(s_.substr(b, pos_ - b));
+    if (t == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (t == "inf") return INFINITY;
+    if (t == "-inf") return -INFINITY;
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end) fail("expected a number");
+    return v;
+  }
+  std::string quoted() {
+    expect('"');
+    const size_t b = pos_;
+    while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\n') ++pos_;
+    if (pos_ >= s_.size() || s_[pos_] != '"') fail("unterminated string");
+    return std::string(s_.substr(b, pos_++ - b));
+  }
+  std::vector<int64_t> int_list() {
+    std::vector<int64_t> v;
+    expect('[');
+    if (accept(']')) return v;
+    do {
+      v.push_back(integer());
+      if (v.size() > 64) fail("list too long");
+    } while (accept(','));
+    expect(']');
+    return v;
+  }
+  int value(const Function& f) {
+    expect('%');
+    const int64_t v = integer();
+    if (v < 0 || size_t(v) >= f.ops.size()) fail(fmt::format("%{} is not defined before this line", v));
+    return int(v);
+  }
+  Type type() {
+    const std::string d = ident();
+    Type t;
+    static const std::pair<const char*, DType> names[] = {
+        {"pred", DType::pred}, {"s8", DType::s8}, {"s32", DType::s32}, {"bf16", DType::bf16}, {"f32", DType::f32}};
+    bool found = false;
+    for (auto& [n, dt] : names)
+      if (d == n) t.dtype = dt, found = true;
+    if (!found) fail(fmt::format("unknown dtype '{}'", d));
+    t.dims = int_list();
+    int64_t n = 1;
+    for (int64_t x : t.dims) {
+      if (x < 0 || x > (int64_t(1) << 40)) fail("dimension out of range");
+      n *= x;
+      if (n > (int64_t(1) << 40)) fail("tensor too large");
+    }
+    return t;
+  }
+  template <typename E, size_t N>
+  E pick(const std::string& v, const char* const (&names)[N], const char* what) {
+    for (size_t i = 0; i < N; ++i)
+      if (v == names[i]) return E(i);
+    fail(fmt::format("unknown {} '{}'", what, v));
+  }
+
+  void op_line(Function& f) {
+    expect('%');
+    const int64_t id = integer();
+    if (id != int64_t(f.ops.size())) fail(fmt::format("expected %{} (values are numbered in order)", f.ops.size()));
+    expect('=');
+    const std::string kind = ident();
+    Op op;
+    bool known = false;
+    for (int k = 0; k <= int(OpKind::reduce_window); ++k)
+      if (kind == op_name(OpKind(k))) op.kind = OpKind(k), known = true;
+    if (!known) fail(fmt::format("unknown operation '{}'", kind));
+    expect('(');
+    if (!accept(')')) {
+      do {
+        op.operands.push_back(value(f));
+      } while (accept(','));
+      expect(')');
+    }
+    if (accept('{')) {
+      do {
+        const std::string key = ident();
+        expect('=');
+        attribute(f, op, key);
+      } while (accept(','));
+      expect('}');
+    }
+    expect(':');
+    op.type = type();
+    if (peek_word("loc")) {
+      word("loc");
+      expect('(');
+      op.loc = quoted();
+      expect(')');
+    }
+    lines_.push_back(line_);
+    f.ops.push_back(std::move(op));
+  }
+
+  void attribute(Function& f, Op& op, const std::string& key) {
+    static const char* const prec[] = {"default", "high", "highest"};
+    static const char* const dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+    static const char* const comb[] = {"add", "multiply", "maximum", "minimum", "and", "or"};
+    if (key == "index" || key == "dimension") {
+      op.index = integer();
+      if (op.index < 0 || op.index > 1 << 20) fail("index out of range");
+    } else if (key == "name") {
+      if (size_t(op.index) >= f.param_names.size()) f.param_names.resize(op.index + 1);
+      f.param_names[op.index] = quoted();
+    } else if (key == "value") {
+      expect('[');
+      if (!accept(']')) {
+        do {
+          op.literal.push_back(number());
+        } while (accept(','));
+        expect(']');
+      }
+    } else if (key == "dims") {
+      op.dims = int_list();
+    } else if (key == "start" || key == "low") {
+      op.lo = int_list();
+    } else if (key == "limit" || key == "high") {
+      op.hi = int_list();
+    } else if (key == "interior") {
+      op.interior = int_list();
+    } else if (key == "stride") {
+      op.strides = int_list();
+    } else if (key == "window") {
+      op.window = int_list();
+    } else if (key == "lhs_dilation") {
+      op.lhs_dilation = int_list();
+    } else if (key == "rhs_dilation") {
+      op.rhs_dilation = int_list();
+    } else if (key == "lhs_batch") {
+      op.lhs_batch = int_list();
+    } else if (key == "rhs_batch") {
+      op.rhs_batch = int_list();
+    } else if (key == "lhs_contract") {
+      op.lhs_contract = int_list();
+    } else if (key == "rhs_contract") {
+      op.rhs_contract = int_list();
+    } else if (key == "input_dims" || key == "kernel_dims" || key == "output_dims") {
+      std::vector<int64_t> v = int_list();
+      if (v.size() < 2) fail(key + " needs at least two entries");
+      std::vector<int64_t> sp(v.begin() + 2, v.end());
+      ConvDims& c = op.conv;
+      if (key[0] == 'i') c.in_batch = v[0], c.in_feature = v[1], c.in_spatial = sp;
+      if (key[0] == 'k') c.k_in = v[0], c.k_out = v[1], c.k_spatial = sp;
+      if (key[0] == 'o') c.out_batch = v[0], c.out_feature = v[1], c.out_spatial = sp;
+    } else if (key == "feature_groups") {
+      op.feature_groups = integer();
+    } else if (key == "batch_groups") {
+      op.batch_groups = integer();
+    } else if (key == "precision") {
+      op.precision = pick<Precision>(ident(), prec, "precision");
+    } else if (key == "direction") {
+      op.direction = pick<Direction>(ident(), dirs, "direction");
+    } else if (key == "combiner") {
+      op.combiner = pick<Combiner>(ident(), comb, "combiner");
+    } else {
+      fail(fmt::format("unknown attribute '{}'", key));
+    }
+  }
+
+  // Verifier errors carry the op's loc; add the IR file's line.
+  void verify_or_locate(const Function& f) {
+    for (size_t i = 0; i < f.ops.size(); ++i) {
+      try {
+        Type t = infer_type(f, f.ops[i]);
+        if (t != f.ops[i].type)
+          throw Error(fmt::format("%{} has type {}, its operands give {}", i, f.ops[i].type.str(), t.str()));
+      } catch (const Error& e) {
+        line_ = lines_[i];
+        fail(e.what());
+      }
+    }
+    verify(f);
+  }
+
+  std::string_view s_;
+  std::string_view file_;
+  size_t pos_ = 0;
+  int line_ = 1;
+  std::vector<int> lines_;
+};
+
+}  // namespace
+
+Function parse(std::string_view text, std::string_view filename) { return Parser(text, filename).function(); }
+
+}  // namespace tpu::ir
