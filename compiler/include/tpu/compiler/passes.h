@@ -1,0 +1,50 @@
+// IR -> IR passes. Each keeps the function's meaning (the interpreter gives
+// the same results before and after, up to float rounding where a pass
+// reorders or splits arithmetic) and leaves a verified function.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tpu/ir/ir.h"
+
+namespace tpu::compiler {
+
+// Inline-free cleanups: constant folding (small results), identity
+// reshape/transpose/convert/broadcast removal, reshape and broadcast chains
+// folded, common subexpressions merged, dead code removed.
+ir::Function canonicalize(const ir::Function& f);
+
+// convolution -> pad + strided slices (im2col) + concatenate + reshape + dot;
+// feature groups become one convolution per group.
+ir::Function lower_convolution(const ir::Function& f);
+
+// reduce-window -> pad + one strided slice per window offset + combiner ops.
+ir::Function lower_reduce_window(const ir::Function& f);
+
+// reduce -> transposes and reshapes around a 2-D reduce of dimension 1
+// ([rows, R], across lanes) or 0 ([R, columns], down columns), with a
+// constant init; a non-constant init is combined afterwards.
+ir::Function canonicalize_reduce(const ir::Function& f);
+
+// dot -> [B, M, K] x [B, K, N] -> [B, M, N] (or rank 2 without batch) with
+// transposes and reshapes; operand dtypes made MXU-ready (s8 x s8 -> s32,
+// bf16 x bf16 -> f32, f32 x f32 -> f32).
+ir::Function canonicalize_dot(const ir::Function& f);
+
+// f32 dots -> sums of bf16 x bf16 dots over the operands' bf16 parts
+// (SPEC 5): default 1 pass, high 3, highest 6. `override` replaces every
+// dot's own precision.
+ir::Function split_f32_dots(const ir::Function& f, std::optional<ir::Precision> override);
+
+struct Pass {
+  std::string name;
+  std::function<ir::Function(const ir::Function&)> run;
+};
+
+// The IR pipeline tpuc runs, in order.
+std::vector<Pass> ir_pipeline(std::optional<ir::Precision> precision);
+
+}  // namespace tpu::compiler

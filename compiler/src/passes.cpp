@@ -1,0 +1,585 @@
+// IR -> IR passes (passes.h). Every pass rebuilds the function: it walks the
+// old ops in order, maps their values into a new function and either copies
+// an op or expands it into several.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "tpu/compiler/passes.h"
+#include "tpu/ir/interp.h"
+
+namespace tpu::compiler {
+
+using namespace ir;
+
+namespace {
+
+// Builds a new function; every helper infers the result type.
+struct Builder {
+  Function f;
+  std::string loc;
+
+  int add(Op op) {
+    if (op.loc.empty()) op.loc = loc;
+    const bool typed = op.kind == OpKind::parameter || op.kind == OpKind::constant || op.kind == OpKind::iota ||
+                       op.kind == OpKind::reshape || op.kind == OpKind::convert || op.kind == OpKind::broadcast ||
+                       op.kind == OpKind::dot || op.kind == OpKind::convolution;
+    const Type t = infer_type(f, op);
+    if (!typed) op.type = t;
+    return f.add(std::move(op));
+  }
+  const Type& type(int v) const { return f.ops[v].type; }
+
+  int reshape(int x, std::vector<int64_t> dims) {
+    if (type(x).dims == dims) return x;
+    Op op;
+    op.kind = OpKind::reshape;
+    op.operands = {x};
+    op.type = {type(x).dtype, std::move(dims)};
+    return add(std::move(op));
+  }
+  int transpose(int x, std::vector<int64_t> perm) {
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == int64_t(i);
+    if (identity) return x;
+    Op op;
+    op.kind = OpKind::transpose;
+    op.operands = {x};
+    op.dims = std::move(perm);
+    return add(std::move(op));
+  }
+  int convert(int x, DType d) {
+    if (type(x).dtype == d) return x;
+    Op op;
+    op.kind = OpKind::convert;
+    op.operands = {x};
+    op.type = {d, type(x).dims};
+    return add(std::move(op));
+  }
+  int scalar(DType d, double v) {
+    Op op;
+    op.kind = OpKind::constant;
+    op.type = {d, {}};
+    op.literal = {canonicalize_value(d, v)};
+    return add(std::move(op));
+  }
+  int broadcast(int x, std::vector<int64_t> dims, std::vector<int64_t> map) {
+    Op op;
+    op.kind = OpKind::broadcast;
+    op.operands = {x};
+    op.type = {type(x).dtype, std::move(dims)};
+    op.dims = std::move(map);
+    return add(std::move(op));
+  }
+  int binary(OpKind k, int a, int b) {
+    Op op;
+    op.kind = k;
+    op.operands = {a, b};
+    return add(std::move(op));
+  }
+  int pad(int x, int value, std::vector<int64_t> lo, std::vector<int64_t> hi, std::vector<int64_t> interior) {
+    bool none = true;
+    for (size_t i = 0; i < lo.size(); ++i) none &= lo[i] == 0 && hi[i] == 0 && interior[i] == 0;
+    if (none) return x;
+    Op op;
+    op.kind = OpKind::pad;
+    op.operands = {x, value};
+    op.lo = std::move(lo), op.hi = std::move(hi), op.interior = std::move(interior);
+    return add(std::move(op));
+  }
+  int slice(int x, std::vector<int64_t> start, std::vector<int64_t> limit, std::vector<int64_t> stride) {
+    const Type& t = type(x);
+    bool identity = true;
+    for (size_t i = 0; i < start.size(); ++i) identity &= start[i] == 0 && limit[i] == t.dims[i] && (stride[i] == 1 || t.dims[i] <= 1);
+    if (identity) return x;
+    Op op;
+    op.kind = OpKind::slice;
+    op.operands = {x};
+    op.lo = std::move(start), op.hi = std::move(limit), op.strides = std::move(stride);
+    return add(std::move(op));
+  }
+  int concat(const std::vector<int>& xs, int64_t dim) {
+    if (xs.size() == 1) return xs[0];
+    Op op;
+    op.kind = OpKind::concatenate;
+    op.operands = xs;
+    op.index = dim;
+    return add(std::move(op));
+  }
+  int dot3(int a, int b, DType out, Precision p) {  // [B,M,K] x [B,K,N] or [M,K] x [K,N]
+    Op op;
+    op.kind = OpKind::dot;
+    op.operands = {a, b};
+    if (type(a).dims.size() == 3) op.lhs_batch = {0}, op.rhs_batch = {0}, op.lhs_contract = {2}, op.rhs_contract = {1};
+    else op.lhs_contract = {1}, op.rhs_contract = {0};
+    op.precision = p;
+    op.type.dtype = out;
+    op.type.dims = infer_type(f, op).dims;
+    return add(std::move(op));
+  }
+};
+
+// Runs `expand` on every op; it returns the new value or -1 to copy the op.
+template <typename Expand>
+Function rebuild(const Function& in, Expand expand) {
+  Builder b;
+  b.f.name = in.name;
+  b.f.param_names = in.param_names;
+  std::vector<int> map(in.ops.size(), -1);
+  for (size_t i = 0; i < in.ops.size(); ++i) {
+    Op op = in.ops[i];
+    for (int& o : op.operands) o = map[o];
+    b.loc = op.loc;
+    int v = expand(b, op);
+    if (v < 0) v = b.f.add(std::move(op));
+    map[i] = v;
+  }
+  for (int r : in.results) b.f.results.push_back(map[r]);
+  return std::move(b.f);
+}
+
+Function dead_code(const Function& in) {
+  std::vector<bool> live(in.ops.size());
+  for (int r : in.results) live[r] = true;
+  for (size_t i = in.ops.size(); i-- > 0;) {
+    if (in.ops[i].kind == OpKind::parameter) live[i] = true;
+    if (live[i])
+      for (int o : in.ops[i].operands) live[o] = true;
+  }
+  Function out;
+  out.name = in.name;
+  out.param_names = in.param_names;
+  std::vector<int> map(in.ops.size(), -1);
+  for (size_t i = 0; i < in.ops.size(); ++i) {
+    if (!live[i]) continue;
+    Op op = in.ops[i];
+    for (int& o : op.operands) o = map[o];
+    map[i] = out.add(std::move(op));
+  }
+  for (int r : in.results) out.results.push_back(map[r]);
+  return out;
+}
+
+bool is_constant(const Function& f, int v) { return f.ops[v].kind == OpKind::constant; }
+
+// The constant's single value, if it is a splat.
+std::optional<double> splat_value(const Function& f, int v) {
+  const Op& op = f.ops[v];
+  if (op.kind == OpKind::constant) {
+    if (op.literal.size() == 1) return op.literal[0];
+    for (double x : op.literal)
+      if (!(x == op.literal[0] || (std::isnan(x) && std::isnan(op.literal[0]))) || std::signbit(x) != std::signbit(op.literal[0]))
+        return std::nullopt;
+    if (!op.literal.empty()) return op.literal[0];
+  }
+  if (op.kind == OpKind::broadcast || op.kind == OpKind::reshape) return splat_value(f, op.operands[0]);
+  return std::nullopt;
+}
+
+double identity_of(Combiner c, DType d) {
+  switch (c) {
+    case Combiner::add: return 0;
+    case Combiner::multiply: return 1;
+    case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : d == DType::pred ? 0 : -2147483648.0;
+    case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : 2147483647.0;
+    case Combiner::and_: return d == DType::pred ? 1 : -1;
+    case Combiner::or_: return 0;
+  }
+  return 0;
+}
+
+OpKind combiner_op(Combiner c) {
+  switch (c) {
+    case Combiner::add: return OpKind::add;
+    case Combiner::multiply: return OpKind::multiply;
+    case Combiner::maximum: return OpKind::maximum;
+    case Combiner::minimum: return OpKind::minimum;
+    case Combiner::and_: return OpKind::and_;
+    case Combiner::or_: return OpKind::or_;
+  }
+  return OpKind::add;
+}
+
+bool is_identity_init(const Function& f, int init, Combiner c) {
+  const auto v = splat_value(f, init);
+  const double id = identity_of(c, f.ops[init].type.dtype);
+  return v && (*v == id) && !(c == Combiner::add && is_float(f.ops[init].type.dtype) && std::signbit(*v) && false);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- canonicalize
+
+Function canonicalize(const Function& in) {
+  constexpr int64_t kFoldLimit = 1 << 16;
+  std::map<std::string, int> seen;  // CSE: printed op -> value
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    Function& f = b.f;
+    const Type& rt = op.type;
+    auto src = [&](size_t k) -> const Op& { return f.ops[op.operands[k]]; };
+    switch (op.kind) {
+      case OpKind::reshape:
+        if (src(0).type == rt) return op.operands[0];
+        if (src(0).kind == OpKind::reshape) op.operands[0] = src(0).operands[0];
+        if (f.ops[op.operands[0]].type == rt) return op.operands[0];
+        break;
+      case OpKind::transpose: {
+        bool id = true;
+        for (size_t i = 0; i < op.dims.size(); ++i) id &= op.dims[i] == int64_t(i);
+        if (id) return op.operands[0];
+        if (src(0).kind == OpKind::transpose) {  // transpose(transpose(x, p), q) = transpose(x, p[q])
+          std::vector<int64_t> p;
+          for (int64_t d : op.dims) p.push_back(src(0).dims[d]);
+          op.dims = p;
+          op.operands[0] = src(0).operands[0];
+          bool id2 = true;
+          for (size_t i = 0; i < p.size(); ++i) id2 &= p[i] == int64_t(i);
+          if (id2) return op.operands[0];
+        }
+        break;
+      }
+      case OpKind::convert:
+        if (src(0).type == rt) return op.operands[0];
+        break;
+      case OpKind::broadcast:
+        if (src(0).type == rt) return op.operands[0];
+        if (src(0).kind == OpKind::broadcast) {  // compose the dimension maps
+          std::vector<int64_t> d;
+          bool ok = true;
+          for (size_t i = 0; i < src(0).dims.size(); ++i) {
+            const int64_t mid = src(0).dims[i];
+            ok &= f.ops[src(0).operands[0]].type.dims[i] == src(0).type.dims[mid];
+            d.push_back(op.dims[mid]);
+          }
+          if (ok) {
+            op.dims = d;
+            op.operands[0] = src(0).operands[0];
+          }
+        } else if (src(0).kind == OpKind::reshape && f.ops[src(0).operands[0]].type.elements() == 1 &&
+                   f.ops[src(0).operands[0]].type.dims.empty()) {
+          op.dims.clear();  // broadcast(reshape(scalar)) = broadcast(scalar)
+          op.operands[0] = src(0).operands[0];
+        }
+        break;
+      default: break;
+    }
+    // Constant folding: every operand a constant, a small result.
+    if (op.kind != OpKind::parameter && op.kind != OpKind::constant && (op.kind == OpKind::iota || !op.operands.empty()) &&
+        rt.elements() <= (op.kind == OpKind::iota ? int64_t(1) << 22 : kFoldLimit)) {
+      bool all = true;
+      for (int o : op.operands) all &= is_constant(f, o);
+      if (all) {
+        std::vector<Tensor> vals;
+        for (int o : op.operands) vals.push_back(evaluate(f, f.ops[o], {}));
+        std::vector<const Tensor*> ptrs;
+        for (auto& t : vals) ptrs.push_back(&t);
+        Tensor r = evaluate(f, op, ptrs);
+        Op c;
+        c.kind = OpKind::constant;
+        c.type = rt;
+        c.loc = op.loc;
+        c.literal = r.v;
+        if (auto s = [&]() -> std::optional<double> {
+              for (double x : r.v)
+                if (!(x == r.v[0]) || std::signbit(x) != std::signbit(r.v[0])) return std::nullopt;
+              return r.v.empty() ? std::nullopt : std::optional<double>(r.v[0]);
+            }())
+          c.literal = {*s};
+        op = c;
+      }
+    }
+    // CSE: ops are equal when they print the same apart from their loc.
+    std::string key;
+    {
+      Function one;
+      one.param_names = f.param_names;
+      Op bare = op;
+      bare.loc.clear();
+      for (int o : bare.operands) key += fmt::format("%{},", o);
+      bare.operands.clear();
+      one.ops.push_back(std::move(bare));
+      key += print(one);
+    }
+    if (op.kind != OpKind::parameter) {
+      if (auto it = seen.find(key); it != seen.end()) return it->second;
+    }
+    const int v = b.f.add(std::move(op));
+    seen[key] = v;
+    return v;
+  });
+  out = dead_code(out);
+  verify(out);
+  return out;
+}
+
+// ---------------------------------------------------------------- convolution
+
+namespace {
+
+int conv_one_group(Builder& b, const Op& op, int x, int k) {
+  const ConvDims& c = op.conv;
+  const size_t ns = c.in_spatial.size();
+  const Type xt = b.type(x), kt = b.type(k);
+  const DType dt = xt.dtype;
+  // x -> [B, S..., C]; k -> [KS..., C, O].
+  std::vector<int64_t> xp{c.in_batch}, kp;
+  for (int64_t d : c.in_spatial) xp.push_back(d);
+  xp.push_back(c.in_feature);
+  for (int64_t d : c.k_spatial) kp.push_back(d);
+  kp.push_back(c.k_in), kp.push_back(c.k_out);
+  int xx = b.transpose(x, xp);
+  const int kk = b.transpose(k, kp);
+  const int64_t batch = xt.dims[c.in_batch], cin = xt.dims[c.in_feature], cout = kt.dims[c.k_out];
+  // Padding and input dilation.
+  std::vector<int64_t> lo(ns + 2, 0), hi(ns + 2, 0), interior(ns + 2, 0);
+  for (size_t i = 0; i < ns; ++i) lo[i + 1] = op.lo[i], hi[i + 1] = op.hi[i], interior[i + 1] = op.lhs_dilation[i] - 1;
+  xx = b.pad(xx, b.scalar(dt, 0), lo, hi, interior);
+  std::vector<int64_t> out_sp(ns), win(ns);
+  int64_t rows = batch, taps = 1;
+  for (size_t i = 0; i < ns; ++i) {
+    out_sp[i] = op.type.dims[c.out_spatial[i]];
+    win[i] = op.window[i];
+    rows *= out_sp[i];
+    taps *= win[i];
+  }
+  // One strided slice per kernel tap, concatenated along features (im2col).
+  std::vector<int> cols;
+  std::vector<int64_t> tap(ns, 0);
+  for (int64_t t = 0; t < taps; ++t) {
+    std::vector<int64_t> start(ns + 2, 0), limit = b.type(xx).dims, stride(ns + 2, 1);
+    bool empty = false;
+    for (size_t i = 0; i < ns; ++i) {
+      start[i + 1] = tap[i] * op.rhs_dilation[i];
+      limit[i + 1] = start[i + 1] + (out_sp[i] - 1) * op.strides[i] + 1;
+      stride[i + 1] = op.strides[i];
+      empty |= out_sp[i] == 0;
+    }
+    if (empty) break;
+    cols.push_back(b.slice(xx, start, limit, stride));
+    for (int i = int(ns) - 1; i >= 0; --i) {
+      if (++tap[i] < win[i]) break;
+      tap[i] = 0;
+    }
+  }
+  std::vector<int64_t> res{batch};
+  res.insert(res.end(), out_sp.begin(), out_sp.end());
+  res.push_back(cout);
+  int y;
+  if (cols.empty() || rows == 0) {
+    y = b.broadcast(b.scalar(op.type.dtype, 0), res, {});
+  } else {
+    const int patches = b.reshape(b.concat(cols, int64_t(ns + 1)), {rows, taps * cin});
+    const int w = b.reshape(kk, {taps * cin, cout});
+    Op d;
+    d.kind = OpKind::dot;
+    d.operands = {patches, w};
+    d.lhs_contract = {1}, d.rhs_contract = {0};
+    d.precision = op.precision;
+    d.type = {op.type.dtype, {rows, cout}};
+    y = b.reshape(b.add(std::move(d)), res);
+  }
+  // [B, O..., F] -> the output's dimension order.
+  std::vector<int64_t> perm(ns + 2);
+  perm[c.out_batch] = 0;
+  perm[c.out_feature] = int64_t(ns + 1);
+  for (size_t i = 0; i < ns; ++i) perm[c.out_spatial[i]] = int64_t(i + 1);
+  return b.transpose(y, perm);
+}
+
+}  // namespace
+
+Function lower_convolution(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::convolution) return -1;
+    if (op.batch_groups != 1) throw Error(fmt::format("{}: unsupported convolution with batch_group_count {}", op.loc, op.batch_groups));
+    const int x = op.operands[0], k = op.operands[1];
+    const int64_t g = op.feature_groups;
+    if (g == 1) return conv_one_group(b, op, x, k);
+    const ConvDims& c = op.conv;
+    const Type xt = b.type(x), kt = b.type(k);
+    const int64_t cin = xt.dims[c.in_feature] / g, cout = kt.dims[c.k_out] / g;
+    std::vector<int> parts;
+    for (int64_t i = 0; i < g; ++i) {
+      std::vector<int64_t> xs(xt.dims.size(), 0), xl = xt.dims, one(xt.dims.size(), 1);
+      xs[c.in_feature] = i * cin, xl[c.in_feature] = (i + 1) * cin;
+      std::vector<int64_t> ks(kt.dims.size(), 0), kl = kt.dims;
+      ks[c.k_out] = i * cout, kl[c.k_out] = (i + 1) * cout;
+      Op sub = op;
+      sub.feature_groups = 1;
+      sub.type.dims[c.out_feature] = cout;
+      parts.push_back(conv_one_group(b, sub, b.slice(x, xs, xl, one), b.slice(k, ks, kl, one)));
+    }
+    return b.concat(parts, c.out_feature);
+  });
+  verify(out);
+  return out;
+}
+
+// ---------------------------------------------------------------- reduce-window
+
+Function lower_reduce_window(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::reduce_window) return -1;
+    const int x = op.operands[0], init = op.operands[1];
+    const size_t n = op.window.size();
+    std::vector<int64_t> interior(n);
+    for (size_t i = 0; i < n; ++i) interior[i] = op.lhs_dilation[i] - 1;
+    const int xp = b.pad(x, init, op.lo, op.hi, interior);
+    const OpKind k = combiner_op(op.combiner);
+    int acc = -1;
+    int64_t taps = 1;
+    for (int64_t w : op.window) taps *= w;
+    bool empty = op.type.elements() == 0;
+    std::vector<int64_t> tap(n, 0);
+    for (int64_t t = 0; t < taps && !empty; ++t) {
+      std::vector<int64_t> start(n), limit(n);
+      for (size_t i = 0; i < n; ++i) {
+        start[i] = tap[i] * op.rhs_dilation[i];
+        limit[i] = start[i] + (op.type.dims[i] - 1) * op.strides[i] + 1;
+      }
+      const int s = b.slice(xp, start, limit, op.strides);
+      acc = acc < 0 ? s : b.binary(k, acc, s);
+      for (int i = int(n) - 1; i >= 0; --i) {
+        if (++tap[i] < op.window[i]) break;
+        tap[i] = 0;
+      }
+    }
+    const int initb = b.broadcast(init, op.type.dims, {});
+    if (acc < 0) return initb;
+    if (is_identity_init(b.f, init, op.combiner)) return acc;
+    return b.binary(k, acc, initb);
+  });
+  verify(out);
+  return out;
+}
+
+// ---------------------------------------------------------------- reduce
+
+Function canonicalize_reduce(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::reduce) return -1;
+    const int x = op.operands[0];
+    int init = op.operands[1];
+    const Type xt = b.type(x);
+    const DType dt = xt.dtype;
+    std::vector<bool> red(xt.dims.size());
+    for (int64_t d : op.dims) red[d] = true;
+    std::vector<int64_t> kept, reduced;
+    int64_t K = 1, R = 1;
+    for (size_t d = 0; d < xt.dims.size(); ++d) {
+      if (red[d]) reduced.push_back(int64_t(d)), R *= xt.dims[d];
+      else kept.push_back(int64_t(d)), K *= xt.dims[d];
+    }
+    const bool constant_init = splat_value(b.f, init).has_value();
+    const int body_init = constant_init ? init : b.scalar(dt, identity_of(op.combiner, dt));
+    // Across lanes when the last dimension is reduced and a lane reduction exists.
+    const bool lanes = !xt.dims.empty() && red.back() && dt != DType::pred &&
+                       (op.combiner == Combiner::add || op.combiner == Combiner::maximum || op.combiner == Combiner::minimum);
+    std::vector<int64_t> perm = lanes ? kept : reduced;
+    perm.insert(perm.end(), (lanes ? reduced : kept).begin(), (lanes ? reduced : kept).end());
+    const int t = b.reshape(b.transpose(x, perm), lanes ? std::vector<int64_t>{K, R} : std::vector<int64_t>{R, K});
+    Op r = op;
+    r.operands = {t, body_init};
+    r.dims = {lanes ? 1 : 0};
+    r.type = {dt, {K}};
+    int v = b.add(std::move(r));
+    v = b.reshape(v, op.type.dims);
+    if (!constant_init) v = b.binary(combiner_op(op.combiner), v, b.broadcast(init, op.type.dims, {}));
+    return v;
+  });
+  verify(out);
+  return out;
+}
+
+// ---------------------------------------------------------------- dot
+
+Function canonicalize_dot(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::dot) return -1;
+    int a = op.operands[0], w = op.operands[1];
+    const Type at = b.type(a), wt = b.type(w);
+    DType acc;
+    if (at.dtype == DType::s8 && wt.dtype == DType::s8) {
+      acc = DType::s32;
+    } else if (is_float(at.dtype) && is_float(wt.dtype)) {
+      acc = DType::f32;
+      if (at.dtype != wt.dtype) a = b.convert(a, DType::f32), w = b.convert(w, DType::f32);
+    } else {
+      throw Error(fmt::format("{}: unsupported dot of {} x {}: the MXU multiplies s8 x s8 and bf16/f32 x bf16/f32", op.loc,
+                              dtype_name(at.dtype), dtype_name(wt.dtype)));
+    }
+    if (is_float(op.type.dtype) != (acc == DType::f32))
+      throw Error(fmt::format("{}: unsupported dot result {} from {} operands", op.loc, dtype_name(op.type.dtype), dtype_name(at.dtype)));
+    auto has = [](const std::vector<int64_t>& v, size_t d) { return std::find(v.begin(), v.end(), int64_t(d)) != v.end(); };
+    std::vector<int64_t> ap = op.lhs_batch, wp = op.rhs_batch;
+    int64_t B = 1, M = 1, K = 1, N = 1;
+    for (int64_t d : op.lhs_batch) B *= at.dims[d];
+    for (size_t d = 0; d < at.dims.size(); ++d)
+      if (!has(op.lhs_batch, d) && !has(op.lhs_contract, d)) ap.push_back(int64_t(d)), M *= at.dims[d];
+    for (int64_t d : op.lhs_contract) ap.push_back(d), K *= at.dims[d];
+    for (int64_t d : op.rhs_contract) wp.push_back(d);
+    for (size_t d = 0; d < wt.dims.size(); ++d)
+      if (!has(op.rhs_batch, d) && !has(op.rhs_contract, d)) wp.push_back(int64_t(d)), N *= wt.dims[d];
+    const bool batched = !op.lhs_batch.empty() && B > 1;
+    const std::vector<int64_t> ad = batched ? std::vector<int64_t>{B, M, K} : std::vector<int64_t>{M, K};
+    const std::vector<int64_t> wd = batched ? std::vector<int64_t>{B, K, N} : std::vector<int64_t>{K, N};
+    a = b.reshape(b.transpose(a, ap), ad);
+    w = b.reshape(b.transpose(w, wp), wd);
+    int y = b.dot3(a, w, acc, op.precision);
+    y = b.reshape(y, op.type.dims);
+    return b.convert(y, op.type.dtype);
+  });
+  verify(out);
+  return out;
+}
+
+Function split_f32_dots(const Function& in, std::optional<Precision> override) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::dot || b.type(op.operands[0]).dtype != DType::f32) return -1;
+    const Precision p = override ? *override : op.precision;
+    const int nparts = p == Precision::default_ ? 1 : p == Precision::high ? 2 : 3;
+    auto parts = [&](int x) {
+      std::vector<int> v;
+      int rest = x;
+      for (int i = 0; i < nparts; ++i) {
+        const int part = b.convert(rest, DType::bf16);
+        v.push_back(part);
+        if (i + 1 < nparts) rest = b.binary(OpKind::subtract, rest, b.convert(part, DType::f32));
+      }
+      return v;
+    };
+    const auto ap = parts(op.operands[0]), wp = parts(op.operands[1]);
+    // Smallest terms first: a2b0, a1b1, a0b2, a1b0, a0b1, a0b0 (highest).
+    std::vector<std::pair<int, int>> terms;
+    for (int s = nparts - 1; s >= 0; --s)
+      for (int i = s; i >= 0; --i)
+        if (s - i < nparts && (p != Precision::high || s <= 1)) terms.push_back({i, s - i});
+    int acc = -1;
+    for (auto [i, j] : terms) {
+      Op d = op;
+      d.operands = {ap[i], wp[j]};
+      d.precision = Precision::default_;
+      const int v = b.add(std::move(d));
+      acc = acc < 0 ? v : b.binary(OpKind::add, acc, v);
+    }
+    return acc;
+  });
+  verify(out);
+  return out;
+}
+
+std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
+  return {
+      {"canonicalize", canonicalize},
+      {"lower-convolution", lower_convolution},
+      {"lower-reduce-window", lower_reduce_window},
+      {"canonicalize-reduce", canonicalize_reduce},
+      {"canonicalize-dot", canonicalize_dot},
+      {"split-f32-dots", [precision](const Function& f) { return split_f32_dots(f, precision); }},
+      {"canonicalize", canonicalize},
+  };
+}
+
+}  // namespace tpu::compiler
