@@ -1,1 +1,107 @@
-int main() { return 0; }
+// tpuc: XLA HLO text (or tpuc IR text, *.ir) -> a .tpu program, or the IR
+// or assembly on the way; `--interpret` runs the IR reference interpreter.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli_common.h"
+#include "tpu/asm/assembler.h"
+#include "tpu/compiler/codegen.h"
+#include "tpu/compiler/passes.h"
+#include "tpu/ir/import.h"
+#include "tpu/ir/interp.h"
+#include "tpu/isa/npy.h"
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw tpu::Error(fmt::format("cannot write {}", path));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpuc: compile an XLA HLO module (as JAX emits it) or tpuc IR (*.ir) for the tpusim TPU"};
+  std::string input, output, config = "v5e", precision, emit = "bin", outputs_dir;
+  std::vector<std::string> inputs;
+  bool dump = false, interpret = false;
+  app.add_option("module", input, "MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
+  app.add_option("-o,--output", output, "output file (.tpu for --emit bin; '-' or none prints ir/asm)");
+  app.add_option("--config", config, "target machine: a preset (tiny, v1, v4, v5e) or a config file; default v5e");
+  app.add_option("--precision", precision, "f32 dot passes: default (1), high (3), highest (6); default: each dot's precision_config")
+      ->check(CLI::IsMember({"default", "high", "highest"}));
+  app.add_option("--emit", emit, "what to write: ir (after the IR passes), asm, or bin (a .tpu program; the default)")
+      ->check(CLI::IsMember({"ir", "asm", "bin"}));
+  app.add_flag("--dump-after-each-pass", dump, "print the IR after every pass, then the kernel plan, to stderr");
+  app.add_flag("--interpret", interpret, "run the IR reference interpreter instead of compiling (needs --inputs, --outputs)");
+  app.add_option("--inputs", inputs, "with --interpret: one .npy per ENTRY parameter, in order");
+  app.add_option("--outputs", outputs_dir, "with --interpret: directory for out0.npy, out1.npy, ...");
+  if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
+
+  using namespace tpu;
+  try {
+    const std::string text = isa::read_text_file(input);
+    ir::Function f = ends_with(input, ".ir") ? ir::parse(text, input) : ir::import_hlo(hlo::parse(text, input), input);
+    if (dump) std::cerr << "// ----- after import\n" << ir::print(f);
+    if (interpret) {
+      if (outputs_dir.empty()) throw Error("--interpret needs --outputs DIR");
+      const auto params = f.params();
+      if (inputs.size() != params.size())
+        throw Error(fmt::format("{} takes {} inputs, {} given with --inputs", input, params.size(), inputs.size()));
+      std::vector<ir::Tensor> in;
+      for (size_t i = 0; i < params.size(); ++i) in.push_back(ir::from_npy(isa::read_npy(inputs[i]), f.ops[params[i]].type, inputs[i]));
+      const auto out = ir::interpret(f, in);
+      std::filesystem::create_directories(outputs_dir);
+      for (size_t i = 0; i < out.size(); ++i) isa::write_npy(fmt::format("{}/out{}.npy", outputs_dir, i), ir::to_npy(out[i]));
+      return 0;
+    }
+    std::optional<ir::Precision> prec;
+    if (precision == "default") prec = ir::Precision::default_;
+    if (precision == "high") prec = ir::Precision::high;
+    if (precision == "highest") prec = ir::Precision::highest;
+    for (const auto& pass : compiler::ir_pipeline(prec)) {
+      f = pass.run(f);
+      if (dump) std::cerr << "// ----- after " << pass.name << "\n" << ir::print(f);
+    }
+    if (emit == "ir") {
+      write_text(output, ir::print(f));
+      return 0;
+    }
+    const isa::Target target = isa::load_target(config);
+    compiler::Backend backend(f, target);
+    if (dump) std::cerr << "// ----- kernel plan\n" << backend.describe();
+    const std::string assembly = backend.assembly();
+    if (emit == "asm") {
+      write_text(output, assembly);
+      return 0;
+    }
+    if (output.empty()) throw Error("--emit bin needs -o PROG.tpu");
+    as::AssembleOptions opts;
+    opts.target = target;
+    const auto r = as::assemble(assembly, std::filesystem::path(input).filename().string() + ".s", opts);
+    if (!r.program) {
+      std::cerr << "tpuc: internal error: generated assembly does not assemble:\n" << r.errors.front().render() << "\n";
+      return 4;
+    }
+    isa::save_file(*r.program, output);
+  } catch (const Error& e) {
+    std::cerr << "tpuc: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpuc: internal error: " << e.what() << "\n";
+    return 4;
+  }
+  return 0;
+}

@@ -1,0 +1,1457 @@
+// The back end (codegen.h): plan kernels over the canonical IR, then emit
+// assembly for them. docs/compiler.md explains the kernels and their
+// synchronisation; in short:
+//
+// - Every materialised tensor lives in HBM, row-major; reshape is free.
+// - Element-wise ops fuse into one VPU loop over the flat tensor, with
+//   scalars, splat constants and row vectors (bias) broadcast inside it.
+// - A matmul (a dot, or a sum of dots such as the bf16 passes of an f32 dot)
+//   runs on every MXU, with its element-wise consumer fused as the epilogue
+//   the VPU applies while it drains the accumulators.
+// - Reductions and layout changes (transpose, slice, pad, concatenate,
+//   broadcast) have their own kernels.
+// - Every kernel double-buffers its VMEM tiles: DMA, MXU and VPU work
+//   overlap, ordered by counting semaphores; kernels follow each other.
+#include "tpu/compiler/codegen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace tpu::compiler {
+
+using namespace ir;
+
+namespace {
+
+constexpr uint64_t kHbmAlign = 512;
+constexpr int kMaxExprRegs = 24;  // vector registers an expression may use per vector
+constexpr int kScratch = 31;      // v31: scratch inside one node's instruction sequence
+constexpr int kScratch2 = 30;
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* vty(DType d) {  // load/store suffix
+  switch (d) {
+    case DType::f32: return "f32";
+    case DType::s32: return "s32";
+    case DType::bf16: return "bf16";
+    default: return "s8";
+  }
+}
+const char* aty(DType d) { return is_float(d) ? "f32" : "s32"; }  // arithmetic suffix
+
+uint32_t lane_bits(DType d, double v) {
+  if (is_float(d)) {
+    const float f = float(v);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  }
+  return uint32_t(int32_t(int64_t(v)));
+}
+
+std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int i = int(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+// ---------------------------------------------------------------- expressions
+
+enum class Leaf { none, input, splat, scalar, row, acc };
+
+struct Node {
+  Leaf leaf = Leaf::none;
+  int input = -1;    // Kernel::inputs index (input, scalar, row)
+  double value = 0;  // splat
+  OpKind kind = OpKind::add;
+  Direction dir = Direction::EQ;
+  DType dtype = DType::f32;  // result
+  DType src = DType::f32;    // first operand's dtype
+  std::vector<int> args;
+  int value_id = -1;
+  bool hoisted() const { return leaf == Leaf::splat || leaf == Leaf::scalar; }
+};
+
+struct Expr {
+  std::vector<Node> nodes;  // topological; the root is last
+  int row_len = 0;          // row leaves' length (the broadcast dimension)
+};
+
+// A strided view of a tensor in HBM, in elements.
+struct View {
+  uint64_t base = 0;  // byte address of element 0
+  std::vector<int64_t> dims, strides;
+};
+
+enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul };
+
+struct Kernel {
+  KKind kind = KKind::elementwise;
+  int out = -1;             // IR value written
+  std::vector<int> inputs;  // IR values read (expression leaves refer to these)
+  Expr expr;                // elementwise body or matmul epilogue
+  std::vector<std::pair<View, View>> copies;  // copy: (dst, src) pairs
+  DType dtype = DType::f32;                   // copy element type
+  // reduce
+  Combiner combiner = Combiner::add;
+  double init = 0;
+  int64_t rows = 0, cols = 0;  // reduce_lanes: [rows, R=cols]; reduce_columns: [R=rows, cols]
+  // matmul: sum over passes of A_p x W_p; A [B, M, K], W [B, K, N]
+  std::vector<std::pair<int, int>> passes;
+  int64_t B = 1, M = 0, K = 0, N = 0;
+  std::vector<std::string> from;  // HLO locations
+};
+
+// ---------------------------------------------------------------- the plan
+
+std::string clean_name(const std::string& s, std::set<std::string>& used) {
+  std::string n;
+  for (char c : s) n += std::isalnum(uint8_t(c)) ? c : '_';
+  if (n.empty() || std::isdigit(uint8_t(n[0]))) n = "t_" + n;
+  std::string u = n;
+  for (int i = 2; used.count(u); ++i) u = fmt::format("{}_{}", n, i);
+  used.insert(u);
+  return u;
+}
+
+}  // namespace
+
+struct Plan {
+  const Function& f;
+  isa::Target t;
+  std::vector<std::vector<int>> users;
+  std::vector<bool> result;
+  std::vector<int> base;        // reshape alias root
+  std::vector<bool> mat;        // has an HBM buffer of its own
+  std::vector<bool> chain;      // add of dots (a matmul pass sum)
+  std::vector<bool> in_chain;   // dot or chain consumed by a chain add
+  std::vector<int> fused_into;  // matmul root -> epilogue kernel's output value
+  std::vector<uint64_t> addr;   // HBM byte address of each materialised base
+  std::vector<Kernel> kernels;
+  uint64_t hbm_used = 0;
+  std::vector<std::string> data;  // .data directives for constants
+  std::vector<std::string> symbols;
+
+  Plan(const Function& fn, const isa::Target& target);
+
+  const Type& type(int v) const { return f.ops[v].type; }
+  const Op& op(int v) const { return f.ops[v]; }
+
+  std::optional<double> splat(int v) const {
+    const Op& o = op(v);
+    if (o.kind == OpKind::constant && o.literal.size() == 1) return o.literal[0];
+    return std::nullopt;
+  }
+  // broadcast of a rank-0 value, or of a rank-1 value along the last dimension.
+  bool leaf_broadcast(int v) const {
+    const Op& o = op(v);
+    if (o.kind != OpKind::broadcast) return false;
+    const Type& s = type(o.operands[0]);
+    if (s.dims.empty()) return true;
+    return s.dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1 && s.dims[0] == o.type.dims.back();
+  }
+  bool matmul_root(int v) const { return (op(v).kind == OpKind::dot || chain[v]) && !in_chain[v]; }
+
+  void classify();
+  Expr build_expr(int root, std::vector<int>& inputs, bool& too_big);
+  void make_kernels();
+  void assign_buffers();
+};
+
+Plan::Plan(const Function& fn, const isa::Target& target) : f(fn), t(target) {
+  if (t.mxu_dim != t.vpu_lanes)
+    throw Error(fmt::format("tpuc: the code generator needs vpu_lanes == mxu_dim (target has {} and {})", t.vpu_lanes, t.mxu_dim));
+  const size_t n = f.ops.size();
+  users.assign(n, {});
+  result.assign(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (int o : f.ops[i].operands) users[o].push_back(int(i));
+  for (int r : f.results) result[r] = true;
+  base.resize(n);
+  for (size_t i = 0; i < n; ++i) base[i] = f.ops[i].kind == OpKind::reshape ? base[f.ops[i].operands[0]] : int(i);
+  classify();
+  make_kernels();
+  assign_buffers();
+}
+
+void Plan::classify() {
+  const size_t n = f.ops.size();
+  chain.assign(n, false);
+  in_chain.assign(n, false);
+  fused_into.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (o.kind != OpKind::add) continue;
+    bool ok = true;
+    for (int a : o.operands)
+      ok &= (op(a).kind == OpKind::dot || chain[a]) && users[a].size() == 1 && !result[a] && type(a) == o.type;
+    if (ok && o.operands[0] != o.operands[1]) {
+      // All dots of a chain share their shapes.
+      const Op* d0 = nullptr;
+      std::function<bool(int)> same = [&](int v) -> bool {
+        if (op(v).kind == OpKind::dot) {
+          if (!d0) d0 = &op(v);
+          return type(op(v).operands[0]).dims == type(d0->operands[0]).dims &&
+                 type(op(v).operands[1]).dims == type(d0->operands[1]).dims &&
+                 type(op(v).operands[0]).dtype == type(d0->operands[0]).dtype;
+        }
+        return same(op(v).operands[0]) && same(op(v).operands[1]);
+      };
+      if (same(int(i))) {
+        chain[i] = true;
+        for (int a : o.operands) in_chain[a] = true;
+      }
+    }
+  }
+  mat.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    const bool ew = is_elementwise(o.kind);
+    bool m = result[i];
+    switch (o.kind) {
+      case OpKind::parameter: m = true; break;
+      case OpKind::constant: m = m || !splat(int(i)); break;
+      case OpKind::reshape: break;
+      case OpKind::dot: m = m || !in_chain[i]; break;
+      case OpKind::broadcast: m = m || !leaf_broadcast(int(i)); break;
+      default:
+        if (chain[i]) {
+          m = m || !in_chain[i];
+        } else if (!ew) {
+          m = true;
+        }
+    }
+    // Anything read by a non-element-wise consumer needs a buffer.
+    for (int u : users[i]) {
+      const Op& uo = f.ops[u];
+      const bool ew_user = is_elementwise(uo.kind) && !chain[u];
+      const bool bcast_user = uo.kind == OpKind::broadcast && leaf_broadcast(u);
+      if (!ew_user && !(chain[u] && op(int(i)).kind == OpKind::dot) && !(chain[u] && chain[i])) {
+        if (o.kind == OpKind::constant && splat(int(i)) && bcast_user) continue;
+        m = true;
+      }
+    }
+    if (ew && !chain[i] && users[i].size() != 1) m = true;
+    if (ew && type(int(i)).dims.empty() && !users[i].empty()) {
+      // A rank-0 value feeding larger element-wise ops is loaded as a scalar.
+      for (int u : users[i])
+        if (!type(u).dims.empty()) m = true;
+    }
+    if (o.kind == OpKind::reshape) mat[base[i]] = true;
+    mat[i] = m;
+  }
+  // Splat constants and leaf broadcasts read only by element-wise ops stay unmaterialised.
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (result[i] || o.kind == OpKind::parameter) continue;
+    if ((o.kind == OpKind::constant && splat(int(i))) || leaf_broadcast(int(i))) {
+      bool only_ew = true;
+      for (int u : users[i]) only_ew &= (is_elementwise(op(u).kind) && !chain[u]) || leaf_broadcast(u);
+      if (only_ew) mat[i] = false;
+    }
+  }
+}
+
+// Builds the expression of an element-wise kernel rooted at `root`.
+Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
+  Expr e;
+  std::map<int, int> done;     // IR value -> node
+  std::map<std::pair<int, int>, int> leaf_of;  // (leaf kind, IR value) -> node
+  auto input_index = [&](int v) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == v) return int(i);
+    inputs.push_back(v);
+    return int(inputs.size()) - 1;
+  };
+  const Type& rt = type(root);
+  std::function<int(int, bool)> visit = [&](int v, bool top) -> int {
+    if (auto it = done.find(v); it != done.end()) return it->second;
+    Node nd;
+    nd.value_id = v;
+    nd.dtype = type(v).dtype;
+    const Op& o = op(v);
+    if (auto s = splat(v)) {
+      nd.leaf = Leaf::splat, nd.value = *s;
+    } else if (!top && leaf_broadcast(v) && !mat[v]) {
+      const int src = o.operands[0];
+      if (auto s2 = splat(src)) {
+        nd.leaf = Leaf::splat, nd.value = *s2;
+      } else if (type(src).dims.empty()) {
+        nd.leaf = Leaf::scalar, nd.input = input_index(base[src]);
+      } else {
+        nd.leaf = Leaf::row, nd.input = input_index(base[src]);
+        e.row_len = int(type(src).dims[0]);
+      }
+    } else if (!top && (mat[v] || !is_elementwise(o.kind) || chain[v])) {
+      nd.leaf = type(v).dims.empty() && !rt.dims.empty() ? Leaf::scalar : Leaf::input;
+      nd.input = input_index(base[v]);
+    } else {
+      nd.kind = o.kind;
+      nd.dir = o.direction;
+      nd.src = type(o.operands[0]).dtype;
+      for (int a : o.operands) nd.args.push_back(visit(a, false));
+    }
+    if (nd.leaf != Leaf::none) {
+      auto key = std::make_pair(int(nd.leaf) * 1000003 + (nd.leaf == Leaf::splat ? int(lane_bits(nd.dtype, nd.value) & 0xffff) : 0), nd.input);
+      if (nd.leaf == Leaf::splat) key.second = -int(nd.dtype) - 1 - int(lane_bits(nd.dtype, nd.value) >> 16) * 8;
+      if (auto it = leaf_of.find(key); it != leaf_of.end() && e.nodes[it->second].value_id >= 0 &&
+                                       (nd.leaf != Leaf::splat || (e.nodes[it->second].dtype == nd.dtype &&
+                                                                   lane_bits(nd.dtype, e.nodes[it->second].value) == lane_bits(nd.dtype, nd.value))))
+        return done[v] = it->second;
+      leaf_of[key] = int(e.nodes.size());
+    }
+    e.nodes.push_back(nd);
+    return done[v] = int(e.nodes.size()) - 1;
+  };
+  visit(root, true);
+  int live = 0;
+  for (const Node& nd : e.nodes) live += !nd.hoisted();
+  int hoisted = int(e.nodes.size()) - live;
+  too_big = live > kMaxExprRegs || hoisted > 6;
+  return e;
+}
+
+void Plan::make_kernels() {
+  const size_t n = f.ops.size();
+  // Split expressions that would need too many registers: materialise the
+  // root's largest element-wise operand and try again.
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < n && !again; ++i) {
+      if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+      std::vector<int> inputs;
+      bool big = false;
+      Expr e = build_expr(int(i), inputs, big);
+      if (!big) continue;
+      // The non-materialised element-wise operand subtree with the most nodes.
+      std::function<int(int)> size = [&](int v) -> int {
+        if (mat[v] || !is_elementwise(op(v).kind)) return 0;
+        int s = 1;
+        for (int a : op(v).operands) s += size(a);
+        return s;
+      };
+      int best = -1, best_size = 0;
+      std::function<void(int)> walk = [&](int v) {
+        for (int a : op(v).operands)
+          if (!mat[a] && is_elementwise(op(a).kind)) {
+            if (size(a) > best_size) best = a, best_size = size(a);
+            walk(a);
+          }
+      };
+      walk(int(i));
+      // Prefer the largest subtree at most half the expression.
+      if (best < 0) throw Error(fmt::format("{}: internal error: cannot split a large expression", op(int(i)).loc));
+      mat[best] = true;
+      again = true;
+    }
+  }
+  // Epilogue fusion: an element-wise root whose one tensor input is a
+  // single-use matmul and whose other leaves are splats, scalars and rows.
+  std::vector<int> epilogue_of(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    std::vector<int> inputs;
+    bool big = false;
+    Expr e = build_expr(int(i), inputs, big);
+    int mm = -1, tensors = 0;
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::input) ++tensors, mm = inputs[nd.input];
+    if (tensors != 1 || !matmul_root(mm) || result[mm] || fused_into[mm] >= 0) continue;
+    // The matmul's only reader (through reshapes) must be this expression.
+    bool single = true;
+    int reads = 0;
+    std::function<void(int)> count = [&](int v) {
+      for (int u : users[v]) {
+        if (op(u).kind == OpKind::reshape) {
+          single &= !result[u] && !mat[u];
+          count(u);
+        } else {
+          ++reads;
+          single &= is_elementwise(op(u).kind) && !chain[u] && (u == int(i) || !mat[u]);
+        }
+      }
+    };
+    count(mm);
+    const int64_t N = type(mm).dims.back();
+    if (!single || reads < 1 || (e.row_len && e.row_len != N) || type(int(i)).dims.empty() || type(int(i)).dims.back() != N)
+      continue;
+    fused_into[mm] = int(i);
+    epilogue_of[i] = mm;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = op(int(i));
+    if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
+      continue;
+    if (fused_into[i] >= 0) continue;
+    Kernel k;
+    k.out = int(i);
+    k.from.push_back(o.loc);
+    if (is_elementwise(o.kind) && !chain[i] && epilogue_of[i] < 0) {
+      k.kind = KKind::elementwise;
+      bool big = false;
+      k.expr = build_expr(int(i), k.inputs, big);
+    } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(int(i)) &&
+                                                (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
+      k.kind = KKind::elementwise;  // a fill
+      bool big = false;
+      k.expr = build_expr(int(i), k.inputs, big);
+      if (o.kind == OpKind::broadcast) {
+        Expr e;
+        Node nd;
+        nd.dtype = o.type.dtype;
+        nd.value_id = int(i);
+        if (auto s = splat(o.operands[0])) {
+          nd.leaf = Leaf::splat, nd.value = *s;
+        } else {
+          nd.leaf = Leaf::scalar;
+          k.inputs = {base[o.operands[0]]};
+          nd.input = 0;
+        }
+        e.nodes.push_back(nd);
+        k.expr = e;
+      }
+    } else if (matmul_root(int(i)) || epilogue_of[i] >= 0) {
+      const int mm = epilogue_of[i] >= 0 ? epilogue_of[i] : int(i);
+      k.kind = KKind::matmul;
+      std::function<void(int)> collect = [&](int v) {
+        if (op(v).kind == OpKind::dot) {
+          k.passes.push_back({base[op(v).operands[0]], base[op(v).operands[1]]});
+          k.from.push_back(op(v).loc);
+        } else {
+          collect(op(v).operands[0]), collect(op(v).operands[1]);
+        }
+      };
+      collect(mm);
+      const Op* d = &op(mm);
+      while (d->kind != OpKind::dot) d = &op(d->operands[0]);
+      const Type& at = type(d->operands[0]);
+      const Type& wt = type(d->operands[1]);
+      if (at.dims.size() == 3) k.B = at.dims[0];
+      k.M = at.dims[at.dims.size() - 2], k.K = at.dims.back(), k.N = wt.dims.back();
+      k.dtype = at.dtype;
+      if (epilogue_of[i] >= 0) {
+        bool big = false;
+        k.expr = build_expr(int(i), k.inputs, big);
+        for (Node& nd : k.expr.nodes)
+          if (nd.leaf == Leaf::input) nd.leaf = Leaf::acc;
+      } else {
+        Node nd;
+        nd.leaf = Leaf::acc;
+        nd.dtype = o.type.dtype;
+        nd.value_id = mm;
+        k.expr.nodes.push_back(nd);
+      }
+    } else if (o.kind == OpKind::reduce) {
+      const Type& xt = type(o.operands[0]);
+      k.kind = o.dims[0] == 1 ? KKind::reduce_lanes : KKind::reduce_columns;
+      k.inputs = {base[o.operands[0]]};
+      k.rows = xt.dims[0], k.cols = xt.dims[1];
+      k.combiner = o.combiner;
+      const auto s = splat(o.operands[1]);
+      if (!s) throw Error(fmt::format("{}: internal error: reduce init is not a constant", o.loc));
+      k.init = *s;
+      k.dtype = xt.dtype;
+    } else {
+      k.kind = KKind::copy;
+      k.dtype = o.type.dtype;
+      for (int a : o.operands) k.inputs.push_back(base[a]);
+    }
+    kernels.push_back(std::move(k));
+  }
+}
+
+
+void Plan::assign_buffers() {
+  const size_t n = f.ops.size();
+  addr.assign(n, ~uint64_t(0));
+  uint64_t cursor = 0;
+  auto take = [&](int v) {
+    addr[v] = cursor;
+    cursor = align_up(cursor + uint64_t(type(v).bytes()), kHbmAlign);
+  };
+  std::set<std::string> used;
+  const auto params = f.params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    take(params[p]);
+    const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
+    symbols.push_back(fmt::format(".input {}, {}, {:#x}", name, type(params[p]).str(), addr[params[p]]));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (o.kind != OpKind::constant || !mat[i] || splat(int(i))) continue;
+    take(int(i));
+    symbols.push_back(fmt::format(".const {}, {}, {:#x}", clean_name(fmt::format("const{}", i), used), o.type.str(), addr[i]));
+    std::string d = fmt::format(".data {:#x}  # {}\n", addr[i], o.loc);
+    const int esz = dtype_bytes(o.type.dtype);
+    const char* dir = esz == 1 ? ".byte" : esz == 2 ? ".half" : ".word";
+    std::vector<std::string> vals;
+    for (size_t k = 0; k < o.literal.size(); ++k) {
+      uint32_t bits = lane_bits(o.type.dtype, o.literal[k]);
+      if (o.type.dtype == DType::bf16) bits >>= 16;
+      if (esz == 1) bits &= 0xff;
+      vals.push_back(fmt::format("{:#x}", bits));
+      if (vals.size() == 16 || k + 1 == o.literal.size()) {
+        d += fmt::format("    {} {}\n", dir, fmt::join(vals, ", "));
+        vals.clear();
+      }
+    }
+    data.push_back(d);
+  }
+  for (const Kernel& k : kernels) take(k.out);
+  for (size_t r = 0; r < f.results.size(); ++r) {
+    const int v = base[f.results[r]];
+    if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
+    symbols.push_back(fmt::format(".output {}, {}, {:#x}", clean_name(fmt::format("out{}", r), used), type(f.results[r]).str(), addr[v]));
+  }
+  hbm_used = cursor;
+  if (hbm_used > t.hbm_bytes)
+    throw Error(fmt::format("tpuc: the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
+}
+
+// ---------------------------------------------------------------- emission
+
+namespace {
+
+// A semaphore whose counts arrive in order: consumers wait for running totals.
+struct Counter {
+  int sem = 0;
+  int64_t produced = 0, consumed = 0;
+};
+
+class Emitter {
+ public:
+  Emitter(const Plan& p) : p_(p), L_(int64_t(p.t.vpu_lanes)), D_(int64_t(p.t.mxu_dim)) {}
+
+  std::string run() {
+    line(fmt::format("# generated by tpuc: {} kernels", p_.kernels.size()));
+    std::vector<std::string> kv;
+    for (const auto& fld : isa::target_fields()) kv.push_back(fmt::format("{}={}", fld.key, p_.t.*fld.member));
+    line(fmt::format(".target \"{}\", {}", p_.t.name, fmt::join(kv, ", ")));
+    for (const auto& s : p_.symbols) line(s);
+    for (const auto& d : p_.data) out_ += d;
+    line(".text");
+    for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i, p_.kernels[i]);
+    ins("halt");
+    return out_;
+  }
+
+ private:
+  // ---- text
+  void line(const std::string& s) { out_ += s + "\n"; }
+  template <typename... A>
+  void ins(fmt::format_string<A...> f, A&&... a) {
+    out_ += "    " + fmt::format(f, std::forward<A>(a)...) + "\n";
+  }
+  void note(const std::string& s) { out_ += "    # " + s + "\n"; }
+
+  // ---- scalar registers: s1..s28 cache constants (LRU)
+  int reg(uint64_t v) {
+    if (v == 0) return 0;
+    ++clock_;
+    for (int r = 1; r <= 28; ++r)
+      if (rv_[r] == v && rvalid_[r]) return stamp_[r] = clock_, r;
+    int victim = 1;
+    for (int r = 1; r <= 28; ++r)
+      if (!rvalid_[r] || stamp_[r] < stamp_[victim]) {
+        victim = r;
+        if (!rvalid_[r]) break;
+      }
+    if (v < (uint64_t(1) << 31)) {
+      ins("li s{}, {}", victim, v);
+    } else {
+      ins("li s{}, {}", victim, int64_t(int32_t(uint32_t(v & 0xffffffffu))));
+      ins("lih s{}, {}", victim, int64_t(int32_t(uint32_t(v >> 32))));
+    }
+    rv_[victim] = v, rvalid_[victim] = true, stamp_[victim] = clock_;
+    return victim;
+  }
+
+  // ---- synchronisation
+  Counter counter() {
+    if (next_sem_ >= 32) throw Error("internal error: out of semaphores");
+    Counter c;
+    c.sem = next_sem_++;
+    counters_.push_back(&c);  // replaced by the caller's copy below
+    counters_.pop_back();
+    return c;
+  }
+  void wait(const char* unit, Counter& c, int64_t total) {
+    while (c.consumed < total) {
+      const int64_t n = std::min<int64_t>(total - c.consumed, 65535);
+      ins("wait {}, sem{}, {}", unit, c.sem, n);
+      c.consumed += n;
+    }
+  }
+  void signal(const char* unit, Counter& c, int64_t n = 1) {
+    for (int64_t left = n; left > 0;) {
+      const int64_t k = std::min<int64_t>(left, 65535);
+      ins("signal {}, sem{}, {}", unit, c.sem, k);
+      left -= k;
+    }
+    c.produced += n;
+  }
+  void drain(std::initializer_list<Counter*> cs) {
+    for (Counter* c : cs) wait("sc", *c, c->produced);
+    next_sem_ = 0;
+  }
+
+  // ---- DMA (byte addresses); each transfer counts once on its counter
+  void dma_ld(uint64_t vmem, uint64_t hbm, uint64_t bytes, Counter& c) {
+    ins("dma.ld s{}, s{}, s{}, sem{}", reg(vmem), reg(hbm), reg(bytes), c.sem);
+    ++c.produced;
+  }
+  void dma_st(uint64_t hbm, uint64_t vmem, uint64_t bytes, Counter& c) {
+    ins("dma.st s{}, s{}, s{}, sem{}", reg(hbm), reg(vmem), reg(bytes), c.sem);
+    ++c.produced;
+  }
+  void dma_2d(bool load, uint64_t dst, uint64_t src, uint64_t rows, uint64_t rowbytes, uint64_t dstride, uint64_t sstride,
+              Counter& c) {
+    if (rows == 1 || (dstride == rowbytes && sstride == rowbytes)) {
+      load ? dma_ld(dst, src, rows * rowbytes, c) : dma_st(dst, src, rows * rowbytes, c);
+      return;
+    }
+    ins("dma.{} s{}, s{}, s{}, s{}, s{}, s{}, sem{}", load ? "ld2d" : "st2d", reg(dst), reg(src), reg(rows), reg(rowbytes),
+        reg(dstride), reg(sstride), c.sem);
+    ++c.produced;
+  }
+
+  // ---- VMEM: a bump allocator per kernel
+  uint64_t vmem(uint64_t bytes) {
+    const uint64_t a = vmem_top_;
+    vmem_top_ = align_up(vmem_top_ + bytes + uint64_t(L_) * 4, 64);  // a vector of slack
+    if (vmem_top_ > p_.t.vmem_bytes) throw Error(fmt::format("internal error: VMEM plan exceeds {} bytes", p_.t.vmem_bytes));
+    return a;
+  }
+  uint64_t vmem_budget() const { return p_.t.vmem_bytes - vmem_top_; }
+
+  void kernel(size_t idx, const Kernel& k) {
+    vmem_top_ = 0;
+    next_sem_ = 0;
+    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
+    line("");
+    note(fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str()));
+    std::set<std::string> seen;
+    for (const auto& s : k.from)
+      if (seen.insert(s).second) note("  from " + s);
+    if (p_.type(k.out).elements() == 0) return;
+    switch (k.kind) {
+      case KKind::elementwise: elementwise(k); break;
+      case KKind::copy: copy(k); break;
+      case KKind::reduce_lanes: reduce_lanes(k); break;
+      case KKind::reduce_columns: reduce_columns(k); break;
+      case KKind::matmul: matmul(k); break;
+    }
+  }
+
+  // ---- one expression node, vector registers assigned
+  void node(const Node& n, int d, const std::vector<int>& a) {
+    const bool fl = is_float(n.dtype);
+    auto round = [&] {
+      if (n.dtype == DType::bf16) ins("vrnd.bf16 v{}, v{}", d, d);
+      if (n.dtype == DType::s8) {
+        ins("vli v{}, 24", kScratch);
+        ins("vshl v{}, v{}, v{}", d, d, kScratch);
+        ins("vsra v{}, v{}, v{}", d, d, kScratch);
+      }
+    };
+    switch (n.kind) {
+      case OpKind::convert: {
+        const bool sf = is_float(n.src);
+        if (n.dtype == DType::pred) {
+          ins("vli v{}, 0", kScratch);
+          ins("vcmpne.{} v{}, v{}, v{}", aty(n.src), d, a[0], kScratch);
+        } else if (sf && fl) {
+          ins(n.dtype == DType::bf16 && n.src == DType::f32 ? "vrnd.bf16 v{}, v{}" : "vmov v{}, v{}", d, a[0]);
+        } else if (!sf && fl) {
+          ins("vcvt.f32.s32 v{}, v{}", d, a[0]);
+          round();
+        } else {
+          if (sf) ins("vcvt.s32.f32 v{}, v{}", d, a[0]);
+          else ins("vmov v{}, v{}", d, a[0]);
+          round();
+        }
+        return;
+      }
+      case OpKind::not_:
+        if (n.dtype == DType::pred) {
+          ins("vli v{}, 1", kScratch);
+          ins("vxor v{}, v{}, v{}", d, a[0], kScratch);
+        } else {
+          ins("vnot v{}, v{}", d, a[0]);
+        }
+        return;
+      case OpKind::negate: ins("vneg.{} v{}, v{}", aty(n.dtype), d, a[0]); return round();
+      case OpKind::abs: ins("vabs.{} v{}, v{}", aty(n.dtype), d, a[0]); return round();
+      case OpKind::sign: ins("vsign.{} v{}, v{}", aty(n.dtype), d, a[0]); return;
+      case OpKind::compare: {
+        static const char* dn[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+        ins("vcmp{}.{} v{}, v{}, v{}", dn[int(n.dir)], aty(n.src), d, a[0], a[1]);
+        return;
+      }
+      case OpKind::select: ins("vsel v{}, v{}, v{}, v{}", d, a[0], a[1], a[2]); return;
+      case OpKind::clamp: ins("vclamp.{} v{}, v{}, v{}, v{}", aty(n.dtype), d, a[0], a[1], a[2]); return;
+      case OpKind::and_: ins("vand v{}, v{}, v{}", d, a[0], a[1]); return;
+      case OpKind::or_: ins("vor v{}, v{}, v{}", d, a[0], a[1]); return;
+      case OpKind::xor_: ins("vxor v{}, v{}, v{}", d, a[0], a[1]); return;
+      case OpKind::shift_left: ins("vshl v{}, v{}, v{}", d, a[0], a[1]); return round();
+      case OpKind::shift_right_arithmetic: ins("vsra v{}, v{}, v{}", d, a[0], a[1]); return;
+      case OpKind::shift_right_logical:
+        if (n.dtype == DType::s8) {
+          ins("vli v{}, 255", kScratch);
+          ins("vand v{}, v{}, v{}", kScratch2, a[0], kScratch);
+          ins("vshr v{}, v{}, v{}", d, kScratch2, a[1]);
+          return round();
+        }
+        ins("vshr v{}, v{}, v{}", d, a[0], a[1]);
+        return;
+      default: break;
+    }
+    static const std::map<OpKind, const char*> f1 = {
+        {OpKind::exponential, "vexp"}, {OpKind::log, "vlog"},     {OpKind::tanh, "vtanh"},   {OpKind::logistic, "vlogistic"},
+        {OpKind::rsqrt, "vrsqrt"},     {OpKind::sqrt, "vsqrt"},   {OpKind::floor, "vfloor"}, {OpKind::ceil, "vceil"},
+        {OpKind::round_nearest_even, "vround"}};
+    if (auto it = f1.find(n.kind); it != f1.end()) {
+      ins("{}.f32 v{}, v{}", it->second, d, a[0]);
+      return round();
+    }
+    static const std::map<OpKind, const char*> f2 = {{OpKind::add, "vadd"},     {OpKind::subtract, "vsub"}, {OpKind::multiply, "vmul"},
+                                                     {OpKind::divide, "vdiv"},  {OpKind::maximum, "vmax"},  {OpKind::minimum, "vmin"},
+                                                     {OpKind::power, "vpow"}};
+    if (auto it = f2.find(n.kind); it != f2.end()) {
+      if (!fl && n.kind == OpKind::power) throw Error("tpuc: unsupported integer power (the VPU has vpow.f32 only)");
+      ins("{}.{} v{}, v{}, v{}", it->second, aty(n.dtype), d, a[0], a[1]);
+      return round();
+    }
+    throw Error(fmt::format("internal error: no VPU code for {}", op_name(n.kind)));
+  }
+
+  // Register assignment for an expression: hoisted leaves get fixed
+  // registers; the rest are linearly scanned per vector, U vectors at once.
+  struct RegPlan {
+    std::vector<int> hoisted_reg;            // per node (-1 if not hoisted)
+    std::vector<std::vector<int>> reg;       // [u][node]
+    int unroll = 1;
+  };
+  RegPlan regplan(const Expr& e, int max_unroll) {
+    RegPlan rp;
+    const size_t n = e.nodes.size();
+    rp.hoisted_reg.assign(n, -1);
+    int next_h = 29;  // hoisted from v29 down
+    for (size_t i = 0; i < n; ++i)
+      if (e.nodes[i].hoisted()) rp.hoisted_reg[i] = next_h--;
+    std::vector<size_t> last(n, 0);
+    for (size_t i = 0; i < n; ++i)
+      for (int a : e.nodes[i].args) last[a] = i;
+    last[n - 1] = n;
+    // Linear scan over the node order: count registers one vector needs.
+    std::vector<int> slot(n, -1);
+    std::vector<bool> busy(32, false);
+    int width = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (rp.hoisted_reg[i] >= 0) continue;
+      int s = 0;
+      while (busy[s]) ++s;
+      busy[s] = true;
+      slot[i] = s;
+      width = std::max(width, s + 1);
+      for (int a : e.nodes[i].args)
+        if (last[a] == i && slot[a] >= 0) busy[slot[a]] = false;
+    }
+    const int avail = next_h + 1;  // v0 .. v(next_h)
+    rp.unroll = std::max(1, std::min(max_unroll, avail / std::max(1, width)));
+    if (width > avail) throw Error("internal error: expression needs too many vector registers");
+    rp.reg.assign(rp.unroll, std::vector<int>(n, -1));
+    for (int u = 0; u < rp.unroll; ++u)
+      for (size_t i = 0; i < n; ++i) rp.reg[u][i] = rp.hoisted_reg[i] >= 0 ? rp.hoisted_reg[i] : u * width + slot[i];
+    return rp;
+  }
+
+  // Emits U vectors of an expression. leaf(u, node, reg) loads non-hoisted leaves.
+  void eval(const Expr& e, const RegPlan& rp, int U, const std::function<void(int, const Node&, int)>& leaf) {
+    for (size_t i = 0; i < e.nodes.size(); ++i) {
+      const Node& nd = e.nodes[i];
+      if (nd.hoisted()) continue;
+      for (int u = 0; u < U; ++u) {
+        const int d = rp.reg[u][i];
+        if (nd.leaf != Leaf::none) {
+          leaf(u, nd, d);
+        } else {
+          std::vector<int> a;
+          for (int x : nd.args) a.push_back(rp.reg[u][x]);
+          node(nd, d, a);
+        }
+      }
+    }
+  }
+  void hoist(const Expr& e, const RegPlan& rp, const std::vector<uint64_t>& scalar_vmem) {
+    for (size_t i = 0; i < e.nodes.size(); ++i) {
+      const Node& nd = e.nodes[i];
+      if (nd.leaf == Leaf::splat) ins("vli v{}, {:#x}", rp.hoisted_reg[i], lane_bits(nd.dtype, nd.value));
+      if (nd.leaf == Leaf::scalar) ins("vld.{} v{}, s0, {}", vty(p_.type(p_.base[nd.value_id]).dtype == nd.dtype ? nd.dtype : nd.dtype), rp.hoisted_reg[i], scalar_vmem[nd.input]);
+    }
+  }
+  // Loads scalar inputs (L copies each) and row inputs (repeated to cover
+  // any L-lane window) once per kernel. Returns the VMEM address per input.
+  std::vector<uint64_t> preload(const Kernel& k, Counter& ld) {
+    std::vector<uint64_t> at(k.inputs.size(), 0);
+    for (const Node& nd : k.expr.nodes) {
+      if (nd.leaf != Leaf::scalar && nd.leaf != Leaf::row) continue;
+      if (at[nd.input]) continue;
+      const int v = k.inputs[nd.input];
+      const int esz = dtype_bytes(p_.type(v).dtype);
+      if (nd.leaf == Leaf::scalar) {
+        at[nd.input] = vmem(uint64_t(L_) * esz);
+        dma_2d(true, at[nd.input], p_.addr[v], uint64_t(L_), esz, esz, 0, ld);
+      } else {
+        const int64_t len = p_.type(v).elements();
+        const int64_t reps = ceil_div(len + L_, len);
+        at[nd.input] = vmem(uint64_t(reps * len * esz));
+        dma_2d(true, at[nd.input], p_.addr[v], uint64_t(reps), uint64_t(len * esz), uint64_t(len * esz), 0, ld);
+      }
+      if (!at[nd.input]) at[nd.input] = 0;
+    }
+    return at;
+  }
+
+  // ---- element-wise kernels: chunks of the flat tensor, double-buffered
+  void elementwise(const Kernel& k) {
+    const Expr& e = k.expr;
+    const DType od = p_.type(k.out).dtype;
+    const int64_t E = p_.type(k.out).elements();
+    const int64_t nvec = ceil_div(E, L_);
+    Counter ld = counter(), vd = counter(), st = counter();
+    std::vector<uint64_t> pre = preload(k, ld);
+    const int64_t pre_loads = ld.produced;
+    std::vector<int> tensor_inputs;
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::input && std::find(tensor_inputs.begin(), tensor_inputs.end(), nd.input) == tensor_inputs.end())
+        tensor_inputs.push_back(nd.input);
+    int64_t per_vec = L_ * dtype_bytes(od);
+    for (int i : tensor_inputs) per_vec += L_ * dtype_bytes(p_.type(k.inputs[i]).dtype);
+    const RegPlan rp = regplan(e, 4);
+    int64_t cv = std::min<int64_t>(nvec, std::max<int64_t>(1, int64_t(vmem_budget() / 2 / uint64_t(per_vec + 64)) - 2));
+    cv = std::min<int64_t>(cv, 128);
+    const int64_t chunks = ceil_div(nvec, cv);
+    std::vector<std::vector<uint64_t>> in_buf(2, std::vector<uint64_t>(k.inputs.size(), 0));
+    uint64_t out_buf[2];
+    for (int s = 0; s < 2 && s < chunks; ++s) {
+      for (int i : tensor_inputs) in_buf[s][i] = vmem(uint64_t(cv * L_ * dtype_bytes(p_.type(k.inputs[i]).dtype)));
+      out_buf[s] = vmem(uint64_t(cv * L_ * dtype_bytes(od)));
+    }
+    auto range = [&](int64_t c) { return std::make_pair(c * cv * L_, std::min(E, (c + 1) * cv * L_)); };
+    std::vector<int64_t> loads_through(chunks);
+    auto loads = [&](int64_t c) {
+      const auto [b, end] = range(c);
+      for (int i : tensor_inputs) {
+        const int esz = dtype_bytes(p_.type(k.inputs[i]).dtype);
+        dma_ld(in_buf[c % 2][i], p_.addr[k.inputs[i]] + uint64_t(b * esz), uint64_t((end - b) * esz), ld);
+      }
+      loads_through[c] = ld.produced;
+    };
+    std::vector<int64_t> stores_through(chunks, 0);
+    loads(0);
+    if (chunks > 1) loads(1);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const auto [b, end] = range(c);
+      const int s = int(c % 2);
+      wait("vpu", ld, loads_through[c]);
+      if (c >= 2) wait("vpu", st, stores_through[c - 2]);
+      if (c == 0) hoist(e, rp, pre);
+      (void)pre_loads;
+      const int64_t nv = ceil_div(end - b, L_);
+      for (int64_t q = 0; q < nv; q += rp.unroll) {
+        const int U = int(std::min<int64_t>(rp.unroll, nv - q));
+        eval(e, rp, U, [&](int u, const Node& nd, int r) {
+          const int64_t vec = q + u;
+          if (nd.leaf == Leaf::input) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            ins("vld.{} v{}, s0, {}", vty(dt), r, in_buf[s][nd.input] + uint64_t(vec * L_ * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::row) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            const int64_t off = (b + vec * L_) % e.row_len;
+            ins("vld.{} v{}, s0, {}", vty(dt), r, pre[nd.input] + uint64_t(off * dtype_bytes(dt)));
+          }
+        });
+        for (int u = 0; u < U; ++u)
+          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+      }
+      signal("vpu", vd);
+      wait("dma", vd, c + 1);
+      dma_st(p_.addr[k.out] + uint64_t(b * dtype_bytes(od)), out_buf[s], uint64_t((end - b) * dtype_bytes(od)), st);
+      stores_through[c] = st.produced;
+      if (c + 2 < chunks) loads(c + 2);
+    }
+    drain({&ld, &vd, &st});
+  }
+
+  // ---- layout copies: HBM -> VMEM (logical order) -> HBM, box by box
+  struct Run {  // one view decomposed for 2-D DMAs
+    int64_t run = 1;     // contiguous elements per row
+    int row_dim = -1;    // the DMA's row dimension (-1: one row)
+    int first_run_dim;   // dims >= this form the run
+  };
+  static Run decompose(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+    Run r;
+    int d = int(dims.size());
+    int64_t expect = 1;
+    while (d > 0 && strides[d - 1] == expect) {
+      expect *= dims[d - 1];
+      --d;
+    }
+    r.first_run_dim = d;
+    r.run = expect;
+    if (d > 0 && strides[d - 1] >= 0) r.row_dim = d - 1;
+    return r;
+  }
+  void view_dma(bool load, const View& v, uint64_t vmem_base, int esz, Counter& c) {
+    const Run r = decompose(v.dims, v.strides);
+    const auto lstr = row_major(v.dims);  // logical (VMEM) strides
+    std::vector<int64_t> loop_dims;
+    for (int d = 0; d < r.first_run_dim; ++d)
+      if (d != r.row_dim) loop_dims.push_back(d);
+    std::vector<int64_t> idx(loop_dims.size(), 0);
+    const uint64_t rows = r.row_dim >= 0 ? uint64_t(v.dims[r.row_dim]) : 1;
+    const uint64_t rowbytes = uint64_t(r.run * esz);
+    for (;;) {
+      int64_t hoff = 0, voff = 0;
+      for (size_t i = 0; i < loop_dims.size(); ++i) hoff += idx[i] * v.strides[loop_dims[i]], voff += idx[i] * lstr[loop_dims[i]];
+      const uint64_t h = v.base + uint64_t(hoff * esz), m = vmem_base + uint64_t(voff * esz);
+      const uint64_t hs = r.row_dim >= 0 ? uint64_t(v.strides[r.row_dim] * esz) : rowbytes;
+      const uint64_t vs = r.row_dim >= 0 ? uint64_t(lstr[r.row_dim] * esz) : rowbytes;
+      if (load) dma_2d(true, m, h, rows, rowbytes, vs, hs, c);
+      else dma_2d(false, h, m, rows, rowbytes, hs, vs, c);
+      int i = int(loop_dims.size()) - 1;
+      while (i >= 0 && ++idx[i] == v.dims[loop_dims[i]]) idx[i--] = 0;
+      if (i < 0) break;
+    }
+  }
+  std::vector<std::pair<View, View>> copy_views(const Kernel& k, bool& fill, double& fill_value) {
+    const Op& o = p_.op(k.out);
+    const Type& rt = o.type;
+    const int esz = dtype_bytes(rt.dtype);
+    (void)esz;
+    View dst{p_.addr[k.out], rt.dims, row_major(rt.dims)};
+    std::vector<std::pair<View, View>> cp;
+    fill = false;
+    auto src_of = [&](int v) { return View{p_.addr[p_.base[v]], p_.type(v).dims, row_major(p_.type(v).dims)}; };
+    switch (o.kind) {
+      case OpKind::broadcast: {
+        View s = src_of(o.operands[0]);
+        View v{s.base, rt.dims, std::vector<int64_t>(rt.dims.size(), 0)};
+        for (size_t i = 0; i < o.dims.size(); ++i)
+          if (s.dims[i] != 1) v.strides[o.dims[i]] = s.strides[i];
+        cp.push_back({dst, v});
+        break;
+      }
+      case OpKind::transpose: {
+        View s = src_of(o.operands[0]);
+        View v{s.base, rt.dims, {}};
+        for (int64_t d : o.dims) v.strides.push_back(s.strides[d]);
+        cp.push_back({dst, v});
+        break;
+      }
+      case OpKind::slice: {
+        View s = src_of(o.operands[0]);
+        View v{s.base, rt.dims, {}};
+        int64_t off = 0;
+        for (size_t d = 0; d < rt.dims.size(); ++d) off += o.lo[d] * s.strides[d], v.strides.push_back(s.strides[d] * o.strides[d]);
+        v.base += uint64_t(off * dtype_bytes(rt.dtype));
+        cp.push_back({dst, v});
+        break;
+      }
+      case OpKind::reverse: {
+        View s = src_of(o.operands[0]);
+        View v = s;
+        int64_t off = 0;
+        for (int64_t d : o.dims) off += (s.dims[d] - 1) * s.strides[d], v.strides[d] = -s.strides[d];
+        v.base += uint64_t(off * dtype_bytes(rt.dtype));
+        cp.push_back({dst, v});
+        break;
+      }
+      case OpKind::concatenate: {
+        int64_t pos = 0;
+        for (int a : o.operands) {
+          View s = src_of(a);
+          View d = dst;
+          d.dims = s.dims;
+          d.base += uint64_t(pos * dst.strides[o.index] * dtype_bytes(rt.dtype));
+          pos += s.dims[o.index];
+          cp.push_back({d, s});
+        }
+        break;
+      }
+      case OpKind::pad: {
+        View s = src_of(o.operands[0]);
+        const auto pv = p_.splat(o.operands[1]);
+        if (!pv) throw Error(fmt::format("{}: unsupported pad with a computed padding value", o.loc));
+        fill = *pv != 0 || std::signbit(*pv);
+        fill_value = *pv;
+        View sv{s.base, {}, {}}, dv{dst.base, {}, {}};
+        int64_t soff = 0, doff = 0;
+        for (size_t d = 0; d < rt.dims.size(); ++d) {
+          const int64_t step = o.interior[d] + 1;
+          // in index i lands at lo + i*step; keep 0 <= that < out dim.
+          int64_t i0 = 0;
+          if (o.lo[d] < 0) i0 = ceil_div(-o.lo[d], step);
+          int64_t i1 = s.dims[d];  // exclusive
+          const int64_t max_i = o.lo[d] >= rt.dims[d] ? -1 : (rt.dims[d] - 1 - o.lo[d]) / step;  // last index that fits
+          i1 = std::min(i1, max_i + 1);
+          if (i1 <= i0) return cp;  // nothing of the operand shows
+          sv.dims.push_back(i1 - i0), dv.dims.push_back(i1 - i0);
+          sv.strides.push_back(s.strides[d]), dv.strides.push_back(dst.strides[d] * step);
+          soff += i0 * s.strides[d];
+          doff += (o.lo[d] + i0 * step) * dst.strides[d];
+        }
+        sv.base += uint64_t(soff * dtype_bytes(rt.dtype));
+        dv.base += uint64_t(doff * dtype_bytes(rt.dtype));
+        cp.push_back({dv, sv});
+        break;
+      }
+      default: throw Error(fmt::format("{}: internal error: no copy rule for {}", o.loc, op_name(o.kind)));
+    }
+    return cp;
+  }
+  void fill_region(uint64_t hbm, int64_t elements, DType dt, double value) {
+    // VPU writes one buffer of splats; DMA stores it over the region.
+    Counter vd = counter(), st = counter();
+    const int esz = dtype_bytes(dt);
+    const int64_t nv = std::min<int64_t>(ceil_div(elements, L_), 256);
+    const uint64_t buf = vmem(uint64_t(nv * L_ * esz));
+    ins("vli v0, {:#x}", lane_bits(dt, value));
+    for (int64_t q = 0; q < nv; ++q) ins("vst.{} v0, s0, {}", vty(dt), buf + uint64_t(q * L_ * esz));
+    signal("vpu", vd);
+    wait("dma", vd, 1);
+    for (int64_t done = 0; done < elements; done += nv * L_) {
+      const int64_t n = std::min(nv * L_, elements - done);
+      dma_st(hbm + uint64_t(done * esz), buf, uint64_t(n * esz), st);
+    }
+    drain({&vd, &st});
+    vmem_top_ = 0;
+  }
+  void copy(const Kernel& k) {
+    bool fill = false;
+    double fv = 0;
+    const auto pairs = copy_views(k, fill, fv);
+    const DType dt = p_.type(k.out).dtype;
+    const int esz = dtype_bytes(dt);
+    if (fill) fill_region(p_.addr[k.out], p_.type(k.out).elements(), dt, fv);
+    Counter ld = counter(), st = counter();
+    const int64_t budget = std::max<int64_t>(int64_t(vmem_budget() / 2) / esz - 2 * L_, L_);
+    const uint64_t stage[2] = {vmem(uint64_t(budget * esz)), vmem(uint64_t(budget * esz))};
+    int64_t box_no = 0;
+    std::vector<int64_t> stores_through;
+    for (const auto& [dst, src] : pairs) {
+      const size_t r = dst.dims.size();
+      // Box: the innermost dims whole while they fit, then a slab of the next.
+      std::vector<int64_t> box(r, 1);
+      int64_t inner = 1;
+      int d = int(r) - 1;
+      for (; d >= 0 && inner * dst.dims[d] <= budget; --d) box[d] = dst.dims[d], inner *= dst.dims[d];
+      if (d >= 0) box[d] = std::max<int64_t>(1, budget / inner);
+      std::vector<int64_t> at(r, 0);
+      bool empty = false;
+      for (int64_t x : dst.dims) empty |= x == 0;
+      while (!empty) {
+        View bs = src, bd = dst;
+        int64_t so = 0, dof = 0;
+        for (size_t i = 0; i < r; ++i) {
+          bs.dims[i] = bd.dims[i] = std::min(box[i], dst.dims[i] - at[i]);
+          so += at[i] * src.strides[i], dof += at[i] * dst.strides[i];
+        }
+        bs.base = uint64_t(int64_t(src.base) + so * esz);
+        bd.base = uint64_t(int64_t(dst.base) + dof * esz);
+        const int s = int(box_no % 2);
+        if (box_no >= 2) wait("dma", st, stores_through[box_no - 2]);
+        view_dma(true, bs, stage[s], esz, ld);
+        wait("dma", ld, ld.produced);
+        view_dma(false, bd, stage[s], esz, st);
+        stores_through.push_back(st.produced);
+        ++box_no;
+        int i = int(r) - 1;
+        for (; i >= 0; --i) {
+          at[i] += box[i];
+          if (at[i] < dst.dims[i]) break;
+          at[i] = 0;
+        }
+        if (i < 0) break;
+      }
+    }
+    drain({&ld, &st});
+  }
+
+  // ---- reductions
+  static double identity(Combiner c, DType d) {
+    switch (c) {
+      case Combiner::add: return 0;
+      case Combiner::multiply: return 1;
+      case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : -2147483648.0;
+      case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : 2147483647.0;
+      case Combiner::and_: return d == DType::pred ? 1 : -1;
+      case Combiner::or_: return 0;
+    }
+    return 0;
+  }
+  std::string combine_op(Combiner c, DType d) const {
+    switch (c) {
+      case Combiner::add: return fmt::format("vadd.{}", aty(d));
+      case Combiner::multiply: return fmt::format("vmul.{}", aty(d));
+      case Combiner::maximum: return fmt::format("vmax.{}", aty(d));
+      case Combiner::minimum: return fmt::format("vmin.{}", aty(d));
+      case Combiner::and_: return "vand";
+      case Combiner::or_: return "vor";
+    }
+    return "";
+  }
+  void reduce_lanes(const Kernel& k) {
+    const DType dt = k.dtype;
+    const int esz = dtype_bytes(dt);
+    const int64_t K = k.rows, R = k.cols;
+    const int64_t lr = ceil_div(R, L_);
+    const int64_t row_bytes = lr * L_ * esz;
+    const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
+    int64_t rc = std::min<int64_t>(K, std::max<int64_t>(1, budget / (row_bytes + esz)));
+    if (row_bytes > budget) throw Error(fmt::format("tpuc: unsupported reduction: a row of {} elements does not fit in VMEM", R));
+    rc = std::min<int64_t>(rc, 256);
+    const int64_t chunks = ceil_div(K, rc);
+    Counter ld = counter(), vd = counter(), st = counter(), z = counter();
+    uint64_t in_buf[2], out_buf[2];
+    for (int s = 0; s < 2; ++s) in_buf[s] = vmem(uint64_t(rc * row_bytes)), out_buf[s] = vmem(uint64_t(rc * esz));
+    const double id = identity(k.combiner, dt);
+    if (R % L_) {  // the lanes past R in each row's last vector hold the identity
+      ins("vli v0, {:#x}", lane_bits(dt, id));
+      for (int s = 0; s < std::min<int64_t>(2, chunks); ++s)
+        for (int64_t r = 0; r < rc; ++r) ins("vst.{} v0, s0, {}", vty(dt), in_buf[s] + uint64_t(r * row_bytes + (lr - 1) * L_ * esz));
+      signal("vpu", z);
+      wait("dma", z, 1);
+    }
+    std::vector<int64_t> lt(chunks), stt(chunks);
+    auto loads = [&](int64_t c) {
+      const int64_t r0 = c * rc, n = std::min(rc, K - r0);
+      dma_2d(true, in_buf[c % 2], p_.addr[k.inputs[0]] + uint64_t(r0 * R * esz), uint64_t(n), uint64_t(R * esz), uint64_t(row_bytes),
+             uint64_t(R * esz), ld);
+      lt[c] = ld.produced;
+    };
+    const bool with_init = !(k.init == id && !std::isnan(k.init));
+    const std::string op = combine_op(k.combiner, dt);
+    const char* red = k.combiner == Combiner::add ? "vredsum" : k.combiner == Combiner::maximum ? "vredmax" : "vredmin";
+    loads(0);
+    if (chunks > 1) loads(1);
+    if (with_init) ins("vli v31, {:#x}", lane_bits(dt, k.init));
+    constexpr int U = 8;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t r0 = c * rc, n = std::min(rc, K - r0);
+      const int s = int(c % 2);
+      wait("vpu", ld, lt[c]);
+      if (c >= 2) wait("vpu", st, stt[c - 2]);
+      for (int64_t r = 0; r < n; r += U) {
+        const int u_n = int(std::min<int64_t>(U, n - r));
+        for (int u = 0; u < u_n; ++u) ins("vld.{} v{}, s0, {}", vty(dt), 2 * u, in_buf[s] + uint64_t((r + u) * row_bytes));
+        for (int64_t q = 1; q < lr; ++q) {
+          for (int u = 0; u < u_n; ++u)
+            ins("vld.{} v{}, s0, {}", vty(dt), 2 * u + 1, in_buf[s] + uint64_t((r + u) * row_bytes + q * L_ * esz));
+          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v{}", op, 2 * u, 2 * u, 2 * u + 1);
+        }
+        for (int u = 0; u < u_n; ++u) ins("{}.{} v{}, v{}", red, aty(dt), 2 * u, 2 * u);
+        if (with_init)
+          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v31", op, 2 * u, 2 * u);
+        for (int u = 0; u < u_n; ++u) ins("vst.{} v{}, s0, {}", vty(dt), 2 * u, out_buf[s] + uint64_t((r + u) * esz));
+      }
+      signal("vpu", vd);
+      wait("dma", vd, c + 1);
+      dma_st(p_.addr[k.out] + uint64_t(r0 * esz), out_buf[s], uint64_t(n * esz), st);
+      stt[c] = st.produced;
+      if (c + 2 < chunks) loads(c + 2);
+    }
+    drain({&ld, &vd, &st, &z});
+  }
+  void reduce_columns(const Kernel& k) {
+    const DType dt = k.dtype;
+    const int esz = dtype_bytes(dt);
+    const int64_t R = k.rows, K = k.cols;
+    constexpr int64_t UV = 8;  // vectors per column group
+    const int64_t gw = std::min<int64_t>(ceil_div(K, L_), UV);  // vectors per group
+    const int64_t groups = ceil_div(ceil_div(K, L_), gw);
+    const int64_t row_bytes = gw * L_ * esz;
+    const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
+    const int64_t rc = std::min<int64_t>(R, std::min<int64_t>(512, std::max<int64_t>(1, budget / row_bytes)));
+    const int64_t rchunks = ceil_div(R, rc);
+    Counter ld = counter(), vd = counter(), st = counter();
+    uint64_t in_buf[2], out_buf[2];
+    for (int s = 0; s < 2; ++s) in_buf[s] = vmem(uint64_t(rc * row_bytes)), out_buf[s] = vmem(uint64_t(row_bytes));
+    struct Step {
+      int64_t g, rchunk;
+    };
+    std::vector<Step> steps;
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t c = 0; c < rchunks; ++c) steps.push_back({g, c});
+    std::vector<int64_t> lt(steps.size()), stt;
+    auto cols_of = [&](int64_t g) { return std::min(gw * L_, K - g * gw * L_); };
+    auto loads = [&](size_t i) {
+      const auto [g, c] = steps[i];
+      const int64_t r0 = c * rc, n = std::min(rc, R - r0);
+      dma_2d(true, in_buf[i % 2], p_.addr[k.inputs[0]] + uint64_t((r0 * K + g * gw * L_) * esz), uint64_t(n), uint64_t(cols_of(g) * esz),
+             uint64_t(row_bytes), uint64_t(K * esz), ld);
+      lt[i] = ld.produced;
+    };
+    const std::string op = combine_op(k.combiner, dt);
+    loads(0);
+    if (steps.size() > 1) loads(1);
+    int64_t stores_for_out[2] = {0, 0};
+    int out_set = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto [g, c] = steps[i];
+      const int64_t r0 = c * rc, n = std::min(rc, R - r0);
+      const int s = int(i % 2);
+      wait("vpu", ld, lt[i]);
+      if (c == 0)
+        for (int64_t q = 0; q < gw; ++q) ins("vli v{}, {:#x}", q, lane_bits(dt, k.init));
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t q = 0; q < gw; ++q) ins("vld.{} v{}, s0, {}", vty(dt), 16 + q, in_buf[s] + uint64_t(r * row_bytes + q * L_ * esz));
+        for (int64_t q = 0; q < gw; ++q) ins("{} v{}, v{}, v{}", op, q, q, 16 + q);
+      }
+      const bool last = c + 1 == rchunks;
+      if (last) {
+        wait("vpu", st, stores_for_out[out_set]);
+        for (int64_t q = 0; q < gw; ++q) ins("vst.{} v{}, s0, {}", vty(dt), q, out_buf[out_set] + uint64_t(q * L_ * esz));
+      }
+      signal("vpu", vd);
+      if (last) {
+        wait("dma", vd, int64_t(i) + 1);
+        dma_st(p_.addr[k.out] + uint64_t(g * gw * L_ * esz), out_buf[out_set], uint64_t(cols_of(g) * esz), st);
+        stores_for_out[out_set] = st.produced;
+        out_set ^= 1;
+      }
+      if (i + 2 < steps.size()) {
+        wait("dma", vd, int64_t(i) + 1);
+        loads(i + 2);
+      }
+    }
+    drain({&ld, &vd, &st});
+  }
+
+  // ---- matmul: C[b] = sum_p A_p[b] x W_p[b] on every MXU, epilogue on the VPU
+  void matmul(const Kernel& k);
+
+  const Plan& p_;
+  const int64_t L_, D_;
+  std::string out_;
+  uint64_t rv_[32] = {};
+  bool rvalid_[32] = {};
+  uint64_t stamp_[32] = {};
+  uint64_t clock_ = 0;
+  uint64_t vmem_top_ = 0;
+  int next_sem_ = 0;
+  std::vector<Counter*> counters_;
+};
+
+}  // namespace
+
+namespace {
+
+void Emitter::matmul(const Kernel& k) {
+  const DType in = k.dtype;
+  const int esz = dtype_bytes(in);
+  const DType od = p_.type(k.out).dtype;
+  const int oesz = dtype_bytes(od);
+  const char* mdt = in == DType::s8 ? "s8" : "bf16";
+  const int64_t D = D_, B = k.B, M = k.M, K = k.K, N = k.N;
+  const int64_t Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
+  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), 6, nt}));
+  std::vector<int> aparts, wparts;
+  std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
+  for (auto [a, w] : k.passes) {
+    auto idx = [](std::vector<int>& v, int x) {
+      auto it = std::find(v.begin(), v.end(), x);
+      if (it != v.end()) return int(it - v.begin());
+      v.push_back(x);
+      return int(v.size()) - 1;
+    };
+    passes.push_back({idx(aparts, a), idx(wparts, w)});
+  }
+  const int64_t na = int64_t(aparts.size()), nw = int64_t(wparts.size());
+  // Preloads, panels and output tiles first; the rest of VMEM holds A.
+  Counter pre = counter();
+  std::vector<uint64_t> pre_at = preload(k, pre);
+  const uint64_t panel_bytes = uint64_t(Kp * D * esz);
+  std::vector<std::vector<std::vector<uint64_t>>> panel(nmu, std::vector<std::vector<uint64_t>>(2, std::vector<uint64_t>(nw)));
+  for (int m = 0; m < nmu; ++m)
+    for (int s = 0; s < 2; ++s)
+      for (int64_t w = 0; w < nw; ++w) {
+        if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
+          throw Error(fmt::format("tpuc: unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, D));
+        panel[m][s][w] = vmem(panel_bytes);
+      }
+  const int64_t acc_rows_per = int64_t(p_.t.acc_rows) / (2 * nmu);
+  const uint64_t left = vmem_budget();
+  // Mb: accumulator rows per tile and A (all parts) in what VMEM is left.
+  int64_t Mb = std::min<int64_t>(M, acc_rows_per);
+  auto need = [&](int64_t mb) { return uint64_t(na * mb * Kp * esz + 2 * nmu * mb * D * oesz + (na + 2 * nmu + 4) * L_ * 4 + 4096); };
+  while (Mb > 1 && need(Mb) > left) Mb = (Mb + 1) / 2;
+  if (need(Mb) > left) throw Error(fmt::format("tpuc: unsupported dot: K = {} is too long for VMEM", K));
+  std::vector<uint64_t> abuf(na);
+  for (int64_t a = 0; a < na; ++a) abuf[a] = vmem(uint64_t(Mb * Kp * esz));
+  std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
+  for (int m = 0; m < nmu; ++m)
+    for (int s = 0; s < 2; ++s) obuf[m][s] = vmem(uint64_t(Mb * D * oesz));
+  auto acc_base = [&](int m, int s) { return uint64_t((m * 2 + s) * Mb); };
+
+  Counter ca = counter(), afree = counter(), z = counter(), v = counter(), st = counter();
+  std::vector<Counter> P, Pfree, Acc, AccFree;
+  for (int m = 0; m < nmu; ++m) P.push_back(counter()), Pfree.push_back(counter()), Acc.push_back(counter()), AccFree.push_back(counter());
+  note(fmt::format("tiles: {} x {} x {} (B x M x K x N = {} x {} x {} x {}), {} pass(es), {} MXU(s), M block {}, K padded to {}",
+                   ceil_div(M, Mb), kt, nt, B, M, K, N, passes.size(), nmu, Mb, Kp));
+  if (K % D) {  // zero the padding columns of A and rows of the panels once
+    ins("vli v0, 0");
+    for (int64_t a = 0; a < na; ++a)
+      for (int64_t r = 0; r < Mb; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[a] + uint64_t((r * Kp + K) * esz));
+    for (int m = 0; m < nmu; ++m)
+      for (int s = 0; s < 2; ++s)
+        for (int64_t w = 0; w < nw; ++w)
+          for (int64_t r = K; r < Kp; ++r) ins("vst.{} v0, s0, {}", vty(in), panel[m][s][w] + uint64_t(r * D * esz));
+    signal("vpu", z);
+    wait("dma", z, 1);
+  }
+  const RegPlan rp = regplan(k.expr, 4);
+  std::vector<int64_t> tiles_on(nmu, 0);           // tiles each MXU has been given
+  std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));  // st total when a slot's store is done
+  int64_t tiles_total = 0, blocks = 0, afree_needed = 0;
+  bool hoisted = false;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t m0 = 0; m0 < M; m0 += Mb, ++blocks) {
+      const int64_t rows = std::min(Mb, M - m0);
+      note(fmt::format("block: batch {}, rows {}..{}", b, m0, m0 + rows - 1));
+      wait("dma", afree, afree_needed);
+      for (int64_t a = 0; a < na; ++a)
+        dma_2d(true, abuf[a], p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K) * esz), uint64_t(rows), uint64_t(K * esz),
+               uint64_t(Kp * esz), uint64_t(K * esz), pre);
+      signal("dma", ca, nmu);
+      afree_needed += nmu;
+      const int64_t tiles_before = tiles_total;
+      auto panel_load = [&](int64_t j) {
+        const int m = int(j % nmu);
+        const int64_t t = tiles_on[m] + (j / nmu) - ((tiles_total - tiles_before) > j ? 0 : 0);
+        (void)t;
+      };
+      (void)panel_load;
+      // Panel loads run 2 tiles per MXU ahead of the MXUs.
+      std::vector<int64_t> tidx(nt);  // per tile: its index on its MXU
+      for (int64_t j = 0; j < nt; ++j) tidx[j] = tiles_on[j % nmu] + j / nmu;
+      auto load_panel = [&](int64_t j) {
+        const int m = int(j % nmu);
+        const int64_t t = tidx[j];
+        const int s = int(t % 2);
+        wait("dma", Pfree[m], t - 1);
+        const int64_t j0 = j * D, cols = std::min(D, N - j0);
+        for (int64_t w = 0; w < nw; ++w)
+          dma_2d(true, panel[m][s][w], p_.addr[wparts[w]] + uint64_t((b * K * N + j0) * esz), uint64_t(K), uint64_t(cols * esz),
+                 uint64_t(D * esz), uint64_t(N * esz), P[m]);
+      };
+      for (int64_t j = 0; j < std::min<int64_t>(nt, 2 * nmu); ++j) load_panel(j);
+      for (int64_t j = 0; j < nt; ++j) {
+        const int m = int(j % nmu);
+        const int64_t t = tidx[j];
+        const int s = int(t % 2);
+        const int64_t j0 = j * D, cols = std::min(D, N - j0);
+        const std::string mu = fmt::format("mxu{}", m);
+        note(fmt::format("tile: columns {}..{} on MXU {}", j0, j0 + cols - 1, m));
+        // MXU
+        if (j < nmu) wait(mu.c_str(), ca, blocks + 1 + 0 * int64_t(m) - 0);
+        wait(mu.c_str(), P[m], (t + 1) * nw);
+        wait(mu.c_str(), AccFree[m], t - 1);
+        bool first = true;
+        for (int64_t kk = 0; kk < kt; ++kk)
+          for (auto [pa, pw] : passes) {
+            ins("mxu.lw m{}, s{}, s{}, {}", m, reg(panel[m][s][pw] + uint64_t(kk * D * D * esz)), reg(uint64_t(D * esz)), mdt);
+            ins("mxu.swap m{}", m);
+            ins("mxu.{} m{}, s{}, s{}, s{}, s{}, {}", first ? "mm" : "mma", m, reg(acc_base(m, s)),
+                reg(abuf[pa] + uint64_t(kk * D * esz)), reg(uint64_t(Kp * esz)), reg(uint64_t(rows)), mdt);
+            first = false;
+          }
+        signal(mu.c_str(), Pfree[m]);
+        signal(mu.c_str(), Acc[m]);
+        if (j + nmu >= nt) signal(mu.c_str(), afree);
+        // VPU: drain the accumulators through the epilogue
+        wait("vpu", Acc[m], t + 1);
+        wait("vpu", st, slot_store[m][s]);
+        if (!hoisted) {
+          wait("vpu", pre, pre.produced);
+          hoist(k.expr, rp, pre_at);
+          hoisted = true;
+        }
+        for (int64_t r = 0; r < rows; r += rp.unroll) {
+          const int U = int(std::min<int64_t>(rp.unroll, rows - r));
+          eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
+            if (nd.leaf == Leaf::acc) {
+              ins("vlda v{}, s0, {}", rg, acc_base(m, s) + uint64_t(r + u));
+            } else if (nd.leaf == Leaf::row) {
+              const DType dt = p_.type(k.inputs[nd.input]).dtype;
+              ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+            } else {
+              throw Error("internal error: unexpected epilogue leaf");
+            }
+          });
+          for (int u = 0; u < U; ++u)
+            ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u][k.expr.nodes.size() - 1], obuf[m][s] + uint64_t((r + u) * D * oesz));
+        }
+        signal("vpu", AccFree[m]);
+        signal("vpu", v);
+        // DMA: store the tile, then fetch a panel for two tiles ahead
+        wait("dma", v, tiles_total + 1);
+        dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0) * N + j0) * oesz), obuf[m][s], uint64_t(rows), uint64_t(cols * oesz),
+               uint64_t(N * oesz), uint64_t(D * oesz), st);
+        slot_store[m][s] = st.produced;
+        ++tiles_total;
+        if (j + 2 * nmu < nt) load_panel(j + 2 * nmu);
+      }
+      for (int m = 0; m < nmu; ++m) tiles_on[m] += (nt - m + nmu - 1) / nmu;
+    }
+  std::vector<Counter*> all{&pre, &ca, &afree, &z, &v, &st};
+  for (int m = 0; m < nmu; ++m) all.push_back(&P[m]), all.push_back(&Pfree[m]), all.push_back(&Acc[m]), all.push_back(&AccFree[m]);
+  for (Counter* c : all) wait("sc", *c, c->produced);
+  next_sem_ = 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Backend
+
+Backend::Backend(const Function& f, const isa::Target& t) : plan_(new Plan(f, t)) {}
+Backend::~Backend() { delete plan_; }
+
+std::string Backend::describe() const {
+  const Plan& p = *plan_;
+  static const char* names[] = {"elementwise", "copy", "reduce-lanes", "reduce-columns", "matmul"};
+  std::string s = fmt::format("# kernel plan: {} kernels, {} bytes of HBM\n", p.kernels.size(), p.hbm_used);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const Kernel& k = p.kernels[i];
+    std::vector<std::string> in;
+    for (int v : k.inputs) in.push_back(fmt::format("%{}", v));
+    s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, names[int(k.kind)], k.out, p.type(k.out).str(), p.addr[k.out]);
+    if (!in.empty()) s += fmt::format(" reads {}", fmt::join(in, ", "));
+    if (k.kind == KKind::matmul) {
+      std::vector<std::string> ps;
+      for (auto [a, w] : k.passes) ps.push_back(fmt::format("%{}x%{}", a, w));
+      s += fmt::format(" passes {} [B={} M={} K={} N={}]", fmt::join(ps, " + "), k.B, k.M, k.K, k.N);
+    }
+    if (k.kind == KKind::elementwise || (k.kind == KKind::matmul && k.expr.nodes.size() > 1)) {
+      std::vector<std::string> ops;
+      for (const Node& nd : k.expr.nodes)
+        if (nd.leaf == Leaf::none) ops.push_back(op_name(nd.kind));
+      s += fmt::format(" ops [{}]", fmt::join(ops, " "));
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+std::string Backend::assembly() const { return Emitter(*plan_).run(); }
+
+}  // namespace tpu::compiler

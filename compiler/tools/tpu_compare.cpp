@@ -1,0 +1,70 @@
+// tpu-compare: how far a result is from a reference (.npy files).
+// Prints the normwise relative error ||got - ref|| / ||ref||, the largest
+// absolute difference and the number of differing elements; exits 1 when the
+// error exceeds --tol (integers: any difference when --tol is 0).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "cli_common.h"
+#include "tpu/ir/interp.h"
+#include "tpu/isa/npy.h"
+
+namespace {
+
+tpu::ir::Tensor load(const std::string& path) {
+  using namespace tpu;
+  const isa::NpyArray a = isa::read_npy(path);
+  ir::Type t;
+  static const std::pair<const char*, ir::DType> kinds[] = {{"|b1", ir::DType::pred}, {"|i1", ir::DType::s8}, {"<i4", ir::DType::s32},
+                                                            {"<u2", ir::DType::bf16}, {"<i2", ir::DType::bf16}, {"<f4", ir::DType::f32}};
+  bool ok = false;
+  for (auto& [d, k] : kinds)
+    if (a.descr == d) t.dtype = k, ok = true;
+  if (!ok) throw Error(fmt::format("{}: unsupported dtype {}", path, a.descr));
+  for (uint64_t d : a.shape) t.dims.push_back(int64_t(d));
+  return ir::from_npy(a, t, path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpu-compare: normwise relative error of GOT against REF (.npy; bf16 as uint16 bits)"};
+  std::string ref_path, got_path;
+  double tol = -1;
+  app.add_option("ref", ref_path, "reference .npy")->required();
+  app.add_option("got", got_path, "result .npy")->required();
+  app.add_option("--tol", tol, "fail (exit 1) when the relative error exceeds this");
+  if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
+  try {
+    const auto ref = load(ref_path), got = load(got_path);
+    if (ref.type.dims != got.type.dims)
+      throw tpu::Error(fmt::format("shapes differ: {} and {}", ref.type.str(), got.type.str()));
+    double num = 0, den = 0, maxabs = 0;
+    int64_t differ = 0;
+    bool nan_mismatch = false;
+    for (size_t i = 0; i < ref.v.size(); ++i) {
+      const double r = ref.v[i], g = got.v[i];
+      if (std::isnan(r) || std::isnan(g)) {
+        nan_mismatch |= std::isnan(r) != std::isnan(g);
+        differ += std::isnan(r) != std::isnan(g);
+        continue;
+      }
+      if (std::isinf(r) || std::isinf(g)) {
+        if (r != g) nan_mismatch = true, ++differ;
+        continue;
+      }
+      num += (g - r) * (g - r), den += r * r;
+      maxabs = std::max(maxabs, std::fabs(g - r));
+      differ += g != r;
+    }
+    const double rel = nan_mismatch ? INFINITY : den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    fmt::print("rel_err {:.3g} max_abs {:.3g} differing {}/{}\n", rel, maxabs, differ, ref.v.size());
+    if (tol >= 0 && (rel > tol || (tol == 0 && differ))) return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpu-compare: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
