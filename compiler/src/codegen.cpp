@@ -367,15 +367,19 @@ void Plan::make_kernels() {
     if (tensors != 1 || !matmul_root(mm) || result[mm] || fused_into[mm] >= 0) continue;
     // The matmul's only reader (through reshapes) must be this expression.
     bool single = true;
+    // Every reader of the matmul (through reshapes) must be in this expression.
+    std::set<int> members;
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::none) members.insert(nd.value_id);
     int reads = 0;
     std::function<void(int)> count = [&](int v) {
       for (int u : users[v]) {
         if (op(u).kind == OpKind::reshape) {
-          single &= !result[u] && !mat[u];
+          single &= !result[u];
           count(u);
         } else {
           ++reads;
-          single &= is_elementwise(op(u).kind) && !chain[u] && (u == int(i) || !mat[u]);
+          single &= members.count(u) > 0;
         }
       }
     };
