@@ -580,11 +580,9 @@ class Emitter {
 
   // ---- synchronisation
   Counter counter() {
-    if (next_sem_ >= 32) throw Error("internal error: out of semaphores");
+    if (next_sem_ >= 31) throw Error("internal error: out of semaphores");  // sem31: the kernel barrier
     Counter c;
     c.sem = next_sem_++;
-    counters_.push_back(&c);  // replaced by the caller's copy below
-    counters_.pop_back();
     return c;
   }
   void wait(const char* unit, Counter& c, int64_t total) {
@@ -602,7 +600,16 @@ class Emitter {
     }
     c.produced += n;
   }
-  void drain(std::initializer_list<Counter*> cs) {
+  // The end of a kernel: every queue has finished (each signals the barrier
+  // semaphore once its earlier instructions are done), then the scalar unit
+  // takes what is left on each counter, so every semaphore is back at 0.
+  void drain(std::initializer_list<Counter*> cs, int mxus = 0) {
+    Counter barrier;
+    barrier.sem = 31;
+    signal("dma", barrier);
+    signal("vpu", barrier);
+    for (int m = 0; m < mxus; ++m) signal(fmt::format("mxu{}", m).c_str(), barrier);
+    wait("sc", barrier, barrier.produced);
     for (Counter* c : cs) wait("sc", *c, c->produced);
     next_sem_ = 0;
   }
@@ -1048,7 +1055,7 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     if (fill) fill_region(p_.addr[k.out], p_.type(k.out).elements(), dt, fv);
     Counter ld = counter(), st = counter();
-    const int64_t budget = std::max<int64_t>(int64_t(vmem_budget() / 2) / esz - 2 * L_, L_);
+    const int64_t budget = std::max<int64_t>((int64_t(vmem_budget() / 2) - 8 * L_ - 128) / esz, L_);
     const uint64_t stage[2] = {vmem(uint64_t(budget * esz)), vmem(uint64_t(budget * esz))};
     int64_t box_no = 0;
     std::vector<int64_t> stores_through;
@@ -1253,7 +1260,6 @@ class Emitter {
   uint64_t clock_ = 0;
   uint64_t vmem_top_ = 0;
   int next_sem_ = 0;
-  std::vector<Counter*> counters_;
 };
 
 }  // namespace
@@ -1326,10 +1332,10 @@ void Emitter::matmul(const Kernel& k) {
   const RegPlan rp = regplan(k.expr, 4);
   std::vector<int64_t> tiles_on(nmu, 0);           // tiles each MXU has been given
   std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));  // st total when a slot's store is done
-  int64_t tiles_total = 0, blocks = 0, afree_needed = 0;
+  int64_t tiles_total = 0, afree_needed = 0;
   bool hoisted = false;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t m0 = 0; m0 < M; m0 += Mb, ++blocks) {
+    for (int64_t m0 = 0; m0 < M; m0 += Mb) {
       const int64_t rows = std::min(Mb, M - m0);
       note(fmt::format("block: batch {}, rows {}..{}", b, m0, m0 + rows - 1));
       wait("dma", afree, afree_needed);
@@ -1338,13 +1344,6 @@ void Emitter::matmul(const Kernel& k) {
                uint64_t(Kp * esz), uint64_t(K * esz), pre);
       signal("dma", ca, nmu);
       afree_needed += nmu;
-      const int64_t tiles_before = tiles_total;
-      auto panel_load = [&](int64_t j) {
-        const int m = int(j % nmu);
-        const int64_t t = tiles_on[m] + (j / nmu) - ((tiles_total - tiles_before) > j ? 0 : 0);
-        (void)t;
-      };
-      (void)panel_load;
       // Panel loads run 2 tiles per MXU ahead of the MXUs.
       std::vector<int64_t> tidx(nt);  // per tile: its index on its MXU
       for (int64_t j = 0; j < nt; ++j) tidx[j] = tiles_on[j % nmu] + j / nmu;
@@ -1367,7 +1366,10 @@ void Emitter::matmul(const Kernel& k) {
         const std::string mu = fmt::format("mxu{}", m);
         note(fmt::format("tile: columns {}..{} on MXU {}", j0, j0 + cols - 1, m));
         // MXU
-        if (j < nmu) wait(mu.c_str(), ca, blocks + 1 + 0 * int64_t(m) - 0);
+        if (j < nmu) {  // every MXU takes one count of the block's A
+          ins("wait {}, sem{}, 1", mu, ca.sem);
+          ++ca.consumed;
+        }
         wait(mu.c_str(), P[m], (t + 1) * nw);
         wait(mu.c_str(), AccFree[m], t - 1);
         bool first = true;
@@ -1417,10 +1419,10 @@ void Emitter::matmul(const Kernel& k) {
       }
       for (int m = 0; m < nmu; ++m) tiles_on[m] += (nt - m + nmu - 1) / nmu;
     }
-  std::vector<Counter*> all{&pre, &ca, &afree, &z, &v, &st};
-  for (int m = 0; m < nmu; ++m) all.push_back(&P[m]), all.push_back(&Pfree[m]), all.push_back(&Acc[m]), all.push_back(&AccFree[m]);
-  for (Counter* c : all) wait("sc", *c, c->produced);
-  next_sem_ = 0;
+  drain({&pre, &ca, &afree, &z, &v, &st}, nmu);
+  for (int m = 0; m < nmu; ++m) {
+    for (Counter* c : {&P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
+  }
 }
 
 }  // namespace

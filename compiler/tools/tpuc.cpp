@@ -7,18 +7,12 @@
 #include <iostream>
 
 #include "cli_common.h"
-#include "tpu/asm/assembler.h"
-#include "tpu/compiler/codegen.h"
+#include "tpu/compiler/compile.h"
 #include "tpu/compiler/passes.h"
-#include "tpu/ir/import.h"
 #include "tpu/ir/interp.h"
 #include "tpu/isa/npy.h"
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 void write_text(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
@@ -52,8 +46,7 @@ int main(int argc, char** argv) {
 
   using namespace tpu;
   try {
-    const std::string text = isa::read_text_file(input);
-    ir::Function f = ends_with(input, ".ir") ? ir::parse(text, input) : ir::import_hlo(hlo::parse(text, input), input);
+    ir::Function f = compiler::load_module(input);
     if (dump) std::cerr << "// ----- after import\n" << ir::print(f);
     if (interpret) {
       if (outputs_dir.empty()) throw Error("--interpret needs --outputs DIR");
@@ -71,31 +64,25 @@ int main(int argc, char** argv) {
     if (precision == "default") prec = ir::Precision::default_;
     if (precision == "high") prec = ir::Precision::high;
     if (precision == "highest") prec = ir::Precision::highest;
-    for (const auto& pass : compiler::ir_pipeline(prec)) {
-      f = pass.run(f);
-      if (dump) std::cerr << "// ----- after " << pass.name << "\n" << ir::print(f);
-    }
     if (emit == "ir") {
+      for (const auto& pass : compiler::ir_pipeline(prec)) {
+        f = pass.run(f);
+        if (dump) std::cerr << "// ----- after " << pass.name << "\n" << ir::print(f);
+      }
       write_text(output, ir::print(f));
       return 0;
     }
-    const isa::Target target = isa::load_target(config);
-    compiler::Backend backend(f, target);
-    if (dump) std::cerr << "// ----- kernel plan\n" << backend.describe();
-    const std::string assembly = backend.assembly();
+    compiler::CompileOptions opts;
+    opts.target = isa::load_target(config);
+    opts.precision = prec;
+    if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
+    const compiler::Compiled c = compiler::compile(f, opts);
     if (emit == "asm") {
-      write_text(output, assembly);
+      write_text(output, c.assembly);
       return 0;
     }
     if (output.empty()) throw Error("--emit bin needs -o PROG.tpu");
-    as::AssembleOptions opts;
-    opts.target = target;
-    const auto r = as::assemble(assembly, std::filesystem::path(input).filename().string() + ".s", opts);
-    if (!r.program) {
-      std::cerr << "tpuc: internal error: generated assembly does not assemble:\n" << r.errors.front().render() << "\n";
-      return 4;
-    }
-    isa::save_file(*r.program, output);
+    isa::save_file(c.program, output);
   } catch (const Error& e) {
     std::cerr << "tpuc: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,35 @@
+// The whole of tpuc as a library call: IR -> passes -> kernels -> assembly
+// -> a .tpu program (through the assembler library).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "tpu/ir/ir.h"
+#include "tpu/isa/program.h"
+
+namespace tpu::compiler {
+
+struct CompileOptions {
+  isa::Target target;
+  std::optional<ir::Precision> precision;  // overrides every dot's precision_config
+  // Called after every IR pass with (pass name, printed IR), then with
+  // ("kernel plan", the plan).
+  std::function<void(const std::string&, const std::string&)> dump;
+};
+
+struct Compiled {
+  ir::Function lowered;  // after the IR passes
+  std::string plan;      // the kernel plan (Backend::describe)
+  std::string assembly;
+  isa::Program program;
+};
+
+// Throws Error for programs it cannot compile.
+Compiled compile(const ir::Function& f, const CompileOptions& options);
+
+// Reads MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text) into the IR.
+ir::Function load_module(const std::string& path);
+
+}  // namespace tpu::compiler

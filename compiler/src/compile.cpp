@@ -1,0 +1,40 @@
+#include "tpu/compiler/compile.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "tpu/asm/assembler.h"
+#include "tpu/compiler/codegen.h"
+#include "tpu/compiler/passes.h"
+#include "tpu/ir/import.h"
+
+namespace tpu::compiler {
+
+Compiled compile(const ir::Function& f, const CompileOptions& options) {
+  Compiled c;
+  c.lowered = f;
+  for (const auto& pass : ir_pipeline(options.precision)) {
+    c.lowered = pass.run(c.lowered);
+    if (options.dump) options.dump(pass.name, ir::print(c.lowered));
+  }
+  Backend backend(c.lowered, options.target);
+  c.plan = backend.describe();
+  if (options.dump) options.dump("kernel plan", c.plan);
+  c.assembly = backend.assembly();
+  as::AssembleOptions ao;
+  ao.target = options.target;
+  auto r = as::assemble(c.assembly, "tpuc.s", ao);
+  if (!r.program) throw std::logic_error("internal error: generated assembly does not assemble: " + r.errors.front().render());
+  c.program = std::move(*r.program);
+  return c;
+}
+
+ir::Function load_module(const std::string& path) {
+  const std::string text = isa::read_text_file(path);
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".ir") return ir::parse(text, path);
+  return ir::import_hlo(hlo::parse(text, path), path);
+}
+
+}  // namespace tpu::compiler

@@ -1,0 +1,341 @@
+// tpuc end to end: compile, simulate (a forked child per run, harness.h),
+// compare. (1) Every single-device corpus program (tests/corpus) on tiny and
+// v5e against XLA's outputs, at default and highest precision. (2) Seeded
+// property tests: random shapes for dot, convolution, reduce and
+// element-wise chains, against the IR interpreter.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "../sim/harness.h"
+#include "tpu/compiler/compile.h"
+#include "tpu/ir/interp.h"
+#include "tpu/isa/npy.h"
+#include "tpu/sim/config.h"
+
+namespace {
+
+using namespace tpu;
+using ir::DType;
+using ir::Function;
+using ir::Op;
+using ir::OpKind;
+using ir::Tensor;
+using ir::Type;
+
+double rel_error(const Tensor& got, const Tensor& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.v.size(); ++i) {
+    if (std::isnan(ref.v[i]) || std::isnan(got.v[i])) {
+      if (std::isnan(ref.v[i]) != std::isnan(got.v[i])) return INFINITY;
+      continue;
+    }
+    if (std::isinf(ref.v[i]) || std::isinf(got.v[i])) {
+      if (ref.v[i] != got.v[i]) return INFINITY;
+      continue;
+    }
+    num += (got.v[i] - ref.v[i]) * (got.v[i] - ref.v[i]);
+    den += ref.v[i] * ref.v[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+struct Outcome {
+  std::vector<Tensor> outputs;
+  uint64_t cycles = 0;
+};
+
+Outcome compile_and_run(const Function& f, const std::string& preset, std::optional<ir::Precision> precision,
+                        const std::vector<Tensor>& inputs) {
+  compiler::CompileOptions o;
+  o.target = isa::load_target(preset);
+  o.precision = precision;
+  const compiler::Compiled c = compiler::compile(f, o);
+  std::vector<std::vector<uint8_t>> in;
+  for (const Tensor& t : inputs) in.push_back(ir::to_bytes(t));
+  const test::SimRun r = test::simulate(c.program, sim::load_config(preset), in);
+  if (r.fault) FAIL("simulation fault: " << *r.fault);
+  Outcome out;
+  out.cycles = r.cycles;
+  for (size_t i = 0; i < f.results.size(); ++i) out.outputs.push_back(ir::from_bytes(f.ops[f.results[i]].type, r.outputs.at(i)));
+  return out;
+}
+
+// ---------------------------------------------------------------- corpus
+
+const std::string kCorpus = std::string(TPU_SOURCE_DIR) + "/tests/corpus/";
+
+void run_corpus(const std::string& name) {
+  const std::string dir = kCorpus + name;
+  const Function f = compiler::load_module(dir + "/module.hlo");
+  const auto manifest = nlohmann::json::parse(isa::read_text_file(dir + "/manifest.json"));
+  // jax.jit drops unused arguments: match ENTRY parameters to arguments by type, in order.
+  static const std::map<std::string, DType> dt = {
+      {"float32", DType::f32}, {"int8", DType::s8}, {"int32", DType::s32}, {"bfloat16", DType::bf16}, {"bool", DType::pred}};
+  std::vector<Tensor> inputs;
+  size_t a = 0;
+  for (int p : f.params()) {
+    const Type& t = f.ops[p].type;
+    while (a < manifest["args"].size()) {
+      const auto& arg = manifest["args"][a++];
+      Type at{dt.at(arg["dtype"]), arg["shape"].get<std::vector<int64_t>>()};
+      if (at == t) {
+        inputs.push_back(ir::from_npy(isa::read_npy(dir + "/" + arg["file"].get<std::string>()), t, arg["file"]));
+        break;
+      }
+    }
+  }
+  REQUIRE(inputs.size() == f.params().size());
+  std::vector<Tensor> refs;
+  for (size_t i = 0; i < f.results.size(); ++i)
+    refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), f.ops[f.results[i]].type, "ref"));
+  bool has_f32_dot = false;
+  for (const Op& op : f.ops) has_f32_dot |= (op.kind == OpKind::dot || op.kind == OpKind::convolution) && op.type.dtype == DType::f32;
+  for (const std::string preset : {"tiny", "v5e"})
+    for (auto prec : {ir::Precision::default_, ir::Precision::highest}) {
+      if (prec == ir::Precision::highest && !has_f32_dot) continue;
+      const Outcome out = compile_and_run(f, preset, prec, inputs);
+      for (size_t i = 0; i < refs.size(); ++i) {
+        const DType d = refs[i].type.dtype;
+        const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : prec == ir::Precision::highest ? 1e-5 : 2e-2;
+        const double err = rel_error(out.outputs[i], refs[i]);
+        INFO(name << " on " << preset << " at " << ir::precision_name(prec) << ": out" << i << " rel_err " << err << ", "
+                  << out.cycles << " cycles");
+        CHECK(err <= tol);
+        if (tol == 0) CHECK(out.outputs[i].v == refs[i].v);
+      }
+    }
+}
+
+#define CORPUS_TEST(name) \
+  TEST_CASE("corpus " #name) { run_corpus(#name); }
+CORPUS_TEST(conv2d_nhwc)
+CORPUS_TEST(int8_mlp_requant)
+CORPUS_TEST(lenet)
+CORPUS_TEST(matmul_bf16)
+CORPUS_TEST(matmul_f32)
+CORPUS_TEST(matmul_int8)
+CORPUS_TEST(mlp_f32)
+CORPUS_TEST(mlp_grad)
+CORPUS_TEST(reductions)
+CORPUS_TEST(softmax)
+CORPUS_TEST(transformer_ffn)
+
+TEST_CASE("corpus: every single-device program has a test") {
+  const std::set<std::string> tested = {"conv2d_nhwc", "int8_mlp_requant", "lenet",      "matmul_bf16", "matmul_f32", "matmul_int8",
+                                        "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn"};
+  for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.size() > 2 && n.substr(n.size() - 2) == "_4") continue;
+    INFO(n);
+    CHECK(tested.count(n) == 1);
+  }
+}
+
+// ---------------------------------------------------------------- properties
+
+struct Gen {
+  std::mt19937_64 rng;
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  int64_t pick(std::initializer_list<int64_t> v) { return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)); }
+  int64_t range(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+  // Sizes that matter for tiling on a D x D array: 1, primes, just over a tile.
+  int64_t size(int64_t D) { return pick({1, 2, 3, 5, 7, 13, D - 1, D, D + 1, 2 * D + 3}); }
+  Tensor random(const Type& t) {
+    Tensor x{t, std::vector<double>(size_t(t.elements()))};
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (double& v : x.v) {
+      if (t.dtype == DType::s8) v = double(range(-128, 127));
+      else if (t.dtype == DType::s32) v = double(range(-1000, 1000));
+      else if (t.dtype == DType::pred) v = double(range(0, 1));
+      else v = ir::canonicalize_value(t.dtype, u(rng));
+    }
+    return x;
+  }
+};
+
+int param(Function& f, const Type& t) {
+  Op op;
+  op.kind = OpKind::parameter;
+  op.index = int64_t(f.params().size());
+  op.type = t;
+  return f.add(op);
+}
+
+int add_op(Function& f, Op op) {
+  if (op.kind != OpKind::dot && op.kind != OpKind::convolution && op.kind != OpKind::convert && op.kind != OpKind::reshape &&
+      op.kind != OpKind::broadcast && op.kind != OpKind::constant)
+    op.type = ir::infer_type(f, op);
+  return f.add(op);
+}
+
+void check_against_interpreter(const Function& f, const std::vector<Tensor>& inputs, const std::string& preset, double tol,
+                               const std::string& what) {
+  INFO(what << " on " << preset);
+  ir::verify(f);
+  const auto want = ir::interpret(f, inputs);
+  const Outcome got = compile_and_run(f, preset, ir::Precision::highest, inputs);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = rel_error(got.outputs[i], want[i]);
+    INFO(what << " on " << preset << ": rel_err " << err << "\n" << ir::print(f));
+    CHECK(err <= tol);
+    if (tol == 0) CHECK(got.outputs[i].v == want[i].v);
+  }
+}
+
+TEST_CASE("property: dot with batch and transposed contracting dimensions") {
+  const uint64_t seed = test::test_seed(101);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    for (int iter = 0; iter < 6; ++iter) {
+      const DType dt = DType(g.pick({int64_t(DType::f32), int64_t(DType::bf16), int64_t(DType::s8)}));
+      const int64_t B = g.pick({0, 0, 1, 2, 3}), M = g.size(D), K = g.size(D), N = g.size(D);
+      const bool lt = g.range(0, 1), rt = g.range(0, 1);  // lhs [K,M] / rhs [N,K]
+      Function f;
+      std::vector<int64_t> ad, wd;
+      if (B) ad.push_back(B), wd.push_back(B);
+      lt ? (ad.push_back(K), ad.push_back(M)) : (ad.push_back(M), ad.push_back(K));
+      rt ? (wd.push_back(N), wd.push_back(K)) : (wd.push_back(K), wd.push_back(N));
+      const int a = param(f, {dt, ad}), w = param(f, {dt, wd});
+      Op d;
+      d.kind = OpKind::dot;
+      d.operands = {a, w};
+      const int64_t off = B ? 1 : 0;
+      if (B) d.lhs_batch = {0}, d.rhs_batch = {0};
+      d.lhs_contract = {off + (lt ? 0 : 1)};
+      d.rhs_contract = {off + (rt ? 1 : 0)};
+      d.type = {dt == DType::s8 ? DType::s32 : DType::f32, {}};
+      d.type.dims = ir::infer_type(f, d).dims;
+      f.results = {add_op(f, d)};
+      const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+      check_against_interpreter(f, in, preset, dt == DType::s8 ? 0 : 1e-5,
+                                fmt::format("seed {} dot B={} M={} K={} N={} {} lhs^T={} rhs^T={}", seed, B, M, K, N, ir::dtype_name(dt), lt, rt));
+    }
+  }
+}
+
+TEST_CASE("property: convolution with stride, padding and dilation") {
+  const uint64_t seed = test::test_seed(202);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    for (int iter = 0; iter < 4; ++iter) {
+      const int64_t n = g.range(1, 2), h = g.range(3, 11), w = g.range(3, 11), c = g.pick({1, 3, 8, 9}), o = g.pick({1, 4, 8, 17});
+      const int64_t kh = g.range(1, 3), kw = g.range(1, 3), s = g.range(1, 2), dil = g.range(1, 2), pad = g.range(0, 2);
+      Function f;
+      const int x = param(f, {DType::f32, {n, h, w, c}}), k = param(f, {DType::f32, {kh, kw, c, o}});
+      Op cv;
+      cv.kind = OpKind::convolution;
+      cv.operands = {x, k};
+      cv.conv.in_batch = 0, cv.conv.in_feature = 3, cv.conv.in_spatial = {1, 2};
+      cv.conv.k_in = 2, cv.conv.k_out = 3, cv.conv.k_spatial = {0, 1};
+      cv.conv.out_batch = 0, cv.conv.out_feature = 3, cv.conv.out_spatial = {1, 2};
+      cv.window = {kh, kw}, cv.strides = {s, s}, cv.lo = {pad, pad}, cv.hi = {pad, 0}, cv.lhs_dilation = {1, 1}, cv.rhs_dilation = {dil, dil};
+      cv.type = {DType::f32, {}};
+      cv.type.dims = {0, 0, 0, 0};
+      cv.type = ir::infer_type(f, cv);
+      if (cv.type.elements() == 0) continue;
+      f.results = {add_op(f, cv)};
+      const std::vector<Tensor> in = {g.random(f.ops[x].type), g.random(f.ops[k].type)};
+      check_against_interpreter(f, in, preset, 1e-5,
+                                fmt::format("seed {} conv x={}x{}x{}x{} k={}x{}x{}x{} stride {} dilation {} pad {}", seed, n, h, w, c, kh, kw, c, o, s, dil, pad));
+    }
+  }
+}
+
+TEST_CASE("property: reduce over random dimensions") {
+  const uint64_t seed = test::test_seed(303);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    for (int iter = 0; iter < 8; ++iter) {
+      const int rank = int(g.range(1, 3));
+      std::vector<int64_t> dims;
+      for (int i = 0; i < rank; ++i) dims.push_back(g.size(D));
+      std::vector<int64_t> red;
+      for (int i = 0; i < rank; ++i)
+        if (g.range(0, 1)) red.push_back(i);
+      if (red.empty()) red.push_back(g.range(0, rank - 1));
+      const DType dt = g.range(0, 1) ? DType::f32 : DType::s32;
+      const auto comb = ir::Combiner(g.range(0, 3));  // add, multiply, maximum, minimum
+      if (comb == ir::Combiner::multiply && dt == DType::f32) continue;  // products of many values under/overflow
+      Function f;
+      const int x = param(f, {dt, dims});
+      Op init;
+      init.kind = OpKind::constant;
+      init.type = {dt, {}};
+      init.literal = {comb == ir::Combiner::add ? 0.0 : comb == ir::Combiner::multiply ? 1.0 : comb == ir::Combiner::maximum ? -5.0 : 5.0};
+      const int iv = add_op(f, init);
+      Op r;
+      r.kind = OpKind::reduce;
+      r.operands = {x, iv};
+      r.dims = red;
+      r.combiner = comb;
+      f.results = {add_op(f, r)};
+      check_against_interpreter(f, {g.random(f.ops[x].type)}, preset, dt == DType::s32 ? 0 : 1e-5,
+                                fmt::format("seed {} reduce {} dims {} {}", seed, Type{dt, dims}.str(), fmt::join(red, ","), ir::combiner_name(comb)));
+    }
+  }
+}
+
+TEST_CASE("property: element-wise chains with broadcasts") {
+  const uint64_t seed = test::test_seed(404);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    for (int iter = 0; iter < 6; ++iter) {
+      const std::vector<int64_t> dims = {g.size(D), g.size(D)};
+      const Type t{DType::f32, dims};
+      Function f;
+      const int a = param(f, t), b = param(f, t);
+      const int row = param(f, {DType::f32, {dims[1]}}), sc = param(f, {DType::f32, {}});
+      std::vector<int> vals = {a, b};
+      Op br;
+      br.kind = OpKind::broadcast, br.operands = {row}, br.dims = {1}, br.type = t;
+      vals.push_back(add_op(f, br));
+      br.operands = {sc}, br.dims = {};
+      vals.push_back(add_op(f, br));
+      const int steps = int(g.range(3, 10));
+      for (int s = 0; s < steps; ++s) {
+        const int x = vals[g.range(0, int64_t(vals.size()) - 1)], y = vals[g.range(0, int64_t(vals.size()) - 1)];
+        Op op;
+        switch (g.range(0, 9)) {
+          case 0: op.kind = OpKind::add, op.operands = {x, y}; break;
+          case 1: op.kind = OpKind::subtract, op.operands = {x, y}; break;
+          case 2: op.kind = OpKind::multiply, op.operands = {x, y}; break;
+          case 3: op.kind = OpKind::maximum, op.operands = {x, y}; break;
+          case 4: op.kind = OpKind::tanh, op.operands = {x}; break;
+          case 5: op.kind = OpKind::negate, op.operands = {x}; break;
+          case 6: op.kind = OpKind::abs, op.operands = {x}; break;
+          case 7: op.kind = OpKind::logistic, op.operands = {x}; break;
+          case 8: {
+            Op c;
+            c.kind = OpKind::compare, c.operands = {x, y}, c.direction = ir::Direction::GT;
+            const int p = add_op(f, c);
+            op.kind = OpKind::select, op.operands = {p, y, x};
+            break;
+          }
+          default: {
+            Op c;
+            c.kind = OpKind::convert, c.operands = {x}, c.type = {DType::bf16, dims};
+            const int h = add_op(f, c);
+            op.kind = OpKind::convert, op.operands = {h}, op.type = t;
+            break;
+          }
+        }
+        vals.push_back(add_op(f, op));
+      }
+      f.results = {vals.back(), vals[vals.size() - 2]};
+      std::vector<Tensor> in;
+      for (int p : f.params()) in.push_back(g.random(f.ops[p].type));
+      check_against_interpreter(f, in, preset, 1e-5, fmt::format("seed {} element-wise chain {}", seed, t.str()));
+    }
+  }
+}
+
+}  // namespace
