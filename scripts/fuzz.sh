@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader fuzz_hlo)
+((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader fuzz_hlo fuzz_ir)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (apt-get install clang)" >&2; exit 1; }
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${TARGETS[@]}"

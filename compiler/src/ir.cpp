@@ -620,6 +620,7 @@ class Parser {
 
   void op_line(Function& f) {
     expect('%');
+    const int start_line = line_;
     const int64_t id = integer();
     if (id != int64_t(f.ops.size())) fail(fmt::format("expected %{} (values are numbered in order)", f.ops.size()));
     expect('=');
@@ -652,7 +653,7 @@ class Parser {
       op.loc = quoted();
       expect(')');
     }
-    lines_.push_back(line_);
+    lines_.push_back(start_line);
     f.ops.push_back(std::move(op));
   }
 

@@ -1,13 +1,16 @@
 // Fuzz target: any text given to the HLO parser yields a module or one
-// tpu::Error, never a crash or a hang.
+// tpu::Error, never a crash or a hang; a module that imports is compiled.
 #include <cstdint>
 #include <string_view>
 
+#include "fuzz_compiler.h"
 #include "tpu/hlo/hlo.h"
+#include "tpu/ir/import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    tpu::hlo::parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.hlo");
+    const auto m = tpu::hlo::parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.hlo");
+    fuzz_compile(tpu::ir::import_hlo(m, "fuzz.hlo"));
   } catch (const tpu::Error&) {
   }
   return 0;

@@ -1,0 +1,195 @@
+// tpuc without the simulator: the IR text format, the verifier, the
+// importer's errors, each pass keeping the meaning of every corpus program
+// (checked with the interpreter), and the kernel plan (fusion, tiling).
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "tpu/compiler/codegen.h"
+#include "tpu/compiler/compile.h"
+#include "tpu/compiler/passes.h"
+#include "tpu/ir/import.h"
+#include "tpu/ir/interp.h"
+#include "tpu/isa/npy.h"
+
+namespace {
+
+using namespace tpu;
+using ir::DType;
+using ir::Tensor;
+
+const std::string kCorpus = std::string(TPU_SOURCE_DIR) + "/tests/corpus/";
+
+std::vector<std::string> corpus_programs() {
+  std::vector<std::string> v;
+  for (const auto& e : std::filesystem::directory_iterator(kCorpus))
+    if (e.is_directory()) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+bool multi_device(const std::string& name) { return name.size() > 2 && name.substr(name.size() - 2) == "_4"; }
+
+double rel_error(const Tensor& got, const Tensor& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.v.size(); ++i) num += (got.v[i] - ref.v[i]) * (got.v[i] - ref.v[i]), den += ref.v[i] * ref.v[i];
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The corpus program's inputs, matched to ENTRY parameters by type (jax.jit drops unused arguments).
+std::vector<Tensor> corpus_inputs(const std::string& name, const ir::Function& f) {
+  std::vector<Tensor> in;
+  int a = 0;
+  for (int p : f.params()) {
+    const ir::Type& t = f.ops[p].type;
+    for (;; ++a) {
+      const std::string path = fmt::format("{}{}/arg{}.npy", kCorpus, name, a);
+      REQUIRE(std::filesystem::exists(path));
+      const isa::NpyArray arr = isa::read_npy(path);
+      std::vector<int64_t> shape(arr.shape.begin(), arr.shape.end());
+      if (shape != t.dims) continue;
+      try {
+        in.push_back(ir::from_npy(arr, t, path));
+        ++a;
+        break;
+      } catch (const Error&) {
+      }
+    }
+  }
+  return in;
+}
+
+TEST_CASE("ir: every corpus program imports, prints and parses back identically") {
+  for (const auto& name : corpus_programs()) {
+    if (multi_device(name)) continue;
+    INFO(name);
+    const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
+    const std::string text = ir::print(f);
+    const ir::Function g = ir::parse(text, "roundtrip.ir");
+    CHECK(ir::print(g) == text);
+    // And after the whole pipeline.
+    ir::Function h = f;
+    for (const auto& p : compiler::ir_pipeline(ir::Precision::highest)) h = p.run(h);
+    CHECK(ir::print(ir::parse(ir::print(h), "lowered.ir")) == ir::print(h));
+  }
+}
+
+TEST_CASE("ir: parse errors and verifier errors name the line and the problem") {
+  auto err = [](const std::string& text) {
+    try {
+      ir::parse(text, "t.ir");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = "func @main {\n  %0 = parameter() {index=0} : f32[2,3]\n";
+  CHECK(err(head + "  %1 = add(%0, %2) : f32[2,3]\n  return %1\n}\n").find("t.ir:3: %2 is not defined") != std::string::npos);
+  CHECK(err(head + "  %1 = add(%0, %0) : f32[3,2]\n  return %1\n}\n").find("t.ir:3:") != std::string::npos);
+  CHECK(err(head + "  %1 = frobnicate(%0) : f32[2,3]\n  return %1\n}\n").find("unknown operation 'frobnicate'") != std::string::npos);
+  CHECK(err(head + "  %1 = transpose(%0) {dims=[0,0]} : f32[2,3]\n  return %1\n}\n").find("not a permutation") != std::string::npos);
+  CHECK(err(head + "  %1 = dot(%0, %0) {lhs_contract=[1], rhs_contract=[1]} : f32[2,2]\n  return %1\n}\n") == "no error");
+  CHECK(err(head + "  %1 = dot(%0, %0) {lhs_contract=[1], rhs_contract=[0]} : f32[2,3]\n  return %1\n}\n").find("contracting dimensions differ") != std::string::npos);
+  CHECK(err(head + "  %1 = exponential(%0) : f32[2,3]\n").find("expected") != std::string::npos);  // truncated
+  CHECK(err("func @main {\n  %0 = parameter() {index=0} : s32[4]\n  %1 = tanh(%0) : s32[4]\n  return %1\n}\n").find("needs a float type") != std::string::npos);
+  CHECK(err("func @main {\n  %0 = parameter() {index=1} : s32[4]\n  return %0\n}\n").find("parameter 0 is missing") != std::string::npos);
+}
+
+TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
+  auto err = [](const std::string& body) {
+    const std::string text = "HloModule m\n\nENTRY main {\n" + body + "}\n";
+    try {
+      ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} cosine(p)\n") == "m.hlo:5: unsupported cosine");
+  CHECK(err("  p = f64[4]{0} parameter(0)\n  ROOT c = f64[4]{0} negate(p)\n").find("m.hlo:4: unsupported element type f64") == 0);
+  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} custom-call(p), custom_call_target=\"foo\"\n") ==
+        "m.hlo:5: unsupported custom-call \"foo\"");
+  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[5]{0} negate(p)\n").find("m.hlo:5:") == 0);
+  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} all-reduce(p), replica_groups={{0,1}}, to_apply=x\n")
+            .find("m.hlo:5: unsupported all-reduce across devices") == 0);
+  const std::string pmap = ir::print(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
+  CHECK(!pmap.empty());
+  try {
+    compiler::load_module(kCorpus + "pmap_psum_4/module.hlo");
+    FAIL("a multi-device program imported");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("unsupported multi-device program") != std::string::npos);
+  }
+}
+
+TEST_CASE("interpreter: every single-device corpus program matches XLA's outputs") {
+  for (const auto& name : corpus_programs()) {
+    if (multi_device(name)) continue;
+    INFO(name);
+    const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
+    const auto out = ir::interpret(f, corpus_inputs(name, f));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Tensor ref = ir::from_npy(isa::read_npy(fmt::format("{}{}/out{}.npy", kCorpus, name, i)), out[i].type, "ref");
+      CHECK(rel_error(out[i], ref) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("passes: each pass keeps every corpus program's meaning") {
+  for (const auto& name : corpus_programs()) {
+    if (multi_device(name)) continue;
+    ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
+    const auto in = corpus_inputs(name, f);
+    const auto want = ir::interpret(f, in);
+    for (const auto& pass : compiler::ir_pipeline(ir::Precision::highest)) {
+      f = pass.run(f);
+      const auto got = ir::interpret(f, in);
+      INFO(name << " after " << pass.name);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) CHECK(rel_error(got[i], want[i]) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("passes: what each pass leaves behind") {
+  auto count = [](const ir::Function& f, ir::OpKind k) {
+    return std::count_if(f.ops.begin(), f.ops.end(), [&](const ir::Op& o) { return o.kind == k; });
+  };
+  const ir::Function conv = compiler::load_module(kCorpus + "lenet/module.hlo");
+  const ir::Function lowered = compiler::lower_reduce_window(compiler::lower_convolution(compiler::canonicalize(conv)));
+  CHECK(count(lowered, ir::OpKind::convolution) == 0);
+  CHECK(count(lowered, ir::OpKind::reduce_window) == 0);
+  CHECK(count(lowered, ir::OpKind::dot) == 3);  // two im2col convolutions and the dense layer
+  // f32 dots become 1, 3 or 6 bf16 passes.
+  const ir::Function mm = compiler::canonicalize_dot(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
+  CHECK(count(compiler::split_f32_dots(mm, ir::Precision::default_), ir::OpKind::dot) == 1);
+  CHECK(count(compiler::split_f32_dots(mm, ir::Precision::high), ir::OpKind::dot) == 3);
+  CHECK(count(compiler::split_f32_dots(mm, ir::Precision::highest), ir::OpKind::dot) == 6);
+  for (const auto& op : compiler::split_f32_dots(mm, ir::Precision::highest).ops)
+    if (op.kind == ir::OpKind::dot) CHECK(op.type.dtype == DType::f32);
+  // Canonical reductions are 2-D.
+  const ir::Function red = compiler::canonicalize_reduce(compiler::load_module(kCorpus + "reductions/module.hlo"));
+  for (const auto& op : red.ops)
+    if (op.kind == ir::OpKind::reduce) CHECK(red.ops[op.operands[0]].type.dims.size() == 2);
+}
+
+TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tiles to the MXU") {
+  ir::Function f = compiler::load_module(kCorpus + "mlp_f32/module.hlo");
+  compiler::CompileOptions o;
+  o.target = isa::load_target("tiny");
+  const auto c = compiler::compile(f, o);
+  INFO(c.plan);
+  // x@w1 + b1, relu, bf16 rounding for the next dot: one matmul kernel; the
+  // second layer's bias in its epilogue too.
+  CHECK(c.plan.find("matmul -> %") != std::string::npos);
+  CHECK(c.plan.find("ops [add maximum convert]") != std::string::npos);
+  CHECK(c.plan.find("ops [add]") != std::string::npos);
+  CHECK(c.assembly.find("# tiles: 1 x 32 x 64 (B x M x K x N = 1 x 32 x 256 x 512)") != std::string::npos);
+  // Every kernel is commented with the HLO it came from.
+  CHECK(c.assembly.find("from tests/corpus/mlp_f32/module.hlo") == std::string::npos);
+  CHECK(c.assembly.find("module.hlo:6 dot_general.2") != std::string::npos);
+}
+
+}  // namespace
