@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "../../sim/mxu/mxu_unit.h"
 #include "../sim/harness.h"
 #include "tpu/compiler/compile.h"
 #include "tpu/ir/interp.h"
@@ -70,14 +71,21 @@ Outcome compile_and_run(const Function& f, const std::string& preset, std::optio
 
 const std::string kCorpus = std::string(TPU_SOURCE_DIR) + "/tests/corpus/";
 
-void run_corpus(const std::string& name) {
+struct CorpusCase {
+  Function f;
+  std::vector<Tensor> inputs, refs;
+};
+
+CorpusCase load_corpus(const std::string& name) {
   const std::string dir = kCorpus + name;
-  const Function f = compiler::load_module(dir + "/module.hlo");
+  CorpusCase c;
+  c.f = compiler::load_module(dir + "/module.hlo");
+  const Function& f = c.f;
   const auto manifest = nlohmann::json::parse(isa::read_text_file(dir + "/manifest.json"));
   // jax.jit drops unused arguments: match ENTRY parameters to arguments by type, in order.
   static const std::map<std::string, DType> dt = {
       {"float32", DType::f32}, {"int8", DType::s8}, {"int32", DType::s32}, {"bfloat16", DType::bf16}, {"bool", DType::pred}};
-  std::vector<Tensor> inputs;
+  std::vector<Tensor>& inputs = c.inputs;
   size_t a = 0;
   for (int p : f.params()) {
     const Type& t = f.ops[p].type;
@@ -91,9 +99,16 @@ void run_corpus(const std::string& name) {
     }
   }
   REQUIRE(inputs.size() == f.params().size());
-  std::vector<Tensor> refs;
   for (size_t i = 0; i < f.results.size(); ++i)
-    refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), f.ops[f.results[i]].type, "ref"));
+    c.refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), f.ops[f.results[i]].type, "ref"));
+  return c;
+}
+
+void run_corpus(const std::string& name) {
+  const CorpusCase c = load_corpus(name);
+  const Function& f = c.f;
+  const auto& inputs = c.inputs;
+  const auto& refs = c.refs;
   bool has_f32_dot = false;
   for (const Op& op : f.ops) has_f32_dot |= (op.kind == OpKind::dot || op.kind == OpKind::convolution) && op.type.dtype == DType::f32;
   for (const std::string preset : {"tiny", "v5e"})
@@ -134,6 +149,46 @@ TEST_CASE("corpus: every single-device program has a test") {
     if (!e.is_directory() || n.size() > 2 && n.substr(n.size() - 2) == "_4") continue;
     INFO(n);
     CHECK(tested.count(n) == 1);
+  }
+}
+
+// Compiled corpus programs with the Verilated RTL in the MXU's place: the
+// same outputs and cycles as the model (fast and PE-level paths); and MXU 0's
+// recorded command stream replayed through the RTL lockstep harness.
+TEST_CASE("corpus under the RTL MXU (tiny): identical outputs and cycles; recorded streams in lockstep") {
+  const sim::MachineConfig cfg = sim::load_config("tiny");
+  if (!sim::rtl_mxu_available(uint32_t(cfg.target.mxu_dim))) {
+    WARN("the RTL MXU for tiny is not built (TPU_RTL_SIZES); skipped");
+    return;
+  }
+  for (const std::string name : {"matmul_int8", "matmul_bf16", "mlp_f32"}) {
+    INFO(name);
+    const CorpusCase c = load_corpus(name);
+    compiler::CompileOptions o;
+    o.target = cfg.target;
+    const isa::Program prog = compiler::compile(c.f, o).program;
+    std::vector<std::vector<uint8_t>> in;
+    for (const Tensor& t : c.inputs) in.push_back(ir::to_bytes(t));
+    sim::SimOptions pe, rtl;
+    pe.pe_level_mxu = true;
+    rtl.rtl_mxu = true;
+    const auto rf = test::simulate(prog, cfg, in), rp = test::simulate(prog, cfg, in, pe), rr = test::simulate(prog, cfg, in, rtl);
+    REQUIRE_FALSE(rf.fault);
+    REQUIRE_FALSE(rr.fault);
+    REQUIRE_FALSE(rp.fault);
+    CHECK(rr.cycles == rf.cycles);
+    CHECK(rp.cycles == rf.cycles);
+    CHECK(rr.outputs == rf.outputs);
+    CHECK(rp.outputs == rf.outputs);
+    const std::string harness = fmt::format("{}/bin/mxu_lockstep_{}", TPU_BINARY_DIR, cfg.target.mxu_dim);
+    if (std::filesystem::exists(harness)) {
+      sim::SimOptions rec;
+      rec.record_mxu_path = fmt::format("{}/tests/corpus_stream_{}.txt", TPU_BINARY_DIR, name);
+      REQUIRE_FALSE(test::simulate(prog, cfg, in, rec).fault);
+      const std::string cmd = fmt::format("{} --stream {} > {}.log 2>&1", harness, rec.record_mxu_path, rec.record_mxu_path);
+      INFO(cmd);
+      CHECK(std::system(cmd.c_str()) == 0);
+    }
   }
 }
 
