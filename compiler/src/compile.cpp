@@ -18,7 +18,7 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
     c.lowered = pass.run(c.lowered);
     if (options.dump) options.dump(pass.name, ir::print(c.lowered));
   }
-  Backend backend(c.lowered, options.target);
+  Backend backend(c.lowered, options.target, options.hints);
   c.plan = backend.describe();
   if (options.dump) options.dump("kernel plan", c.plan);
   c.assembly = backend.assembly();

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     }
     compiler::CompileOptions opts;
     opts.target = isa::load_target(config);
+    opts.hints = compiler::schedule_hints(config);
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);

@@ -186,7 +186,7 @@ TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tile
   CHECK(c.plan.find("matmul -> %") != std::string::npos);
   CHECK(c.plan.find("ops [add maximum convert]") != std::string::npos);
   CHECK(c.plan.find("ops [add]") != std::string::npos);
-  CHECK(c.assembly.find("# tiles: 1 x 32 x 64 (B x M x K x N = 1 x 32 x 256 x 512)") != std::string::npos);
+  CHECK(c.assembly.find("# matmul B x M x K x N = 1 x 32 x 256 x 512: 1 pass(es) on 1 MXU(s); 64 column tiles of 8, K padded to 256 (32 steps)") != std::string::npos);
   // Every kernel is commented with the HLO it came from.
   CHECK(c.assembly.find("from tests/corpus/mlp_f32/module.hlo") == std::string::npos);
   CHECK(c.assembly.find("module.hlo:6 dot_general.2") != std::string::npos);

@@ -12,8 +12,18 @@ namespace tpu::compiler {
 
 struct Plan;  // opaque: kernels, buffers, fused expressions
 
+// What the scheduler assumes about the machine beyond the target (the code
+// is correct on any machine with the target; these only order it well).
+struct ScheduleHints {
+  double dma_bytes_per_cycle = 64;
+  double dma_latency_cycles = 150;
+};
+// From a config (preset name or file): HBM bandwidth and latency per cycle.
+// Missing fields keep the defaults.
+ScheduleHints schedule_hints(const std::string& preset_or_path);
+
 struct Backend {
-  explicit Backend(const ir::Function& f, const isa::Target& t);
+  explicit Backend(const ir::Function& f, const isa::Target& t, const ScheduleHints& hints = {});
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
@@ -25,6 +35,7 @@ struct Backend {
 
  private:
   Plan* plan_;
+  ScheduleHints hints_;
 };
 
 }  // namespace tpu::compiler

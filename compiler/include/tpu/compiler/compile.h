@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "tpu/compiler/codegen.h"
 #include "tpu/ir/ir.h"
 #include "tpu/isa/program.h"
 
@@ -14,6 +15,7 @@ namespace tpu::compiler {
 struct CompileOptions {
   isa::Target target;
   std::optional<ir::Precision> precision;  // overrides every dot's precision_config
+  ScheduleHints hints;                      // schedule_hints(config); defaults otherwise
   // Called after every IR pass with (pass name, printed IR), then with
   // ("kernel plan", the plan).
   std::function<void(const std::string&, const std::string&)> dump;
