@@ -1393,15 +1393,17 @@ void Emitter::matmul(const Kernel& k) {
   // VMEM: preloads, panels (2 per MXU), output tiles (2 per MXU), then A.
   Counter pre = counter();
   std::vector<uint64_t> pre_at = preload(k, pre);
-  const uint64_t panel_bytes = uint64_t(Kp * D * esz);
-  std::vector<std::vector<std::vector<uint64_t>>> panel(nmu, std::vector<std::vector<uint64_t>>(2, std::vector<uint64_t>(nw)));
-  for (int m = 0; m < nmu; ++m)
-    for (int s = 0; s < 2; ++s)
-      for (int64_t w = 0; w < nw; ++w) {
-        if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
-          throw Error(fmt::format("tpuc: unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, D));
-        panel[m][s][w] = vmem(panel_bytes);
-      }
+  // Weight panels: the columns of one group of tiles (one tile per MXU), all
+  // of K, double-buffered; wide rows make long DMA bursts.
+  const int64_t pw_elems = nmu * D;
+  const uint64_t panel_bytes = uint64_t(Kp * pw_elems * esz);
+  std::vector<std::vector<uint64_t>> panel(2, std::vector<uint64_t>(nw));
+  for (int s = 0; s < 2; ++s)
+    for (int64_t w = 0; w < nw; ++w) {
+      if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
+        throw Error(fmt::format("tpuc: unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, pw_elems));
+      panel[s][w] = vmem(panel_bytes);
+    }
   std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
   for (int m = 0; m < nmu; ++m)
     for (int s = 0; s < 2; ++s) obuf[m][s] = vmem(uint64_t(Mb * D * oesz));
@@ -1436,45 +1438,65 @@ void Emitter::matmul(const Kernel& k) {
     for (int s = 0; s < abufs; ++s)
       for (int64_t a = 0; a < na; ++a)
         for (int64_t r = 0; r < chunk; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[s][a] + uint64_t((r * Kp + K) * esz));
-    for (int m = 0; m < nmu; ++m)
-      for (int s = 0; s < 2; ++s)
-        for (int64_t w = 0; w < nw; ++w)
-          for (int64_t r = K; r < Kp; ++r) ins("vst.{} v0, s0, {}", vty(in), panel[m][s][w] + uint64_t(r * D * esz));
+    for (int s = 0; s < 2; ++s)
+      for (int64_t w = 0; w < nw; ++w)
+        for (int64_t r = K; r < Kp; ++r)
+          for (int64_t c = 0; c < pw_elems; c += L_) ins("vst.{} v0, s0, {}", vty(in), panel[s][w] + uint64_t((r * pw_elems + c) * esz));
     signal("vpu", z);
     wait("dma", z, 1);
   }
   const RegPlan rp = regplan(k.expr, 4);
   std::vector<int64_t> items_on(nmu, 0);   // work items each MXU has been given
-  std::vector<int64_t> panels_on(nmu, 0);  // panels each MXU has been given
+  int64_t groups_loaded = 0;                                           // panel groups so far, all chunks
+  std::vector<std::vector<int64_t>> slot_release(2, std::vector<int64_t>(nmu, 0));  // Pfree totals that free a slot
   std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));
   int64_t items_total = 0, chunk_no = 0;
   bool hoisted = false;
   const int64_t groups = ceil_div(nt, nmu);
+  // Loads come in K-slices of kps steps, so the MXUs start on the first slice.
+  const int64_t kps = ceil_div(kt, std::min<int64_t>(kt, 4)), KS = ceil_div(kt, kps);
+  auto slice_k0 = [&](int64_t sl) { return std::min(K, sl * kps * D); };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c0 = 0; c0 < M; c0 += chunk, ++chunk_no) {
       const int64_t crows = std::min(chunk, M - c0);
       const int as = int(chunk_no % abufs);
       note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1));
       for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
-      for (int64_t a = 0; a < na; ++a)
-        dma_2d(true, abuf[as][a], p_.addr[aparts[a]] + uint64_t(((b * M + c0) * K) * esz), uint64_t(crows), uint64_t(K * esz),
-               uint64_t(Kp * esz), uint64_t(K * esz), pre);
-      for (int m = 0; m < nmu; ++m) signal("dma", Ca[m]);
-      std::vector<bool> took_a(nmu, false);
-      std::vector<std::vector<int64_t>> pidx(groups, std::vector<int64_t>(nmu, -1));  // panel number per group and MXU
+      // A arrives block by block (one work item's rows), so the MXUs start
+      // after the first block rather than the whole chunk.
+      auto load_a_block = [&](int64_t m0) {
+        const int64_t rows = std::min(Mb, c0 + crows - m0);
+        for (int64_t sl = 0; sl < KS; ++sl) {
+          const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
+          for (int64_t a = 0; a < na; ++a)
+            dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
+                   uint64_t(rows), uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
+          for (int m = 0; m < nmu; ++m) signal("dma", Ca[m]);
+        }
+      };
+      load_a_block(c0);
+      std::vector<int> gslot(groups, 0);
+      // P totals when K-slice s of group g's panel is in
+      std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KS, 0)));
       auto load_group = [&](int64_t g) {
-        for (int m = 0; m < nmu; ++m) {
-          const int64_t j = g * nmu + m;
-          if (j >= nt) break;
-          const int64_t t = pidx[g][m] = panels_on[m]++;
-          wait("dma", Pfree[m], t - 1);  // the MXU is done with the panel two before
-          const int64_t j0 = j * D, cols = std::min(D, N - j0);
+        const int slot = int(groups_loaded++ % 2);
+        gslot[g] = slot;
+        for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
+        const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
+        Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
+        for (int64_t sl = 0; sl < KS; ++sl) {
+          const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
           for (int64_t w = 0; w < nw; ++w)
-            dma_2d(true, panel[m][t % 2][w], p_.addr[wparts[w]] + uint64_t((b * K * N + j0) * esz), uint64_t(K), uint64_t(cols * esz),
-                   uint64_t(D * esz), uint64_t(N * esz), P[m]);
+            dma_2d(true, panel[slot][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
+                   uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
+          for (int m = 0; m < nmu && g * nmu + m < nt; ++m) {
+            signal("dma", P[m]);
+            pready[g][m][sl] = P[m].produced;
+          }
         }
       };
       load_group(0);
+      for (int64_t m0 = c0 + Mb; m0 < c0 + crows; m0 += Mb) load_a_block(m0);
       for (int64_t g = 0; g < groups; ++g) {
         if (g + 1 < groups) load_group(g + 1);
         for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) {
@@ -1489,25 +1511,27 @@ void Emitter::matmul(const Kernel& k) {
           for (const Item& it : items) {  // MXU
             const int m = it.m;
             const std::string mu = fmt::format("mxu{}", m);
-            const int64_t pslot = pidx[g][m] % 2;
-            if (!took_a[m]) {
-              wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
-              took_a[m] = true;
-            }
-            if (first_block) wait(mu.c_str(), P[m], (pidx[g][m] + 1) * nw);
+            const int pslot = gslot[g];
             wait(mu.c_str(), AccFree[m], it.idx - S + 1);
             const int64_t aslot = it.idx % S;
             const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
             bool first = true;
             for (int64_t kk = 0; kk < kt; ++kk)
               for (auto [pa, pw] : passes) {
-                mxu_lw(m, panel[m][pslot][pw] + uint64_t(kk * D * D * esz), uint64_t(D * esz), mdt);
+                if (kk % kps == 0 && pa == passes[0].first && pw == passes[0].second) {  // a new K-slice: its A and weights are in
+                  if (g == 0) wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
+                  if (first_block) wait(mu.c_str(), P[m], pready[g][m][kk / kps]);
+                }
+                mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
                 ins("mxu.swap m{}", m);
                 mxu_mm(!first, m, acc_base(m, aslot), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
                 first = false;
               }
             signal(mu.c_str(), Acc[m]);
-            if (last_block) signal(mu.c_str(), Pfree[m]);
+            if (last_block) {
+              signal(mu.c_str(), Pfree[m]);
+              slot_release[pslot][m] = Pfree[m].produced;
+            }
             if (last_block && (g + 1) * nmu + m >= nt) signal(mu.c_str(), Afree[m]);  // its last tile of this chunk
           }
           for (const Item& it : items) {  // VPU: drain through the epilogue
