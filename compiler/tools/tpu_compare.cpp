@@ -30,7 +30,7 @@ tpu::ir::Tensor load(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tpu-compare: normwise relative error of GOT against REF (.npy; bf16 as uint16 bits)"};
+  CLI::App app{"tpu-compare: normwise relative error of GOT against REF (.npy; bf16 as uint16 bits)", "tpu-compare"};
   std::string ref_path, got_path;
   double tol = -1;
   app.add_option("ref", ref_path, "reference .npy")->required();

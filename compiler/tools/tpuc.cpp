@@ -27,7 +27,7 @@ void write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tpuc: compile an XLA HLO module (as JAX emits it) or tpuc IR (*.ir) for the tpusim TPU"};
+  CLI::App app{"tpuc: compile an XLA HLO module (as JAX emits it) or tpuc IR (*.ir) for the tpusim TPU", "tpuc"};
   std::string input, output, config = "v5e", precision, emit = "bin", outputs_dir;
   std::vector<std::string> inputs;
   bool dump = false, interpret = false;
