@@ -132,6 +132,7 @@ struct Plan {
   std::vector<bool> result;
   std::vector<int> base;        // reshape alias root
   std::vector<bool> mat;        // has an HBM buffer of its own
+  std::vector<bool> view;       // a layout op read only by copies: folded into their strided views
   std::vector<bool> chain;      // add of dots (a matmul pass sum)
   std::vector<bool> in_chain;   // dot or chain consumed by a chain add
   std::vector<int> fused_into;  // matmul root -> epilogue kernel's output value
@@ -248,6 +249,21 @@ void Plan::classify() {
     }
     if (o.kind == OpKind::reshape) mat[base[i]] = true;
     mat[i] = m;
+  }
+  // Slices, transposes, reverses and (non-leaf) broadcasts read only by
+  // other copies (concatenate, pad, another layout op) are not
+  // materialised: the copy reads through them (im2col: one kernel).
+  view.assign(n, false);
+  auto layout_op = [&](int v) {
+    const OpKind k = op(v).kind;
+    return k == OpKind::slice || k == OpKind::transpose || k == OpKind::reverse || (k == OpKind::broadcast && !leaf_broadcast(v));
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (!layout_op(int(i)) || result[i] || users[i].empty()) continue;
+    bool copies_only = true;
+    for (int u : users[i])
+      copies_only &= layout_op(u) || op(u).kind == OpKind::concatenate || (op(u).kind == OpKind::pad && op(u).operands[0] == int(i));
+    if (copies_only) view[i] = true, mat[i] = false;
   }
   // Splat constants and leaf broadcasts read only by element-wise ops stay unmaterialised.
   for (size_t i = 0; i < n; ++i) {
@@ -1037,6 +1053,43 @@ class Emitter {
       if (i < 0) break;
     }
   }
+  // The strided view of value v in HBM: its buffer, or a layout op's view of its operand.
+  View view_of(int v) const {
+    if (p_.view[v]) return view_through(v);
+    return View{p_.addr[p_.base[v]], p_.type(v).dims, row_major(p_.type(v).dims)};
+  }
+  View view_through(int v) const {
+    const Op& o = p_.op(v);
+    const View s = view_of(o.operands[0]);
+    const int esz = dtype_bytes(o.type.dtype);
+    View r{s.base, o.type.dims, {}};
+    switch (o.kind) {
+      case OpKind::broadcast:
+        r.strides.assign(o.type.dims.size(), 0);
+        for (size_t i = 0; i < o.dims.size(); ++i)
+          if (s.dims[i] != 1) r.strides[o.dims[i]] = s.strides[i];
+        break;
+      case OpKind::transpose:
+        for (int64_t d : o.dims) r.strides.push_back(s.strides[d]);
+        break;
+      case OpKind::slice: {
+        int64_t off = 0;
+        for (size_t d = 0; d < o.type.dims.size(); ++d) off += o.lo[d] * s.strides[d], r.strides.push_back(s.strides[d] * o.strides[d]);
+        r.base += uint64_t(off * esz);
+        break;
+      }
+      case OpKind::reverse: {
+        r.strides = s.strides;
+        int64_t off = 0;
+        for (int64_t d : o.dims) off += (s.dims[d] - 1) * s.strides[d], r.strides[d] = -s.strides[d];
+        r.base += uint64_t(off * esz);
+        break;
+      }
+      default: throw std::logic_error("internal error: not a layout op");
+    }
+    return r;
+  }
+
   std::vector<std::pair<View, View>> copy_views(const Kernel& k, bool& fill, double& fill_value) {
     const Op& o = p_.op(k.out);
     const Type& rt = o.type;
@@ -1045,41 +1098,14 @@ class Emitter {
     View dst{p_.addr[k.out], rt.dims, row_major(rt.dims)};
     std::vector<std::pair<View, View>> cp;
     fill = false;
-    auto src_of = [&](int v) { return View{p_.addr[p_.base[v]], p_.type(v).dims, row_major(p_.type(v).dims)}; };
+    auto src_of = [&](int v) { return view_of(v); };
     switch (o.kind) {
-      case OpKind::broadcast: {
-        View s = src_of(o.operands[0]);
-        View v{s.base, rt.dims, std::vector<int64_t>(rt.dims.size(), 0)};
-        for (size_t i = 0; i < o.dims.size(); ++i)
-          if (s.dims[i] != 1) v.strides[o.dims[i]] = s.strides[i];
-        cp.push_back({dst, v});
+      case OpKind::broadcast:
+      case OpKind::transpose:
+      case OpKind::slice:
+      case OpKind::reverse:
+        cp.push_back({dst, view_through(k.out)});
         break;
-      }
-      case OpKind::transpose: {
-        View s = src_of(o.operands[0]);
-        View v{s.base, rt.dims, {}};
-        for (int64_t d : o.dims) v.strides.push_back(s.strides[d]);
-        cp.push_back({dst, v});
-        break;
-      }
-      case OpKind::slice: {
-        View s = src_of(o.operands[0]);
-        View v{s.base, rt.dims, {}};
-        int64_t off = 0;
-        for (size_t d = 0; d < rt.dims.size(); ++d) off += o.lo[d] * s.strides[d], v.strides.push_back(s.strides[d] * o.strides[d]);
-        v.base += uint64_t(off * dtype_bytes(rt.dtype));
-        cp.push_back({dst, v});
-        break;
-      }
-      case OpKind::reverse: {
-        View s = src_of(o.operands[0]);
-        View v = s;
-        int64_t off = 0;
-        for (int64_t d : o.dims) off += (s.dims[d] - 1) * s.strides[d], v.strides[d] = -s.strides[d];
-        v.base += uint64_t(off * dtype_bytes(rt.dtype));
-        cp.push_back({dst, v});
-        break;
-      }
       case OpKind::concatenate: {
         int64_t pos = 0;
         for (int a : o.operands) {
