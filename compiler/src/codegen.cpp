@@ -66,7 +66,11 @@ std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
 
 // ---------------------------------------------------------------- expressions
 
-enum class Leaf { none, input, splat, scalar, row, acc };
+// Leaves of a fused expression: a full tensor, a splat constant, a runtime
+// scalar, a vector broadcast along the last dimension (row: a bias), a
+// tensor broadcast over trailing dimensions (col: a per-row value), or the
+// matmul's accumulators.
+enum class Leaf { none, input, splat, scalar, row, col, acc };
 
 struct Node {
   Leaf leaf = Leaf::none;
@@ -84,6 +88,11 @@ struct Node {
 struct Expr {
   std::vector<Node> nodes;  // topological; the root is last
   int row_len = 0;          // row leaves' length (the broadcast dimension)
+  bool has(Leaf l) const {
+    for (const Node& n : nodes)
+      if (n.leaf == l) return true;
+    return false;
+  }
 };
 
 // A strided view of a tensor in HBM, in elements.
@@ -152,13 +161,26 @@ struct Plan {
     if (o.kind == OpKind::constant && o.literal.size() == 1) return o.literal[0];
     return std::nullopt;
   }
-  // broadcast of a rank-0 value, or of a rank-1 value along the last dimension.
+  // broadcast of a rank-0 value, of a rank-1 value along the last dimension
+  // (a row), or over trailing dimensions whose size is a multiple of the
+  // lanes (a col: each vector lies within one source element's span).
   bool leaf_broadcast(int v) const {
     const Op& o = op(v);
     if (o.kind != OpKind::broadcast) return false;
     const Type& s = type(o.operands[0]);
     if (s.dims.empty()) return true;
-    return s.dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1 && s.dims[0] == o.type.dims.back();
+    if (s.dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1 && s.dims[0] == o.type.dims.back()) return true;
+    return col_inner(v) > 0;
+  }
+  int64_t col_inner(int v) const {  // 0 unless a col broadcast
+    const Op& o = op(v);
+    const Type& s = type(o.operands[0]);
+    if (o.kind != OpKind::broadcast || s.dims.empty() || s.elements() > (1 << 16)) return 0;
+    for (size_t i = 0; i < o.dims.size(); ++i)
+      if (o.dims[i] != int64_t(i) || s.dims[i] != o.type.dims[i]) return 0;
+    int64_t inner = 1;
+    for (size_t i = o.dims.size(); i < o.type.dims.size(); ++i) inner *= o.type.dims[i];
+    return inner % int64_t(t.vpu_lanes) == 0 && inner > 1 ? inner : 0;
   }
   bool matmul_root(int v) const { return (op(v).kind == OpKind::dot || chain[v]) && !in_chain[v]; }
 
@@ -238,6 +260,9 @@ void Plan::classify() {
       const bool bcast_user = uo.kind == OpKind::broadcast && leaf_broadcast(u);
       if (!ew_user && !(chain[u] && op(int(i)).kind == OpKind::dot) && !(chain[u] && chain[i])) {
         if (o.kind == OpKind::constant && splat(int(i)) && bcast_user) continue;
+        // Reduce inits and pad values are immediates in their kernels.
+        const bool immediate = (uo.kind == OpKind::reduce || uo.kind == OpKind::pad) && uo.operands[1] == int(i);
+        if (o.kind == OpKind::constant && splat(int(i)) && immediate && uo.operands[0] != int(i)) continue;
         m = true;
       }
     }
@@ -303,6 +328,9 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
         nd.leaf = Leaf::splat, nd.value = *s2;
       } else if (type(src).dims.empty()) {
         nd.leaf = Leaf::scalar, nd.input = input_index(base[src]);
+      } else if (col_inner(v) > 0 && !(type(src).dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1)) {
+        nd.leaf = Leaf::col, nd.input = input_index(base[src]);
+        nd.value = double(col_inner(v));  // elements per source element
       } else {
         nd.leaf = Leaf::row, nd.input = input_index(base[src]);
         e.row_len = int(type(src).dims[0]);
@@ -381,7 +409,7 @@ void Plan::make_kernels() {
     int mm = -1, tensors = 0;
     for (const Node& nd : e.nodes)
       if (nd.leaf == Leaf::input) ++tensors, mm = inputs[nd.input];
-    if (tensors != 1 || !matmul_root(mm) || result[mm] || fused_into[mm] >= 0) continue;
+    if (tensors != 1 || !matmul_root(mm) || result[mm] || fused_into[mm] >= 0 || e.has(Leaf::col)) continue;
     // The matmul's only reader (through reshapes) must be this expression.
     bool single = true;
     // Every reader of the matmul (through reshapes) must be in this expression.
@@ -864,7 +892,9 @@ class Emitter {
     RegPlan rp;
     const size_t n = e.nodes.size();
     rp.hoisted_reg.assign(n, -1);
-    int next_h = 29;  // hoisted from v29 down
+    // v29..v27 hold the lane-0 mask and the max-identities for col leaves;
+    // hoisted leaves take the registers below.
+    int next_h = e.has(Leaf::col) ? 26 : 29;
     for (size_t i = 0; i < n; ++i)
       if (e.nodes[i].hoisted()) rp.hoisted_reg[i] = next_h--;
     std::vector<size_t> last(n, 0);
@@ -915,28 +945,48 @@ class Emitter {
     for (size_t i = 0; i < e.nodes.size(); ++i) {
       const Node& nd = e.nodes[i];
       if (nd.leaf == Leaf::splat) ins("vli v{}, {:#x}", rp.hoisted_reg[i], lane_bits(nd.dtype, nd.value));
-      if (nd.leaf == Leaf::scalar) ins("vld.{} v{}, s0, {}", vty(p_.type(p_.base[nd.value_id]).dtype == nd.dtype ? nd.dtype : nd.dtype), rp.hoisted_reg[i], scalar_vmem[nd.input]);
+      if (nd.leaf == Leaf::scalar) ins("vld.{} v{}, s0, {}", vty(nd.dtype), rp.hoisted_reg[i], scalar_vmem[nd.input]);
+    }
+    if (e.has(Leaf::col)) {
+      ins("viota v29");
+      ins("vli v{}, 0", kScratch);
+      ins("vcmpeq.s32 v29, v29, v{}", kScratch);
+      ins("vli v28, 0xff800000");  // -inf
+      ins("vli v27, 0x80000000");  // INT32_MIN
     }
   }
-  // Loads scalar inputs (L copies each) and row inputs (repeated to cover
-  // any L-lane window) once per kernel. Returns the VMEM address per input.
+  // A col leaf: source element `index` in every lane. The vector loaded from
+  // there has it in lane 0; the other lanes become the identity of max.
+  void col_splat(int d, uint64_t at, DType dt) {
+    ins("vld.{} v{}, s0, {}", vty(dt), d, at);
+    ins("vsel v{}, v29, v{}, v{}", d, d, is_float(dt) ? 28 : 27);
+    ins("vredmax.{} v{}, v{}", aty(dt), d, d);
+  }
+  // Loads scalar inputs (L copies each), row inputs (repeated to cover any
+  // L-lane window) and col inputs (whole) once per kernel. Returns the VMEM
+  // address per input.
   std::vector<uint64_t> preload(const Kernel& k, Counter& ld) {
     std::vector<uint64_t> at(k.inputs.size(), 0);
+    std::vector<bool> done(k.inputs.size(), false);
     for (const Node& nd : k.expr.nodes) {
-      if (nd.leaf != Leaf::scalar && nd.leaf != Leaf::row) continue;
-      if (at[nd.input]) continue;
+      if (nd.leaf != Leaf::scalar && nd.leaf != Leaf::row && nd.leaf != Leaf::col) continue;
+      if (done[nd.input]) continue;
+      done[nd.input] = true;
       const int v = k.inputs[nd.input];
       const int esz = dtype_bytes(p_.type(v).dtype);
       if (nd.leaf == Leaf::scalar) {
         at[nd.input] = vmem(uint64_t(L_) * esz);
         dma_2d(true, at[nd.input], p_.addr[v], uint64_t(L_), esz, esz, 0, ld);
+      } else if (nd.leaf == Leaf::col) {
+        const uint64_t bytes = uint64_t(p_.type(v).elements() * esz);
+        at[nd.input] = vmem(bytes);
+        dma_ld(at[nd.input], p_.addr[v], bytes, ld);
       } else {
         const int64_t len = p_.type(v).elements();
         const int64_t reps = ceil_div(len + L_, len);
         at[nd.input] = vmem(uint64_t(reps * len * esz));
         dma_2d(true, at[nd.input], p_.addr[v], uint64_t(reps), uint64_t(len * esz), uint64_t(len * esz), 0, ld);
       }
-      if (!at[nd.input]) at[nd.input] = 0;
     }
     return at;
   }
@@ -998,6 +1048,10 @@ class Emitter {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
             const int64_t off = (b + vec * L_) % e.row_len;
             ins("vld.{} v{}, s0, {}", vty(dt), r, pre[nd.input] + uint64_t(off * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::col) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            const int64_t index = (b + vec * L_) / int64_t(nd.value);
+            col_splat(r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
           }
         });
         for (int u = 0; u < U; ++u)
@@ -1480,7 +1534,7 @@ void Emitter::matmul(const Kernel& k) {
   bool hoisted = false;
   const int64_t groups = ceil_div(nt, nmu);
   // Loads come in K-slices of kps steps, so the MXUs start on the first slice.
-  const int64_t kps = ceil_div(kt, std::min<int64_t>(kt, 4)), KS = ceil_div(kt, kps);
+  const int64_t kps = kt >= 8 ? ceil_div(kt, 4) : kt, KS = ceil_div(kt, kps);
   auto slice_k0 = [&](int64_t sl) { return std::min(K, sl * kps * D); };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c0 = 0; c0 < M; c0 += chunk, ++chunk_no) {

@@ -363,14 +363,17 @@ TEST_CASE("property: element-wise chains with broadcasts") {
   for (const std::string preset : {"tiny", "v5e"}) {
     const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
     for (int iter = 0; iter < 6; ++iter) {
-      const std::vector<int64_t> dims = {g.size(D), g.size(D)};
+      const std::vector<int64_t> dims = {g.size(D), g.pick({1, 3, D, 2 * D, D + 1})};
       const Type t{DType::f32, dims};
       Function f;
       const int a = param(f, t), b = param(f, t);
       const int row = param(f, {DType::f32, {dims[1]}}), sc = param(f, {DType::f32, {}});
+      const int col = param(f, {DType::f32, {dims[0]}});
       std::vector<int> vals = {a, b};
       Op br;
       br.kind = OpKind::broadcast, br.operands = {row}, br.dims = {1}, br.type = t;
+      vals.push_back(add_op(f, br));
+      br.operands = {col}, br.dims = {0};  // per-row values
       vals.push_back(add_op(f, br));
       br.operands = {sc}, br.dims = {};
       vals.push_back(add_op(f, br));
