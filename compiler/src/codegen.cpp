@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstring>
@@ -1220,7 +1221,71 @@ class Emitter {
     drain({&vd, &st});
     vmem_top_ = 0;
   }
+  // A transpose that swaps two groups of dimensions behind optional batch
+  // dimensions, [B, X, Y] -> [B, Y, X] after merging each group, as
+  // (batch, rows, cols); nullopt otherwise.
+  std::optional<std::array<int64_t, 3>> swap_transpose(const Op& o) const {
+    const auto& in = p_.type(o.operands[0]).dims;
+    const size_t n = o.dims.size();
+    size_t b = 0;
+    while (b < n && o.dims[b] == int64_t(b)) ++b;
+    if (b == n) return std::nullopt;
+    // After the batch dims: Y (starting at dims[b]) then X (b .. dims[b]-1), each in order.
+    const int64_t y0 = o.dims[b];
+    const size_t nx = size_t(y0) - b, ny = n - b - nx;
+    for (size_t i = 0; i < ny; ++i)
+      if (o.dims[b + i] != y0 + int64_t(i)) return std::nullopt;
+    for (size_t i = 0; i < nx; ++i)
+      if (o.dims[b + ny + i] != int64_t(b + i)) return std::nullopt;
+    std::array<int64_t, 3> r{1, 1, 1};
+    for (size_t i = 0; i < b; ++i) r[0] *= in[i];
+    for (size_t i = b; i < b + nx; ++i) r[1] *= in[i];
+    for (size_t i = b + nx; i < n; ++i) r[2] *= in[i];
+    return r;
+  }
+  // 32-bit transposes through the VPU's vxpose: L x L tiles loaded with 2-D
+  // DMAs, transposed in VMEM, stored with 2-D DMAs; double-buffered.
+  void transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape) {
+    const auto [B, R, C] = shape;
+    const uint64_t src = view_of(p_.op(k.out).operands[0]).base, dst = p_.addr[k.out];
+    const int64_t tr = ceil_div(R, L_), tc = ceil_div(C, L_), tiles = B * tr * tc;
+    Counter ld = counter(), vd = counter(), st = counter();
+    const uint64_t tile_bytes = uint64_t(L_ * L_ * 4);
+    uint64_t in_buf[2], out_buf[2];
+    for (int s = 0; s < 2; ++s) in_buf[s] = vmem(tile_bytes), out_buf[s] = vmem(tile_bytes);
+    std::vector<int64_t> stores_through(size_t(tiles), 0);
+    auto tile_of = [&](int64_t t) {
+      const int64_t b = t / (tr * tc), i = (t / tc) % tr, j = t % tc;
+      return std::array<int64_t, 5>{b, i * L_, j * L_, std::min(L_, R - i * L_), std::min(L_, C - j * L_)};
+    };
+    auto load = [&](int64_t t) {
+      const auto [b, r0, c0, nr, nc] = tile_of(t);
+      dma_2d(true, in_buf[t % 2], src + uint64_t((b * R * C + r0 * C + c0) * 4), uint64_t(nr), uint64_t(nc * 4), uint64_t(L_ * 4),
+             uint64_t(C * 4), ld);
+    };
+    load(0);
+    if (tiles > 1) load(1);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const auto [b, r0, c0, nr, nc] = tile_of(t);
+      const int s = int(t % 2);
+      wait("vpu", ld, t + 1);
+      if (t >= 2) wait("vpu", st, stores_through[size_t(t - 2)]);
+      push(kVpu, 0, "vxpose @, @", {out_buf[s], in_buf[s]}, double(L_), double(L_));
+      signal("vpu", vd);
+      wait("dma", vd, t + 1);
+      // Row c of the transposed tile holds source column c0 + c.
+      dma_2d(false, dst + uint64_t((b * R * C + c0 * R + r0) * 4), out_buf[s], uint64_t(nc), uint64_t(nr * 4), uint64_t(R * 4),
+             uint64_t(L_ * 4), st);
+      stores_through[size_t(t)] = st.produced;
+      if (t + 2 < tiles) load(t + 2);
+    }
+    drain({&ld, &vd, &st});
+  }
+
   void copy(const Kernel& k) {
+    const Op& o = p_.op(k.out);
+    if (o.kind == OpKind::transpose && dtype_bytes(o.type.dtype) == 4 && !p_.view[o.operands[0]])
+      if (auto shape = swap_transpose(o); shape && (*shape)[1] > 1 && (*shape)[2] > 1) return transpose_tiles(k, *shape);
     bool fill = false;
     double fv = 0;
     const auto pairs = copy_views(k, fill, fv);
