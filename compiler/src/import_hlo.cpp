@@ -380,6 +380,33 @@ class Importer {
         {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
         {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
         {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape}};
+    // Ops the IR spells with others: expm1(x) = exp(x) - 1, log1p(x) =
+    // log(x + 1) (less accurate than XLA's for |x| << 1), is-finite(x) =
+    // (x - x == 0).
+    if (opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
+      const int x = op.operands.at(0);
+      const Type xt = f_.ops[x].type;
+      if (!is_float(xt.dtype)) malformed(i, opc + " needs a float operand");
+      auto make = [&](OpKind k, std::vector<int> operands, Type t) {
+        Op o;
+        o.kind = k, o.operands = std::move(operands), o.type = std::move(t), o.loc = op.loc;
+        return f_.add(std::move(o));
+      };
+      Op c;
+      c.kind = OpKind::constant, c.type = {xt.dtype, {}}, c.loc = op.loc;
+      c.literal = {opc == "is-finite" ? 0.0 : 1.0};
+      const int cs = f_.add(c);
+      Op b;
+      b.kind = OpKind::broadcast, b.operands = {cs}, b.type = xt, b.loc = op.loc;
+      const int cb = f_.add(b);
+      if (opc == "exponential-minus-one") return {make(OpKind::subtract, {make(OpKind::exponential, {x}, xt), cb}, xt)};
+      if (opc == "log-plus-one") return {make(OpKind::log, {make(OpKind::add, {x, cb}, xt)}, xt)};
+      Op cmp;
+      cmp.kind = OpKind::compare, cmp.operands = {make(OpKind::subtract, {x, x}, xt), cb}, cmp.direction = Direction::EQ;
+      cmp.type = {DType::pred, xt.dims}, cmp.loc = op.loc;
+      if (op.type != cmp.type) malformed(i, "is-finite must return pred of its operand's shape");
+      return {f_.add(cmp)};
+    }
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
