@@ -1535,15 +1535,17 @@ void Emitter::matmul(const Kernel& k) {
   const int64_t slots_min = 2;
   int64_t Mb = std::min<int64_t>({M, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
   const int64_t S = std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));  // acc slots per MXU
-  // VMEM: preloads, panels (2 per MXU), output tiles (2 per MXU), then A.
+  // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
   Counter pre = counter();
   std::vector<uint64_t> pre_at = preload(k, pre);
   // Weight panels: the columns of one group of tiles (one tile per MXU), all
-  // of K, double-buffered; wide rows make long DMA bursts.
+  // of K; three slots when a quarter of VMEM holds them (loads run a group
+  // ahead with a group of slack), else two. Wide rows make long DMA bursts.
   const int64_t pw_elems = nmu * D;
   const uint64_t panel_bytes = uint64_t(Kp * pw_elems * esz);
-  std::vector<std::vector<uint64_t>> panel(2, std::vector<uint64_t>(nw));
-  for (int s = 0; s < 2; ++s)
+  const int nslots = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
+  std::vector<std::vector<uint64_t>> panel(nslots, std::vector<uint64_t>(nw));
+  for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
       if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
         throw Error(fmt::format("tpuc: unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, pw_elems));
@@ -1583,7 +1585,7 @@ void Emitter::matmul(const Kernel& k) {
     for (int s = 0; s < abufs; ++s)
       for (int64_t a = 0; a < na; ++a)
         for (int64_t r = 0; r < chunk; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[s][a] + uint64_t((r * Kp + K) * esz));
-    for (int s = 0; s < 2; ++s)
+    for (int s = 0; s < nslots; ++s)
       for (int64_t w = 0; w < nw; ++w)
         for (int64_t r = K; r < Kp; ++r)
           for (int64_t c = 0; c < pw_elems; c += L_) ins("vst.{} v0, s0, {}", vty(in), panel[s][w] + uint64_t((r * pw_elems + c) * esz));
@@ -1593,7 +1595,7 @@ void Emitter::matmul(const Kernel& k) {
   const RegPlan rp = regplan(k.expr, 4);
   std::vector<int64_t> items_on(nmu, 0);   // work items each MXU has been given
   int64_t groups_loaded = 0;                                           // panel groups so far, all chunks
-  std::vector<std::vector<int64_t>> slot_release(2, std::vector<int64_t>(nmu, 0));  // Pfree totals that free a slot
+  std::vector<std::vector<int64_t>> slot_release(nslots, std::vector<int64_t>(nmu, 0));  // Pfree totals that free a slot
   std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));
   int64_t items_total = 0, chunk_no = 0;
   bool hoisted = false;
@@ -1609,41 +1611,45 @@ void Emitter::matmul(const Kernel& k) {
       for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
       // A arrives block by block (one work item's rows), so the MXUs start
       // after the first block rather than the whole chunk.
-      auto load_a_block = [&](int64_t m0) {
+      auto load_a_slice = [&](int64_t m0, int64_t sl) {
         const int64_t rows = std::min(Mb, c0 + crows - m0);
-        for (int64_t sl = 0; sl < KS; ++sl) {
-          const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
-          for (int64_t a = 0; a < na; ++a)
-            dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
-                   uint64_t(rows), uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
-          for (int m = 0; m < nmu; ++m) signal("dma", Ca[m]);
-        }
+        const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
+        for (int64_t a = 0; a < na; ++a)
+          dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
+                 uint64_t(rows), uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
+        for (int m = 0; m < nmu; ++m) signal("dma", Ca[m]);
       };
-      load_a_block(c0);
       std::vector<int> gslot(groups, 0);
       // P totals when K-slice s of group g's panel is in
       std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KS, 0)));
-      auto load_group = [&](int64_t g) {
-        const int slot = int(groups_loaded++ % 2);
-        gslot[g] = slot;
-        for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
+      auto load_group_slice = [&](int64_t g, int64_t sl) {
+        if (sl == 0) {
+          const int slot = int(groups_loaded++ % nslots);
+          gslot[g] = slot;
+          for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
+        }
         const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
         Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
-        for (int64_t sl = 0; sl < KS; ++sl) {
-          const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
-          for (int64_t w = 0; w < nw; ++w)
-            dma_2d(true, panel[slot][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
-                   uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
-          for (int m = 0; m < nmu && g * nmu + m < nt; ++m) {
-            signal("dma", P[m]);
-            pready[g][m][sl] = P[m].produced;
-          }
+        const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
+        for (int64_t w = 0; w < nw; ++w)
+          dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
+                 uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
+        for (int m = 0; m < nmu && g * nmu + m < nt; ++m) {
+          signal("dma", P[m]);
+          pready[g][m][sl] = P[m].produced;
         }
       };
-      load_group(0);
-      for (int64_t m0 = c0 + Mb; m0 < c0 + crows; m0 += Mb) load_a_block(m0);
+      auto load_group = [&](int64_t g) {
+        for (int64_t sl = 0; sl < KS; ++sl) load_group_slice(g, sl);
+      };
+      // The first block of A and the first group's weights arrive slice by
+      // slice, interleaved, so the MXUs start after one slice of each.
+      for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(c0, sl), load_group_slice(0, sl);
+      for (int64_t m0 = c0 + Mb; m0 < c0 + crows; m0 += Mb)
+        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(m0, sl);
+      for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
       for (int64_t g = 0; g < groups; ++g) {
-        if (g + 1 < groups) load_group(g + 1);
+        if (g + nslots - 1 < groups) load_group(g + nslots - 1);
         for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) {
           const int64_t rows = std::min(Mb, c0 + crows - m0);
           const bool first_block = m0 == c0, last_block = m0 + Mb >= c0 + crows;
