@@ -1246,7 +1246,7 @@ class Emitter {
   // 32-bit transposes through the VPU's vxpose: L x L tiles loaded with 2-D
   // DMAs, transposed in VMEM, stored with 2-D DMAs; double-buffered.
   void transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape) {
-    const auto [B, R, C] = shape;
+    const int64_t B = shape[0], R = shape[1], C = shape[2];
     const uint64_t src = view_of(p_.op(k.out).operands[0]).base, dst = p_.addr[k.out];
     const int64_t tr = ceil_div(R, L_), tc = ceil_div(C, L_), tiles = B * tr * tc;
     Counter ld = counter(), vd = counter(), st = counter();
