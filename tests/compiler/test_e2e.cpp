@@ -146,7 +146,7 @@ TEST_CASE("corpus: every single-device program has a test") {
                                         "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn"};
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.size() > 2 && n.substr(n.size() - 2) == "_4") continue;
+    if (!e.is_directory() || (n.size() > 2 && n.substr(n.size() - 2) == "_4")) continue;
     INFO(n);
     CHECK(tested.count(n) == 1);
   }
