@@ -407,11 +407,18 @@ void Plan::make_kernels() {
     std::vector<int> inputs;
     bool big = false;
     Expr e = build_expr(int(i), inputs, big);
-    int mm = -1, tensors = 0;
+    // One tensor leaf must be a matmul (the accumulators); up to two more
+    // full tensors (a residual, a mask) are loaded tile by tile.
+    int mm = -1, others = 0;
     for (const Node& nd : e.nodes)
-      if (nd.leaf == Leaf::input) ++tensors, mm = inputs[nd.input];
-    if (tensors != 1 || !matmul_root(mm) || result[mm] || fused_into[mm] >= 0 || e.has(Leaf::col)) continue;
-    // The matmul's only reader (through reshapes) must be this expression.
+      if (nd.leaf == Leaf::input) {
+        if (mm < 0 && matmul_root(inputs[nd.input]) && !result[inputs[nd.input]] && fused_into[inputs[nd.input]] < 0) mm = inputs[nd.input];
+        else if (inputs[nd.input] != mm) ++others;
+      }
+    if (mm < 0 || others > 2 || e.has(Leaf::col)) continue;
+    for (const Node& nd : e.nodes)  // the other tensors have the result's element order
+      if (nd.leaf == Leaf::input && inputs[nd.input] != mm && type(inputs[nd.input]).elements() != type(mm).elements()) others = 99;
+    if (others > 2) continue;
     bool single = true;
     // Every reader of the matmul (through reshapes) must be in this expression.
     std::set<int> members;
@@ -491,7 +498,7 @@ void Plan::make_kernels() {
         bool big = false;
         k.expr = build_expr(int(i), k.inputs, big);
         for (Node& nd : k.expr.nodes)
-          if (nd.leaf == Leaf::input) nd.leaf = Leaf::acc;
+          if (nd.leaf == Leaf::input && k.inputs[nd.input] == base[mm]) nd.leaf = Leaf::acc;
       } else {
         Node nd;
         nd.leaf = Leaf::acc;
@@ -1554,6 +1561,18 @@ void Emitter::matmul(const Kernel& k) {
   std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
   for (int m = 0; m < nmu; ++m)
     for (int s = 0; s < 2; ++s) obuf[m][s] = vmem(uint64_t(Mb * D * oesz));
+  // Full tensors the epilogue reads besides the accumulators (a residual):
+  // one tile per work item, double-buffered per MXU.
+  std::vector<int> extras;  // Kernel::inputs indices
+  for (const Node& nd : k.expr.nodes)
+    if (nd.leaf == Leaf::input && std::find(extras.begin(), extras.end(), nd.input) == extras.end()) extras.push_back(nd.input);
+  std::map<int, std::vector<std::vector<uint64_t>>> ebuf;  // input -> [m][slot]
+  for (int e : extras) {
+    ebuf[e].assign(nmu, std::vector<uint64_t>(2));
+    for (int m = 0; m < nmu; ++m)
+      for (int s = 0; s < 2; ++s) ebuf[e][m][s] = vmem(uint64_t(Mb * D * dtype_bytes(p_.type(k.inputs[e]).dtype)));
+  }
+  std::vector<std::vector<int64_t>> ebuf_release(nmu, std::vector<int64_t>(2, 0));  // v totals that free a slot
   // A: as many rows as fit (all of M when possible), double-buffered across chunks.
   const uint64_t slack = uint64_t(2 * na) * uint64_t(4 * L_ + 64) + 1024;
   const uint64_t left = vmem_budget() > slack ? vmem_budget() - slack : 0;
@@ -1573,7 +1592,7 @@ void Emitter::matmul(const Kernel& k) {
 
   // Per MXU: A chunk loaded (Ca) and released (Afree), panel loaded (P) and
   // released (Pfree), accumulator slot written (Acc) and drained (AccFree).
-  Counter z = counter(), v = counter(), st = counter();
+  Counter z = counter(), v = counter(), st = counter(), E = counter();
   std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree;
   for (int m = 0; m < nmu; ++m)
     for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
@@ -1685,11 +1704,25 @@ void Emitter::matmul(const Kernel& k) {
             }
             if (last_block && (g + 1) * nmu + m >= nt) signal(mu.c_str(), Afree[m]);  // its last tile of this chunk
           }
-          for (const Item& it : items) {  // VPU: drain through the epilogue
+          std::vector<int64_t> eready(items.size(), 0);
+          for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
+            const Item& it = items[ii];
+            const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
+            wait("dma", v, ebuf_release[it.m][oslot]);
+            for (int e : extras) {
+              const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
+              dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
+                     uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
+            }
+            eready[ii] = E.produced;
+          }
+          for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
+            const Item& it = items[ii];
             const int m = it.m;
             const int64_t aslot = it.idx % S, oslot = it.idx % 2;
             const int64_t j0 = it.j * D;
             wait("vpu", Acc[m], it.idx + 1);
+            wait("vpu", E, eready[ii]);
             wait("vpu", st, slot_store[m][oslot]);
             if (!hoisted) {
               wait("vpu", pre, pre.produced);
@@ -1704,6 +1737,9 @@ void Emitter::matmul(const Kernel& k) {
                 } else if (nd.leaf == Leaf::row) {
                   const DType dt = p_.type(k.inputs[nd.input]).dtype;
                   ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+                } else if (nd.leaf == Leaf::input) {
+                  const DType dt = p_.type(k.inputs[nd.input]).dtype;
+                  ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
                 } else {
                   throw std::logic_error("internal error: unexpected epilogue leaf");
                 }
@@ -1713,6 +1749,7 @@ void Emitter::matmul(const Kernel& k) {
             }
             signal("vpu", AccFree[m]);
             signal("vpu", v);
+            ebuf_release[m][oslot] = v.produced;
           }
           for (const Item& it : items) {  // DMA: store the tile
             const int m = it.m;
@@ -1726,7 +1763,7 @@ void Emitter::matmul(const Kernel& k) {
         }
       }
     }
-  drain({&pre, &z, &v, &st}, nmu);
+  drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
     for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
 }
