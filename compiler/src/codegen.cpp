@@ -123,9 +123,11 @@ struct Kernel {
 
 // ---------------------------------------------------------------- the plan
 
+// A symbol name for the assembler: letters, digits and '_', at most 64
+// characters, unique.
 std::string clean_name(const std::string& s, std::set<std::string>& used) {
   std::string n;
-  for (char c : s) n += std::isalnum(uint8_t(c)) ? c : '_';
+  for (char c : s.substr(0, 48)) n += std::isalnum(uint8_t(c)) ? c : '_';
   if (n.empty() || std::isdigit(uint8_t(n[0]))) n = "t_" + n;
   std::string u = n;
   for (int i = 2; used.count(u); ++i) u = fmt::format("{}_{}", n, i);
