@@ -195,7 +195,7 @@ struct Plan {
 
 Plan::Plan(const Function& fn, const isa::Target& target) : f(fn), t(target) {
   if (t.mxu_dim != t.vpu_lanes)
-    throw Error(fmt::format("tpuc: the code generator needs vpu_lanes == mxu_dim (target has {} and {})", t.vpu_lanes, t.mxu_dim));
+    throw Error(fmt::format("the code generator needs vpu_lanes == mxu_dim (target has {} and {})", t.vpu_lanes, t.mxu_dim));
   const size_t n = f.ops.size();
   users.assign(n, {});
   result.assign(n, false);
@@ -572,7 +572,7 @@ void Plan::assign_buffers() {
   }
   hbm_used = cursor;
   if (hbm_used > t.hbm_bytes)
-    throw Error(fmt::format("tpuc: the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
+    throw Error(fmt::format("the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
 }
 
 // ---------------------------------------------------------------- emission
@@ -617,7 +617,6 @@ class Emitter {
     line(".text");
     for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i, p_.kernels[i]);
     push(0, now(), "halt");
-    if (std::getenv("TPUC_DEBUG_SCHEDULE")) fmt::print(stderr, "tpuc: estimated cycles {}\n", now());
     schedule();
     return out_;
   }
@@ -884,7 +883,7 @@ class Emitter {
                                                      {OpKind::divide, "vdiv"},  {OpKind::maximum, "vmax"},  {OpKind::minimum, "vmin"},
                                                      {OpKind::power, "vpow"}};
     if (auto it = f2.find(n.kind); it != f2.end()) {
-      if (!fl && n.kind == OpKind::power) throw Error("tpuc: unsupported integer power (the VPU has vpow.f32 only)");
+      if (!fl && n.kind == OpKind::power) throw Error("unsupported integer power (the VPU has vpow.f32 only)");
       ins("{}.{} v{}, v{}, v{}", it->second, aty(n.dtype), d, a[0], a[1]);
       return round();
     }
@@ -1376,7 +1375,7 @@ class Emitter {
     const int64_t row_bytes = lr * L_ * esz;
     const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
     int64_t rc = std::min<int64_t>(K, std::max<int64_t>(1, budget / (row_bytes + esz)));
-    if (row_bytes > budget) throw Error(fmt::format("tpuc: unsupported reduction: a row of {} elements does not fit in VMEM", R));
+    if (row_bytes > budget) throw Error(fmt::format("unsupported reduction: a row of {} elements does not fit in VMEM", R));
     rc = std::min<int64_t>(rc, 256);
     const int64_t chunks = ceil_div(K, rc);
     Counter ld = counter(), vd = counter(), st = counter(), z = counter();
@@ -1557,7 +1556,7 @@ void Emitter::matmul(const Kernel& k) {
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
       if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
-        throw Error(fmt::format("tpuc: unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, pw_elems));
+        throw Error(fmt::format("unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, pw_elems));
       panel[s][w] = vmem(panel_bytes);
     }
   std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
@@ -1580,7 +1579,7 @@ void Emitter::matmul(const Kernel& k) {
   const uint64_t left = vmem_budget() > slack ? vmem_budget() - slack : 0;
   const uint64_t row_bytes = uint64_t(na * Kp * esz);
   int64_t chunk = int64_t(left / row_bytes) >= B * M ? M : std::min<int64_t>(M, int64_t(left / 2 / row_bytes));
-  if (chunk < 1) throw Error(fmt::format("tpuc: unsupported dot: K = {} is too long for VMEM", K));
+  if (chunk < 1) throw Error(fmt::format("unsupported dot: K = {} is too long for VMEM", K));
   if (chunk < M) {
     if (chunk >= Mb) chunk = chunk / Mb * Mb;
     else Mb = chunk;  // smaller work items; the buffers sized for Mb still fit

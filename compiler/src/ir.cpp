@@ -372,8 +372,13 @@ void verify(const Function& f) {
     const Op& op = f.ops[i];
     for (int o : op.operands)
       if (o < 0 || size_t(o) >= i) bad(op, fmt::format("(%{}) uses %{} before it is defined", i, o));
-    for (int64_t d : op.type.dims)
+    int64_t elements = 1;
+    for (int64_t d : op.type.dims) {
       if (d < 0) bad(op, fmt::format("(%{}) has a negative dimension", i));
+      if (d > (int64_t(1) << 40) || (d && elements > (int64_t(1) << 40) / d))
+        bad(op, fmt::format("(%{}) {} has more than 2^40 elements", i, op.type.str()));
+      elements *= d;
+    }
     const Type t = infer_type(f, op);
     if (t != op.type) bad(op, fmt::format("(%{}) has type {}, its operands give {}", i, op.type.str(), t.str()));
     // Ops whose dtype rules infer_type does not fix.
