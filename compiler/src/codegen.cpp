@@ -1008,7 +1008,6 @@ class Emitter {
     const int64_t nvec = ceil_div(E, L_);
     Counter ld = counter(), vd = counter(), st = counter();
     std::vector<uint64_t> pre = preload(k, ld);
-    const int64_t pre_loads = ld.produced;
     std::vector<int> tensor_inputs;
     for (const Node& nd : e.nodes)
       if (nd.leaf == Leaf::input && std::find(tensor_inputs.begin(), tensor_inputs.end(), nd.input) == tensor_inputs.end())
@@ -1044,7 +1043,6 @@ class Emitter {
       wait("vpu", ld, loads_through[c]);
       if (c >= 2) wait("vpu", st, stores_through[c - 2]);
       if (c == 0) hoist(e, rp, pre);
-      (void)pre_loads;
       const int64_t nv = ceil_div(end - b, L_);
       for (int64_t q = 0; q < nv; q += rp.unroll) {
         const int U = int(std::min<int64_t>(rp.unroll, nv - q));
@@ -1156,8 +1154,6 @@ class Emitter {
   std::vector<std::pair<View, View>> copy_views(const Kernel& k, bool& fill, double& fill_value) {
     const Op& o = p_.op(k.out);
     const Type& rt = o.type;
-    const int esz = dtype_bytes(rt.dtype);
-    (void)esz;
     View dst{p_.addr[k.out], rt.dims, row_major(rt.dims)};
     std::vector<std::pair<View, View>> cp;
     fill = false;

@@ -131,9 +131,6 @@ double binary(const Op& op, DType t, double a, double b) {
   throw std::logic_error("internal error: float op on integers");
 }
 
-}  // namespace
-
-double combine(Combiner c, DType t, double a, double b);
 double combine(Combiner c, DType t, double a, double b) {
   const bool fl = is_float(t);
   switch (c) {
@@ -147,8 +144,9 @@ double combine(Combiner c, DType t, double a, double b) {
   return 0;
 }
 
-Tensor evaluate(const Function& f, const Op& op, const std::vector<const Tensor*>& in) {
-  (void)f;
+}  // namespace
+
+Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
   Tensor r{op.type, std::vector<double>(size_t(op.type.elements()))};
   const auto rs = strides_of(op.type.dims);
   auto at = [&](const Tensor& t, const std::vector<int64_t>& idx) { return t.v[offset(idx, strides_of(t.type.dims))]; };
@@ -312,8 +310,6 @@ Tensor evaluate(const Function& f, const Op& op, const std::vector<const Tensor*
       std::fill(r.v.begin(), r.v.end(), in[1]->v[0]);
       std::vector<bool> red(a.type.dims.size());
       for (int64_t d : op.dims) red[d] = true;
-      const auto as = strides_of(a.type.dims);
-      (void)as;
       size_t i = 0;
       for_each_index(a.type.dims, [&](const auto& idx) {
         int64_t o = 0, p = 0;
@@ -374,7 +370,7 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
     } else {
       std::vector<const Tensor*> in;
       for (int o : op.operands) in.push_back(&vals[o]);
-      vals[i] = evaluate(f, op, in);
+      vals[i] = evaluate(op, in);
     }
     for (int o : op.operands)
       if (last[o] == i) vals[o] = Tensor{};

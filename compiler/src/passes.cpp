@@ -272,10 +272,10 @@ Function canonicalize(const Function& in) {
       for (int o : op.operands) all &= is_constant(f, o);
       if (all) {
         std::vector<Tensor> vals;
-        for (int o : op.operands) vals.push_back(evaluate(f, f.ops[o], {}));
+        for (int o : op.operands) vals.push_back(evaluate(f.ops[o], {}));
         std::vector<const Tensor*> ptrs;
         for (auto& t : vals) ptrs.push_back(&t);
-        Tensor r = evaluate(f, op, ptrs);
+        Tensor r = evaluate(op, ptrs);
         Op c;
         c.kind = OpKind::constant;
         c.type = rt;

@@ -23,7 +23,7 @@ struct Tensor {
 std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inputs);
 
 // Evaluates one op given its operand values (constant folding uses this).
-Tensor evaluate(const Function& f, const Op& op, const std::vector<const Tensor*>& operands);
+Tensor evaluate(const Op& op, const std::vector<const Tensor*>& operands);
 
 Tensor from_npy(const isa::NpyArray& a, const Type& expected, const std::string& where);
 isa::NpyArray to_npy(const Tensor& t);
