@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace tpu::compiler {
 
@@ -309,7 +310,7 @@ void Plan::classify() {
 Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
   Expr e;
   std::map<int, int> done;     // IR value -> node
-  std::map<std::pair<int, int>, int> leaf_of;  // (leaf kind, IR value) -> node
+  std::map<std::tuple<int, int, int, uint32_t, int64_t>, int> leaf_of;  // (kind, input, dtype, splat bits, col span) -> node
   auto input_index = [&](int v) {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i] == v) return int(i);
@@ -347,13 +348,10 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
       nd.src = type(o.operands[0]).dtype;
       for (int a : o.operands) nd.args.push_back(visit(a, false));
     }
-    if (nd.leaf != Leaf::none) {
-      auto key = std::make_pair(int(nd.leaf) * 1000003 + (nd.leaf == Leaf::splat ? int(lane_bits(nd.dtype, nd.value) & 0xffff) : 0), nd.input);
-      if (nd.leaf == Leaf::splat) key.second = -int(nd.dtype) - 1 - int(lane_bits(nd.dtype, nd.value) >> 16) * 8;
-      if (auto it = leaf_of.find(key); it != leaf_of.end() && e.nodes[it->second].value_id >= 0 &&
-                                       (nd.leaf != Leaf::splat || (e.nodes[it->second].dtype == nd.dtype &&
-                                                                   lane_bits(nd.dtype, e.nodes[it->second].value) == lane_bits(nd.dtype, nd.value))))
-        return done[v] = it->second;
+    if (nd.leaf != Leaf::none) {  // one node per distinct leaf
+      const auto key = std::make_tuple(int(nd.leaf), nd.input, int(nd.dtype), nd.leaf == Leaf::splat ? lane_bits(nd.dtype, nd.value) : 0u,
+                                       nd.leaf == Leaf::col ? int64_t(nd.value) : 0);
+      if (auto it = leaf_of.find(key); it != leaf_of.end()) return done[v] = it->second;
       leaf_of[key] = int(e.nodes.size());
     }
     e.nodes.push_back(nd);
@@ -1157,7 +1155,6 @@ class Emitter {
     View dst{p_.addr[k.out], rt.dims, row_major(rt.dims)};
     std::vector<std::pair<View, View>> cp;
     fill = false;
-    auto src_of = [&](int v) { return view_of(v); };
     switch (o.kind) {
       case OpKind::broadcast:
       case OpKind::transpose:
@@ -1168,7 +1165,7 @@ class Emitter {
       case OpKind::concatenate: {
         int64_t pos = 0;
         for (int a : o.operands) {
-          View s = src_of(a);
+          View s = view_of(a);
           View d = dst;
           d.dims = s.dims;
           d.base += uint64_t(pos * dst.strides[o.index] * dtype_bytes(rt.dtype));
@@ -1178,7 +1175,7 @@ class Emitter {
         break;
       }
       case OpKind::pad: {
-        View s = src_of(o.operands[0]);
+        View s = view_of(o.operands[0]);
         const auto pv = p_.splat(o.operands[1]);
         if (!pv) throw Error(fmt::format("{}: unsupported pad with a computed padding value", o.loc));
         fill = *pv != 0 || std::signbit(*pv);
