@@ -1616,11 +1616,96 @@ void Emitter::matmul(const Kernel& k) {
   // Loads come in K-slices of kps steps, so the MXUs start on the first slice.
   const int64_t kps = kt >= 8 ? ceil_div(kt, 4) : kt, KS = ceil_div(kt, kps);
   auto slice_k0 = [&](int64_t sl) { return std::min(K, sl * kps * D); };
+  struct Item {
+    int m;
+    int64_t j, idx;  // column tile, index among the MXU's items
+  };
+  struct Block {
+    int64_t b, m0, rows;
+    int as;
+    std::vector<Item> items;
+  };
+  // MXU signals held back until the MXU's next weight load is queued.
+  std::vector<std::vector<std::pair<Counter*, int>>> pending(nmu);  // (counter, panel slot it frees or -1)
+  auto flush = [&](int m) {
+    for (auto [c, slot] : pending[m]) {
+      signal(fmt::format("mxu{}", m).c_str(), *c);
+      if (slot >= 0) slot_release[slot][m] = c->produced;
+    }
+    pending[m].clear();
+  };
+  auto flush_all = [&] {
+    for (int m = 0; m < nmu; ++m) flush(m);
+  };
+  auto first_pass = [&](int pa, int pw) { return pa == passes[0].first && pw == passes[0].second; };
+  // The VPU drains a block's items through the epilogue; DMA stores them.
+  auto drain_block = [&](const Block& blk) {
+    const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
+    const std::vector<Item>& items = blk.items;
+    std::vector<int64_t> eready(items.size(), 0);
+    for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
+      const Item& it = items[ii];
+      const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
+      wait("dma", v, ebuf_release[it.m][oslot]);
+      for (int e : extras) {
+        const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
+        dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
+               uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
+      }
+      eready[ii] = E.produced;
+    }
+    for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
+      const Item& it = items[ii];
+      const int m = it.m;
+      const int64_t aslot = it.idx % S, oslot = it.idx % 2;
+      const int64_t j0 = it.j * D;
+      wait("vpu", Acc[m], it.idx + 1);
+      wait("vpu", E, eready[ii]);
+      wait("vpu", st, slot_store[m][oslot]);
+      if (!hoisted) {
+        wait("vpu", pre, pre.produced);
+        hoist(k.expr, rp, pre_at);
+        hoisted = true;
+      }
+      for (int64_t r = 0; r < rows; r += rp.unroll) {
+        const int U = int(std::min<int64_t>(rp.unroll, rows - r));
+        eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
+          if (nd.leaf == Leaf::acc) {
+            ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
+          } else if (nd.leaf == Leaf::row) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::input) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
+          } else {
+            throw std::logic_error("internal error: unexpected epilogue leaf");
+          }
+        });
+        for (int u = 0; u < U; ++u)
+          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
+      }
+      signal("vpu", AccFree[m]);
+      signal("vpu", v);
+      ebuf_release[m][oslot] = v.produced;
+    }
+    for (const Item& it : items) {  // DMA: store the tile
+      const int m = it.m;
+      const int64_t oslot = it.idx % 2;
+      const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
+      wait("dma", v, ++items_total);
+      dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0) * N + j0) * oesz), obuf[m][oslot], uint64_t(rows), uint64_t(cols * oesz),
+             uint64_t(N * oesz), uint64_t(D * oesz), st);
+      slot_store[m][oslot] = st.produced;
+    }
+  };
+  std::optional<Block> held;  // the block whose drain waits for the next block's MXU work
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c0 = 0; c0 < M; c0 += chunk, ++chunk_no) {
       const int64_t crows = std::min(chunk, M - c0);
       const int as = int(chunk_no % abufs);
       note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1));
+      flush_all();
       for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
       // A arrives block by block (one work item's rows), so the MXUs start
       // after the first block rather than the whole chunk.
@@ -1637,6 +1722,7 @@ void Emitter::matmul(const Kernel& k) {
       std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KS, 0)));
       auto load_group_slice = [&](int64_t g, int64_t sl) {
         if (sl == 0) {
+          flush_all();
           const int slot = int(groups_loaded++ % nslots);
           gslot[g] = slot;
           for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
@@ -1666,104 +1752,51 @@ void Emitter::matmul(const Kernel& k) {
         for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) {
           const int64_t rows = std::min(Mb, c0 + crows - m0);
           const bool first_block = m0 == c0, last_block = m0 + Mb >= c0 + crows;
-          struct Item {
-            int m;
-            int64_t j, idx;
-          };
           std::vector<Item> items;
           for (int m = 0; m < nmu && g * nmu + m < nt; ++m) items.push_back({m, g * nmu + m, items_on[m]++});
           for (const Item& it : items) {  // MXU
             const int m = it.m;
             const std::string mu = fmt::format("mxu{}", m);
             const int pslot = gslot[g];
-            wait(mu.c_str(), AccFree[m], it.idx - S + 1);
             const int64_t aslot = it.idx % S;
             const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
             bool first = true;
             for (int64_t kk = 0; kk < kt; ++kk)
               for (auto [pa, pw] : passes) {
-                if (kk % kps == 0 && pa == passes[0].first && pw == passes[0].second) {  // a new K-slice: its A and weights are in
+                if (kk % kps == 0 && first_pass(pa, pw)) {  // a new K-slice: its A and weights are in
                   if (g == 0) wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
                   if (first_block) wait(mu.c_str(), P[m], pready[g][m][kk / kps]);
                 }
                 mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
+                if (first) {
+                  // The previous item's signals go behind this weight load, which
+                  // thus overlaps that item's last stream; a signal waits for
+                  // everything before it to complete.
+                  flush(m);
+                  wait(mu.c_str(), AccFree[m], it.idx - S + 1);
+                }
                 ins("mxu.swap m{}", m);
                 mxu_mm(!first, m, acc_base(m, aslot), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
                 first = false;
               }
-            signal(mu.c_str(), Acc[m]);
-            if (last_block) {
-              signal(mu.c_str(), Pfree[m]);
-              slot_release[pslot][m] = Pfree[m].produced;
-            }
-            if (last_block && (g + 1) * nmu + m >= nt) signal(mu.c_str(), Afree[m]);  // its last tile of this chunk
+            pending[m].push_back({&Acc[m], -1});
+            if (last_block) pending[m].push_back({&Pfree[m], pslot});
+            if (last_block && (g + 1) * nmu + m >= nt) pending[m].push_back({&Afree[m], -1});  // its last tile of this chunk
           }
-          std::vector<int64_t> eready(items.size(), 0);
-          for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
-            const Item& it = items[ii];
-            const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
-            wait("dma", v, ebuf_release[it.m][oslot]);
-            for (int e : extras) {
-              const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
-              dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
-                     uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
-            }
-            eready[ii] = E.produced;
-          }
-          for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
-            const Item& it = items[ii];
-            const int m = it.m;
-            const int64_t aslot = it.idx % S, oslot = it.idx % 2;
-            const int64_t j0 = it.j * D;
-            wait("vpu", Acc[m], it.idx + 1);
-            wait("vpu", E, eready[ii]);
-            wait("vpu", st, slot_store[m][oslot]);
-            if (!hoisted) {
-              wait("vpu", pre, pre.produced);
-              hoist(k.expr, rp, pre_at);
-              hoisted = true;
-            }
-            for (int64_t r = 0; r < rows; r += rp.unroll) {
-              const int U = int(std::min<int64_t>(rp.unroll, rows - r));
-              eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
-                if (nd.leaf == Leaf::acc) {
-                  ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
-                } else if (nd.leaf == Leaf::row) {
-                  const DType dt = p_.type(k.inputs[nd.input]).dtype;
-                  ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
-                } else if (nd.leaf == Leaf::input) {
-                  const DType dt = p_.type(k.inputs[nd.input]).dtype;
-                  ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
-                } else {
-                  throw std::logic_error("internal error: unexpected epilogue leaf");
-                }
-              });
-              for (int u = 0; u < U; ++u)
-                ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
-            }
-            signal("vpu", AccFree[m]);
-            signal("vpu", v);
-            ebuf_release[m][oslot] = v.produced;
-          }
-          for (const Item& it : items) {  // DMA: store the tile
-            const int m = it.m;
-            const int64_t oslot = it.idx % 2;
-            const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
-            wait("dma", v, ++items_total);
-            dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0) * N + j0) * oesz), obuf[m][oslot], uint64_t(rows), uint64_t(cols * oesz),
-                   uint64_t(N * oesz), uint64_t(D * oesz), st);
-            slot_store[m][oslot] = st.produced;
-          }
+          // The VPU drains the previous block while the MXUs work on this one.
+          if (held) drain_block(*held);
+          held = Block{b, m0, rows, as, items};
         }
       }
     }
+  flush_all();
+  if (held) drain_block(*held);
   drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
     for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
 }
 
 }  // namespace
-
 // ---------------------------------------------------------------- Backend
 
 Backend::Backend(const Function& f, const isa::Target& t, const ScheduleHints& hints) : plan_(new Plan(f, t)), hints_(hints) {}
