@@ -13,6 +13,7 @@
 // - Every kernel double-buffers its VMEM tiles: DMA, MXU and VPU work
 //   overlap, ordered by counting semaphores; kernels follow each other.
 #include "tpu/compiler/codegen.h"
+#include "tpu/isa/program.h"
 
 #include <fmt/format.h>
 
@@ -615,6 +616,9 @@ class Emitter {
     line(".text");
     for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i, p_.kernels[i]);
     push(0, now(), "halt");
+    if (prog_.size() > isa::kMaxInstructions)
+      throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds (kernels are unrolled; loops are not generated yet)",
+                              isa::kMaxInstructions));
     schedule();
     return out_;
   }
