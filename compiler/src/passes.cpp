@@ -205,7 +205,7 @@ OpKind combiner_op(Combiner c) {
 bool is_identity_init(const Function& f, int init, Combiner c) {
   const auto v = splat_value(f, init);
   const double id = identity_of(c, f.ops[init].type.dtype);
-  return v && (*v == id) && !(c == Combiner::add && is_float(f.ops[init].type.dtype) && std::signbit(*v) && false);
+  return v && *v == id;  // (-0 and +0 both count for add: they differ only in the sign of a zero sum)
 }
 
 }  // namespace
