@@ -175,6 +175,20 @@ TEST_CASE("passes: what each pass leaves behind") {
     if (op.kind == ir::OpKind::reduce) CHECK(red.ops[op.operands[0]].type.dims.size() == 2);
 }
 
+TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {
+  std::vector<std::string> seen;
+  compiler::CompileOptions o;
+  o.target = isa::load_target("tiny");
+  o.dump = [&](const std::string& pass, const std::string& text) {
+    seen.push_back(pass);
+    CHECK(!text.empty());
+  };
+  compiler::compile(compiler::load_module(kCorpus + "softmax/module.hlo"), o);
+  const std::vector<std::string> want = {"canonicalize",      "lower-convolution", "lower-reduce-window", "canonicalize-reduce",
+                                         "canonicalize-dot",  "split-f32-dots",    "canonicalize",        "kernel plan"};
+  CHECK(seen == want);
+}
+
 TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tiles to the MXU") {
   ir::Function f = compiler::load_module(kCorpus + "mlp_f32/module.hlo");
   compiler::CompileOptions o;
