@@ -17,6 +17,7 @@ struct Plan;  // opaque: kernels, buffers, fused expressions
 struct ScheduleHints {
   double dma_bytes_per_cycle = 64;
   double dma_latency_cycles = 150;
+  double dma_burst_bytes = 64;  // the DMA sends at most one burst per cycle
 };
 // From a config (preset name or file): HBM bandwidth and latency per cycle.
 // Missing fields keep the defaults.
