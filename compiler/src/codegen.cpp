@@ -1595,6 +1595,12 @@ void Emitter::matmul(const Kernel& k) {
   for (int s = 0; s < abufs; ++s)
     for (int64_t a = 0; a < na; ++a) abuf[s][a] = vmem(uint64_t(chunk * Kp * esz));
   auto acc_base = [&](int m, int64_t slot) { return uint64_t((m * S + slot) * Mb); };
+  // Telling an MXU that DMA data is in: `signal dma` would wait for every
+  // transfer in flight (emptying the DMA pipeline); a one-byte transfer
+  // signals when it lands, and transfers land in order, so it counts only
+  // after everything before it without holding up what follows.
+  const uint64_t fence_buf = vmem(64);
+  auto dma_fence = [&](Counter& c) { dma_ld(fence_buf, p_.addr[wparts[0]], 1, c); };
 
   // Per MXU: A chunk loaded (Ca) and released (Afree), panel loaded (P) and
   // released (Pfree), accumulator slot written (Acc) and drained (AccFree).
@@ -1727,7 +1733,7 @@ void Emitter::matmul(const Kernel& k) {
         for (int64_t a = 0; a < na; ++a)
           dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
                  uint64_t(rows), uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
-        for (int m = 0; m < nmu; ++m) signal("dma", Ca[m]);
+        for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
       };
       std::vector<int> gslot(groups, 0);
       // P totals when K-slice s of group g's panel is in
@@ -1746,7 +1752,7 @@ void Emitter::matmul(const Kernel& k) {
           dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
                  uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
         for (int m = 0; m < nmu && g * nmu + m < nt; ++m) {
-          signal("dma", P[m]);
+          dma_fence(P[m]);
           pready[g][m][sl] = P[m].produced;
         }
       };
