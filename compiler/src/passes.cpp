@@ -370,12 +370,24 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
   if (cols.empty() || rows == 0) {
     y = b.broadcast(b.scalar(op.type.dtype, 0), res, {});
   } else {
-    const int patches = b.reshape(b.concat(cols, int64_t(ns + 1)), {rows, taps * cin});
+    // With one input channel each tap's patch column would be written one
+    // element at a time; then the patches are built transposed ([taps,
+    // rows], each tap a contiguous block) and the dot contracts dimension 0.
+    const bool narrow = cin == 1;
+    int patches;
+    if (narrow) {
+      std::vector<int64_t> to_front{int64_t(ns + 1)};
+      for (size_t i = 0; i <= ns; ++i) to_front.push_back(int64_t(i));
+      for (int& col : cols) col = b.transpose(col, to_front);
+      patches = b.reshape(b.concat(cols, 0), {taps * cin, rows});
+    } else {
+      patches = b.reshape(b.concat(cols, int64_t(ns + 1)), {rows, taps * cin});
+    }
     const int w = b.reshape(kk, {taps * cin, cout});
     Op d;
     d.kind = OpKind::dot;
     d.operands = {patches, w};
-    d.lhs_contract = {1}, d.rhs_contract = {0};
+    d.lhs_contract = {narrow ? 0 : 1}, d.rhs_contract = {0};
     d.precision = op.precision;
     d.type = {op.type.dtype, {rows, cout}};
     y = b.reshape(b.add(std::move(d)), res);
