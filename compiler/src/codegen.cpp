@@ -662,7 +662,7 @@ class Emitter {
     return t;
   }
   void line(const std::string& s) { out_ += s + "\n"; }
-  void note(const std::string& s, int unit = -1) { prog_.push_back({unit >= 0 ? clk_[unit] : now(), -1, "# " + s, {}}); }
+  void note(const std::string& s, int unit = -1) { prog_.push_back({unit >= 0 ? clk_[unit] : floor_, -1, "# " + s, {}}); }
   // VPU instructions and mxu.swap (no scalar register operands).
   template <typename... A>
   void ins(fmt::format_string<A...> f, A&&... a) {
@@ -803,7 +803,7 @@ class Emitter {
     vmem_top_ = 0;
     next_sem_ = 0;
     static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
-    prog_.push_back({now(), -1, "", {}});
+    prog_.push_back({floor_, -1, "", {}});
     note(fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str()));
     std::set<std::string> seen;
     for (const auto& s : k.from)
@@ -1722,7 +1722,7 @@ void Emitter::matmul(const Kernel& k) {
     for (int64_t c0 = 0; c0 < M; c0 += chunk, ++chunk_no) {
       const int64_t crows = std::min(chunk, M - c0);
       const int as = int(chunk_no % abufs);
-      note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1));
+      note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
       flush_all();
       for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
       // A arrives block by block (one work item's rows), so the MXUs start
