@@ -383,6 +383,39 @@ class Importer {
     // Ops the IR spells with others: expm1(x) = exp(x) - 1, log1p(x) =
     // log(x + 1) (less accurate than XLA's for |x| << 1), is-finite(x) =
     // (x - x == 0).
+    if (opc == "erf") {
+      // Abramowitz & Stegun 7.1.26: erf(x) = sign(x) (1 - poly(t) exp(-x^2)),
+      // t = 1 / (1 + p |x|); absolute error <= 1.5e-7 (jax.nn.gelu exact).
+      const int x = op.operands.at(0);
+      const Type xt = f_.ops[x].type;
+      if (!is_float(xt.dtype)) malformed(i, "erf needs a float operand");
+      auto un = [&](OpKind k, int a) {
+        Op o;
+        o.kind = k, o.operands = {a}, o.type = xt, o.loc = op.loc;
+        return f_.add(std::move(o));
+      };
+      auto bin = [&](OpKind k, int a, int b) {
+        Op o;
+        o.kind = k, o.operands = {a, b}, o.type = xt, o.loc = op.loc;
+        return f_.add(std::move(o));
+      };
+      auto splat = [&](double v) {
+        Op c;
+        c.kind = OpKind::constant, c.type = {xt.dtype, {}}, c.literal = {canonicalize_value(xt.dtype, v)}, c.loc = op.loc;
+        const int cs = f_.add(std::move(c));
+        Op b;
+        b.kind = OpKind::broadcast, b.operands = {cs}, b.type = xt, b.loc = op.loc;
+        return f_.add(std::move(b));
+      };
+      const int ax = un(OpKind::abs, x);
+      const int t = bin(OpKind::divide, splat(1), bin(OpKind::add, splat(1), bin(OpKind::multiply, splat(0.3275911), ax)));
+      int poly = splat(1.061405429);
+      for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), splat(a));
+      poly = bin(OpKind::multiply, poly, t);
+      const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
+      const int r = bin(OpKind::subtract, splat(1), bin(OpKind::multiply, poly, e));
+      return {bin(OpKind::multiply, un(OpKind::sign, x), r)};
+    }
     if (opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
       const int x = op.operands.at(0);
       const Type xt = f_.ops[x].type;
