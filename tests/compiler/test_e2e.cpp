@@ -127,6 +127,26 @@ void run_corpus(const std::string& name) {
     }
 }
 
+// The other presets (v1: one 256x256 MXU and 256 lanes; v4: 4 MXUs per
+// core) at default precision, every program.
+TEST_CASE("corpus on the v1 and v4 presets") {
+  for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || (name.size() > 2 && name.substr(name.size() - 2) == "_4")) continue;
+    const CorpusCase c = load_corpus(name);
+    for (const std::string preset : {"v1", "v4"}) {
+      const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
+      for (size_t i = 0; i < c.refs.size(); ++i) {
+        const DType d = c.refs[i].type.dtype;
+        const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : 2e-2;
+        const double err = rel_error(out.outputs[i], c.refs[i]);
+        INFO(name << " on " << preset << ": out" << i << " rel_err " << err);
+        CHECK(err <= tol);
+      }
+    }
+  }
+}
+
 #define CORPUS_TEST(name) \
   TEST_CASE("corpus " #name) { run_corpus(#name); }
 CORPUS_TEST(conv2d_nhwc)
