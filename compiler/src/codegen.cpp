@@ -174,13 +174,15 @@ struct Plan {
     if (o.kind != OpKind::broadcast) return false;
     const Type& s = type(o.operands[0]);
     if (s.dims.empty()) return true;
+    // Row and col sources are held whole in VMEM: small ones only.
+    if (uint64_t(s.bytes()) * 2 + uint64_t(t.vpu_lanes) * 4 > t.vmem_bytes / 16) return false;
     if (s.dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1 && s.dims[0] == o.type.dims.back()) return true;
     return col_inner(v) > 0;
   }
   int64_t col_inner(int v) const {  // 0 unless a col broadcast
     const Op& o = op(v);
     const Type& s = type(o.operands[0]);
-    if (o.kind != OpKind::broadcast || s.dims.empty() || s.elements() > (1 << 16)) return 0;
+    if (o.kind != OpKind::broadcast || s.dims.empty() || uint64_t(s.bytes()) * 2 > t.vmem_bytes / 16) return 0;
     for (size_t i = 0; i < o.dims.size(); ++i)
       if (o.dims[i] != int64_t(i) || s.dims[i] != o.type.dims[i]) return 0;
     int64_t inner = 1;
