@@ -1382,7 +1382,8 @@ class Emitter {
     const int64_t row_bytes = lr * L_ * esz;
     const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
     int64_t rc = std::min<int64_t>(K, std::max<int64_t>(1, budget / (row_bytes + esz)));
-    if (row_bytes > budget) throw Error(fmt::format("unsupported reduction: a row of {} elements does not fit in VMEM", R));
+    if (row_bytes > budget)
+      throw Error(fmt::format("{}: unsupported reduction: a row of {} elements does not fit in VMEM", k.from.front(), R));
     rc = std::min<int64_t>(rc, 256);
     const int64_t chunks = ceil_div(K, rc);
     Counter ld = counter(), vd = counter(), st = counter(), z = counter();
@@ -1563,7 +1564,7 @@ void Emitter::matmul(const Kernel& k) {
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
       if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
-        throw Error(fmt::format("unsupported dot: a {}x{} weight panel does not fit in VMEM", Kp, pw_elems));
+        throw Error(fmt::format("{}: unsupported dot: a {}x{} weight panel does not fit in VMEM", k.from.back(), Kp, pw_elems));
       panel[s][w] = vmem(panel_bytes);
     }
   std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
@@ -1586,7 +1587,7 @@ void Emitter::matmul(const Kernel& k) {
   const uint64_t left = vmem_budget() > slack ? vmem_budget() - slack : 0;
   const uint64_t row_bytes = uint64_t(na * Kp * esz);
   int64_t chunk = int64_t(left / row_bytes) >= B * M ? M : std::min<int64_t>(M, int64_t(left / 2 / row_bytes));
-  if (chunk < 1) throw Error(fmt::format("unsupported dot: K = {} is too long for VMEM", K));
+  if (chunk < 1) throw Error(fmt::format("{}: unsupported dot: K = {} is too long for VMEM", k.from.back(), K));
   if (chunk < M) {
     if (chunk >= Mb) chunk = chunk / Mb * Mb;
     else Mb = chunk;  // smaller work items; the buffers sized for Mb still fit
