@@ -418,7 +418,7 @@ void Plan::make_kernels() {
         if (mm < 0 && matmul_root(inputs[nd.input]) && !result[inputs[nd.input]] && fused_into[inputs[nd.input]] < 0) mm = inputs[nd.input];
         else if (inputs[nd.input] != mm) ++others;
       }
-    if (mm < 0 || others > 2 || e.has(Leaf::col)) continue;
+    if (mm < 0 || others > 2) continue;
     for (const Node& nd : e.nodes)  // the other tensors have the result's element order
       if (nd.leaf == Leaf::input && inputs[nd.input] != mm && type(inputs[nd.input]).elements() != type(mm).elements()) others = 99;
     if (others > 2) continue;
@@ -1699,6 +1699,10 @@ void Emitter::matmul(const Kernel& k) {
           } else if (nd.leaf == Leaf::input) {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
             ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
+            col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
           } else {
             throw std::logic_error("internal error: unexpected epilogue leaf");
           }
