@@ -1352,17 +1352,6 @@ class Emitter {
   }
 
   // ---- reductions
-  static double identity(Combiner c, DType d) {
-    switch (c) {
-      case Combiner::add: return 0;
-      case Combiner::multiply: return 1;
-      case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : -2147483648.0;
-      case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : 2147483647.0;
-      case Combiner::and_: return d == DType::pred ? 1 : -1;
-      case Combiner::or_: return 0;
-    }
-    return 0;
-  }
   std::string combine_op(Combiner c, DType d) const {
     switch (c) {
       case Combiner::add: return fmt::format("vadd.{}", aty(d));
@@ -1389,7 +1378,7 @@ class Emitter {
     Counter ld = counter(), vd = counter(), st = counter(), z = counter();
     uint64_t in_buf[2], out_buf[2];
     for (int s = 0; s < 2; ++s) in_buf[s] = vmem(uint64_t(rc * row_bytes)), out_buf[s] = vmem(uint64_t(rc * esz));
-    const double id = identity(k.combiner, dt);
+    const double id = combiner_identity(k.combiner, dt);
     if (R % L_) {  // the lanes past R in each row's last vector hold the identity
       ins("vli v0, {:#x}", lane_bits(dt, id));
       for (int s = 0; s < std::min<int64_t>(2, chunks); ++s)

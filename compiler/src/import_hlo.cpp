@@ -160,22 +160,39 @@ class Importer {
     return v;
   }
 
-  // "3x3" -> {3,3}; pads "1_1x0_0" -> lo {1,0}, hi {1,0}.
+  // XLA's per-dimension lists: dimensions separated by 'x', the values of
+  // one dimension by '_' ("1_1x0_2" -> {{1,1},{0,2}}); each dimension must
+  // have between `lo` and `hi` values.
+  std::vector<std::vector<int64_t>> int_grid(const Instruction& i, const std::string& s, size_t lo, size_t hi,
+                                             const char* what) const {
+    std::vector<std::vector<int64_t>> grid;
+    auto split = [](const std::string& t, char sep) {
+      std::vector<std::string> parts;
+      size_t p = 0;
+      for (size_t e; (e = t.find(sep, p)) != std::string::npos; p = e + 1) parts.push_back(t.substr(p, e - p));
+      parts.push_back(t.substr(p));
+      return parts;
+    };
+    for (const std::string& dim : split(s, 'x')) {
+      std::vector<int64_t> v;
+      for (const std::string& tok : split(dim, '_')) {
+        try {
+          size_t used = 0;
+          v.push_back(std::stoll(tok, &used));
+          if (used != tok.size()) throw 0;
+        } catch (...) {
+          malformed(i, fmt::format("bad {} '{}'", what, s));
+        }
+      }
+      if (v.size() < lo || v.size() > hi) malformed(i, fmt::format("bad {} '{}'", what, s));
+      grid.push_back(std::move(v));
+    }
+    return grid;
+  }
+  // "3x3" -> {3,3}.
   std::vector<int64_t> xlist(const Instruction& i, const std::string& s) const {
     std::vector<int64_t> v;
-    size_t p = 0;
-    while (p <= s.size()) {
-      size_t e = s.find('x', p);
-      if (e == std::string::npos) e = s.size();
-      try {
-        size_t used = 0;
-        v.push_back(std::stoll(s.substr(p, e - p), &used));
-        if (used != e - p) throw 0;
-      } catch (...) {
-        malformed(i, fmt::format("bad window value '{}'", s));
-      }
-      p = e + 1;
-    }
+    for (const auto& d : int_grid(i, s, 1, 1, "window value")) v.push_back(d[0]);
     return v;
   }
 
@@ -203,17 +220,7 @@ class Importer {
       } else if (k == "stride") {
         w.stride = xlist(i, val);
       } else if (k == "pad") {
-        size_t q = 0;
-        while (q <= val.size()) {
-          size_t x = val.find('x', q);
-          if (x == std::string::npos) x = val.size();
-          const std::string pr = val.substr(q, x - q);
-          const size_t u = pr.find('_', 1);
-          if (u == std::string::npos) malformed(i, fmt::format("bad padding '{}'", val));
-          w.lo.push_back(xlist(i, pr.substr(0, u))[0]);
-          w.hi.push_back(xlist(i, pr.substr(u + 1))[0]);
-          q = x + 1;
-        }
+        for (const auto& d : int_grid(i, val, 2, 2, "padding")) w.lo.push_back(d[0]), w.hi.push_back(d[1]);
       } else if (k == "lhs_dilate" || k == "base_dilate") {
         w.lhs_dil = xlist(i, val);
       } else if (k == "rhs_dilate" || k == "window_dilate") {
@@ -383,62 +390,31 @@ class Importer {
     // Ops the IR spells with others: expm1(x) = exp(x) - 1, log1p(x) =
     // log(x + 1) (less accurate than XLA's for |x| << 1), is-finite(x) =
     // (x - x == 0).
-    if (opc == "erf") {
-      // Abramowitz & Stegun 7.1.26: erf(x) = sign(x) (1 - poly(t) exp(-x^2)),
-      // t = 1 / (1 + p |x|); absolute error <= 1.5e-7 (jax.nn.gelu exact).
-      const int x = op.operands.at(0);
-      const Type xt = f_.ops[x].type;
-      if (!is_float(xt.dtype)) malformed(i, "erf needs a float operand");
-      auto un = [&](OpKind k, int a) {
-        Op o;
-        o.kind = k, o.operands = {a}, o.type = xt, o.loc = op.loc;
-        return f_.add(std::move(o));
-      };
-      auto bin = [&](OpKind k, int a, int b) {
-        Op o;
-        o.kind = k, o.operands = {a, b}, o.type = xt, o.loc = op.loc;
-        return f_.add(std::move(o));
-      };
-      auto splat = [&](double v) {
-        Op c;
-        c.kind = OpKind::constant, c.type = {xt.dtype, {}}, c.literal = {canonicalize_value(xt.dtype, v)}, c.loc = op.loc;
-        const int cs = f_.add(std::move(c));
-        Op b;
-        b.kind = OpKind::broadcast, b.operands = {cs}, b.type = xt, b.loc = op.loc;
-        return f_.add(std::move(b));
-      };
-      const int ax = un(OpKind::abs, x);
-      const int t = bin(OpKind::divide, splat(1), bin(OpKind::add, splat(1), bin(OpKind::multiply, splat(0.3275911), ax)));
-      int poly = splat(1.061405429);
-      for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), splat(a));
-      poly = bin(OpKind::multiply, poly, t);
-      const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
-      const int r = bin(OpKind::subtract, splat(1), bin(OpKind::multiply, poly, e));
-      return {bin(OpKind::multiply, un(OpKind::sign, x), r)};
-    }
-    if (opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
+    // Ops the IR spells with others (helpers below).
+    if (opc == "erf" || opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
       const int x = op.operands.at(0);
       const Type xt = f_.ops[x].type;
       if (!is_float(xt.dtype)) malformed(i, opc + " needs a float operand");
-      auto make = [&](OpKind k, std::vector<int> operands, Type t) {
-        Op o;
-        o.kind = k, o.operands = std::move(operands), o.type = std::move(t), o.loc = op.loc;
-        return f_.add(std::move(o));
-      };
-      Op c;
-      c.kind = OpKind::constant, c.type = {xt.dtype, {}}, c.loc = op.loc;
-      c.literal = {opc == "is-finite" ? 0.0 : 1.0};
-      const int cs = f_.add(c);
-      Op b;
-      b.kind = OpKind::broadcast, b.operands = {cs}, b.type = xt, b.loc = op.loc;
-      const int cb = f_.add(b);
-      if (opc == "exponential-minus-one") return {make(OpKind::subtract, {make(OpKind::exponential, {x}, xt), cb}, xt)};
-      if (opc == "log-plus-one") return {make(OpKind::log, {make(OpKind::add, {x, cb}, xt)}, xt)};
-      Op cmp;
-      cmp.kind = OpKind::compare, cmp.operands = {make(OpKind::subtract, {x, x}, xt), cb}, cmp.direction = Direction::EQ;
-      cmp.type = {DType::pred, xt.dims}, cmp.loc = op.loc;
-      if (op.type != cmp.type) malformed(i, "is-finite must return pred of its operand's shape");
-      return {f_.add(cmp)};
+      auto un = [&](OpKind k, int a) { return emit(k, {a}, xt, op.loc); };
+      auto bin = [&](OpKind k, int a, int b) { return emit(k, {a, b}, xt, op.loc); };
+      auto c = [&](double v) { return splat(xt, v, op.loc); };
+      if (opc == "exponential-minus-one") return {bin(OpKind::subtract, un(OpKind::exponential, x), c(1))};  // exp(x) - 1
+      if (opc == "log-plus-one") return {un(OpKind::log, bin(OpKind::add, x, c(1)))};                      // log(x + 1)
+      if (opc == "is-finite") {                                                                           // x - x == 0
+        Op cmp;
+        cmp.kind = OpKind::compare, cmp.operands = {bin(OpKind::subtract, x, x), c(0)}, cmp.direction = Direction::EQ;
+        cmp.type = {DType::pred, xt.dims}, cmp.loc = op.loc;
+        if (op.type != cmp.type) malformed(i, "is-finite must return pred of its operand's shape");
+        return {f_.add(cmp)};
+      }
+      // erf: Abramowitz & Stegun 7.1.26, erf(x) = sign(x) (1 - poly(t) exp(-x^2)),
+      // t = 1 / (1 + p |x|); absolute error <= 1.5e-7 (jax.nn.gelu exact).
+      const int t = bin(OpKind::divide, c(1), bin(OpKind::add, c(1), bin(OpKind::multiply, c(0.3275911), un(OpKind::abs, x))));
+      int poly = c(1.061405429);
+      for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), c(a));
+      poly = bin(OpKind::multiply, poly, t);
+      const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
+      return {bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)))};
     }
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
@@ -519,6 +495,20 @@ class Importer {
     return {f_.add(std::move(op))};
   }
 
+  int emit(OpKind k, std::vector<int> operands, const Type& t, const std::string& loc) {
+    Op o;
+    o.kind = k, o.operands = std::move(operands), o.type = t, o.loc = loc;
+    return f_.add(std::move(o));
+  }
+  // A constant of t's dtype broadcast to t's shape.
+  int splat(const Type& t, double v, const std::string& loc) {
+    Op c;
+    c.kind = OpKind::constant, c.type = {t.dtype, {}}, c.literal = {canonicalize_value(t.dtype, v)}, c.loc = loc;
+    Op b;
+    b.kind = OpKind::broadcast, b.operands = {f_.add(std::move(c))}, b.type = t, b.loc = loc;
+    return f_.add(std::move(b));
+  }
+
   std::vector<size_t> tuple_leaf_counts(const Instruction& i) {
     // The operand's HLO shape tells how many leaves each element holds.
     const Instruction* src = current_.back()->find(i.operands[0]);
@@ -563,28 +553,9 @@ class Importer {
   void pad_attr(const Instruction& i, Op& op) const {
     const std::string* s = i.attribute("padding");
     if (!s) malformed(i, "missing padding");
-    size_t q = 0;
-    while (q <= s->size()) {
-      size_t x = s->find('x', q);
-      if (x == std::string::npos) x = s->size();
-      const std::string pr = s->substr(q, x - q);
-      std::vector<int64_t> v;
-      size_t a = 0;
-      while (a <= pr.size()) {
-        size_t u = pr.find('_', a + 1);
-        if (u == std::string::npos) u = pr.size();
-        try {
-          v.push_back(std::stoll(pr.substr(a, u - a)));
-        } catch (...) {
-          malformed(i, fmt::format("bad padding '{}'", *s));
-        }
-        a = u + 1;
-      }
-      if (v.size() < 2 || v.size() > 3) malformed(i, fmt::format("bad padding '{}'", *s));
-      op.lo.push_back(v[0]), op.hi.push_back(v[1]), op.interior.push_back(v.size() == 3 ? v[2] : 0);
-      q = x + 1;
-    }
-    if (s->empty()) op.lo.clear(), op.hi.clear(), op.interior.clear();
+    if (s->empty()) return;  // a rank-0 operand
+    for (const auto& d : int_grid(i, *s, 2, 3, "padding"))
+      op.lo.push_back(d[0]), op.hi.push_back(d[1]), op.interior.push_back(d.size() == 3 ? d[2] : 0);
   }
 
   const hlo::Module& m_;

@@ -380,6 +380,27 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
   return out;
 }
 
+Difference compare(const Tensor& got, const Tensor& ref) {
+  if (got.v.size() != ref.v.size()) throw std::logic_error("internal error: compare() of different sizes");
+  Difference d;
+  double num = 0, den = 0;
+  bool unmatched = false;
+  for (size_t i = 0; i < ref.v.size(); ++i) {
+    const double r = ref.v[i], g = got.v[i];
+    if (!std::isfinite(r) || !std::isfinite(g)) {
+      const bool same = (std::isnan(r) && std::isnan(g)) || r == g;
+      unmatched |= !same;
+      d.differing += !same;
+      continue;
+    }
+    num += (g - r) * (g - r), den += r * r;
+    d.max_abs = std::max(d.max_abs, std::fabs(g - r));
+    d.differing += g != r;
+  }
+  d.relative = unmatched ? INFINITY : den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return d;
+}
+
 // ---------------------------------------------------------------- npy and bytes
 
 namespace {

@@ -66,6 +66,17 @@ const char* combiner_name(Combiner c) {
   static const char* n[] = {"add", "multiply", "maximum", "minimum", "and", "or"};
   return n[int(c)];
 }
+double combiner_identity(Combiner c, DType d) {
+  switch (c) {
+    case Combiner::add: return 0;
+    case Combiner::multiply: return 1;
+    case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : d == DType::pred ? 0 : -2147483648.0;
+    case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : 2147483647.0;
+    case Combiner::and_: return d == DType::pred ? 1 : -1;
+    case Combiner::or_: return 0;
+  }
+  return 0;
+}
 const char* direction_name(Direction d) {
   static const char* n[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   return n[int(d)];

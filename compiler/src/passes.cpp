@@ -178,17 +178,6 @@ std::optional<double> splat_value(const Function& f, int v) {
   return std::nullopt;
 }
 
-double identity_of(Combiner c, DType d) {
-  switch (c) {
-    case Combiner::add: return 0;
-    case Combiner::multiply: return 1;
-    case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : d == DType::pred ? 0 : -2147483648.0;
-    case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : 2147483647.0;
-    case Combiner::and_: return d == DType::pred ? 1 : -1;
-    case Combiner::or_: return 0;
-  }
-  return 0;
-}
 
 OpKind combiner_op(Combiner c) {
   switch (c) {
@@ -204,7 +193,7 @@ OpKind combiner_op(Combiner c) {
 
 bool is_identity_init(const Function& f, int init, Combiner c) {
   const auto v = splat_value(f, init);
-  const double id = identity_of(c, f.ops[init].type.dtype);
+  const double id = combiner_identity(c, f.ops[init].type.dtype);
   return v && *v == id;  // (-0 and +0 both count for add: they differ only in the sign of a zero sum)
 }
 
@@ -485,7 +474,7 @@ Function canonicalize_reduce(const Function& in) {
       else kept.push_back(int64_t(d)), K *= xt.dims[d];
     }
     const bool constant_init = splat_value(b.f, init).has_value();
-    const int body_init = constant_init ? init : b.scalar(dt, identity_of(op.combiner, dt));
+    const int body_init = constant_init ? init : b.scalar(dt, combiner_identity(op.combiner, dt));
     // Across lanes when the last dimension is reduced and a lane reduction exists.
     const bool lanes = !xt.dims.empty() && red.back() && dt != DType::pred &&
                        (op.combiner == Combiner::add || op.combiner == Combiner::maximum || op.combiner == Combiner::minimum);

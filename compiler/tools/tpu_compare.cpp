@@ -4,7 +4,6 @@
 // error exceeds --tol (integers: any difference when --tol is 0).
 #include <fmt/format.h>
 
-#include <cmath>
 #include <iostream>
 
 #include "cli_common.h"
@@ -41,27 +40,9 @@ int main(int argc, char** argv) {
     const auto ref = load(ref_path), got = load(got_path);
     if (ref.type.dims != got.type.dims)
       throw tpu::Error(fmt::format("shapes differ: {} and {}", ref.type.str(), got.type.str()));
-    double num = 0, den = 0, maxabs = 0;
-    int64_t differ = 0;
-    bool nan_mismatch = false;
-    for (size_t i = 0; i < ref.v.size(); ++i) {
-      const double r = ref.v[i], g = got.v[i];
-      if (std::isnan(r) || std::isnan(g)) {
-        nan_mismatch |= std::isnan(r) != std::isnan(g);
-        differ += std::isnan(r) != std::isnan(g);
-        continue;
-      }
-      if (std::isinf(r) || std::isinf(g)) {
-        if (r != g) nan_mismatch = true, ++differ;
-        continue;
-      }
-      num += (g - r) * (g - r), den += r * r;
-      maxabs = std::max(maxabs, std::fabs(g - r));
-      differ += g != r;
-    }
-    const double rel = nan_mismatch ? INFINITY : den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-    fmt::print("rel_err {:.3g} max_abs {:.3g} differing {}/{}\n", rel, maxabs, differ, ref.v.size());
-    if (tol >= 0 && (rel > tol || (tol == 0 && differ))) return 1;
+    const auto d = tpu::ir::compare(got, ref);
+    fmt::print("rel_err {:.3g} max_abs {:.3g} differing {}/{}\n", d.relative, d.max_abs, d.differing, ref.v.size());
+    if (tol >= 0 && (d.relative > tol || (tol == 0 && d.differing))) return 1;
   } catch (const std::exception& e) {
     std::cerr << "tpu-compare: " << e.what() << "\n";
     return 2;

@@ -32,11 +32,7 @@ std::vector<std::string> corpus_programs() {
 
 bool multi_device(const std::string& name) { return name.size() > 2 && name.substr(name.size() - 2) == "_4"; }
 
-double rel_error(const Tensor& got, const Tensor& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.v.size(); ++i) num += (got.v[i] - ref.v[i]) * (got.v[i] - ref.v[i]), den += ref.v[i] * ref.v[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+double rel_error(const Tensor& got, const Tensor& ref) { return ir::compare(got, ref).relative; }
 
 // The corpus program's inputs, matched to ENTRY parameters by type (jax.jit drops unused arguments).
 std::vector<Tensor> corpus_inputs(const std::string& name, const ir::Function& f) {

@@ -29,22 +29,7 @@ using ir::OpKind;
 using ir::Tensor;
 using ir::Type;
 
-double rel_error(const Tensor& got, const Tensor& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.v.size(); ++i) {
-    if (std::isnan(ref.v[i]) || std::isnan(got.v[i])) {
-      if (std::isnan(ref.v[i]) != std::isnan(got.v[i])) return INFINITY;
-      continue;
-    }
-    if (std::isinf(ref.v[i]) || std::isinf(got.v[i])) {
-      if (ref.v[i] != got.v[i]) return INFINITY;
-      continue;
-    }
-    num += (got.v[i] - ref.v[i]) * (got.v[i] - ref.v[i]);
-    den += ref.v[i] * ref.v[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+double rel_error(const Tensor& got, const Tensor& ref) { return ir::compare(got, ref).relative; }
 
 struct Outcome {
   std::vector<Tensor> outputs;

@@ -25,6 +25,16 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
 // Evaluates one op given its operand values (constant folding uses this).
 Tensor evaluate(const Op& op, const std::vector<const Tensor*>& operands);
 
+// How far `got` is from `ref` (same shape): the normwise relative error
+// ||got - ref|| / ||ref|| over the finite pairs (infinite when a NaN or an
+// infinity is not matched), the largest absolute difference and the number
+// of elements that differ.
+struct Difference {
+  double relative = 0, max_abs = 0;
+  int64_t differing = 0;
+};
+Difference compare(const Tensor& got, const Tensor& ref);
+
 Tensor from_npy(const isa::NpyArray& a, const Type& expected, const std::string& where);
 isa::NpyArray to_npy(const Tensor& t);
 // Raw little-endian storage bytes (pred and s8 one byte, bf16 two, f32/s32 four).

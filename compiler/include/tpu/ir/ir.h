@@ -52,6 +52,7 @@ bool is_binary(OpKind k);
 
 enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_ };
 const char* combiner_name(Combiner c);
+double combiner_identity(Combiner c, DType d);  // x combined with it is x
 enum class Direction : uint8_t { EQ, NE, LT, LE, GT, GE };
 const char* direction_name(Direction d);
 enum class Precision : uint8_t { default_, high, highest };
