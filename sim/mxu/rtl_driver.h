@@ -34,6 +34,19 @@ uint32_t word(const VlWide<W>& port, size_t j) {
   return port[j];
 }
 
+// Reset: one clock edge with rst_ni low, then released.
+template <typename Rtl>
+void reset(Rtl& rtl) {
+  rtl.rst_ni = 0;
+  rtl.clk_i = 0;
+  rtl.eval();
+  rtl.clk_i = 1;
+  rtl.eval();
+  rtl.clk_i = 0;
+  rtl.rst_ni = 1;
+  rtl.eval();
+}
+
 // An MXU instruction as the command port takes it.
 struct Command {
   uint8_t op = 0;

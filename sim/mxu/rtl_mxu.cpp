@@ -43,14 +43,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
       vcd_->open(trace_path.c_str());
       if (!vcd_->isOpen()) throw Error(fmt::format("{}: cannot open for writing", trace_path));
     }
-    rtl_.rst_ni = 0;
-    rtl_.clk_i = 0;
-    rtl_.eval();
-    rtl_.clk_i = 1;
-    rtl_.eval();
-    rtl_.clk_i = 0;
-    rtl_.rst_ni = 1;
-    rtl_.eval();
+    rtl::reset(rtl_);
     SC_HAS_PROCESS(RtlMxu);
     SC_METHOD(tick);
     sensitive << clk.pos();

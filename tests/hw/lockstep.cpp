@@ -129,14 +129,7 @@ struct Bench : sc_core::sc_module {
         row_bytes(2 * size_t(c.target.mxu_dim)) {
     mxu.clk(clk);
     mxu.log_acc_writes(&model_log);
-    rtl.rst_ni = 0;
-    rtl.clk_i = 0;
-    rtl.eval();
-    rtl.clk_i = 1;
-    rtl.eval();
-    rtl.clk_i = 0;
-    rtl.rst_ni = 1;
-    rtl.eval();
+    rtl::reset(rtl);
     SC_HAS_PROCESS(Bench);
     SC_METHOD(tick);
     sensitive << clk.posedge_event();
