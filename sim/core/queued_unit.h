@@ -78,6 +78,9 @@ class QueuedUnit {
     return SyncResult::NotSync;
   }
 
+  // The stall cause of a head instruction sync() reported Blocked.
+  static const char* blocked_cause(const Issued& h) { return h.insn.op == isa::Opcode::WAIT ? "semaphore" : "drain"; }
+
   void retire() {
     pop();
     ++stats_.instructions;

@@ -122,7 +122,7 @@ void DmaEngine::tick() {
     switch (sync(*h, now, transfers_.empty())) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:
-        if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain";
+        if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);
         break;
       case SyncResult::NotSync: {
         const Issued is = *h;

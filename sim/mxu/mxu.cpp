@@ -207,7 +207,7 @@ void Mxu::tick() {
     switch (sync(*h, now, now >= last_complete_ && !streaming_ && !loading_)) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:
-        if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == Opcode::WAIT ? "semaphore" : "drain";
+        if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);
         break;
       case SyncResult::NotSync: {
         const Issued is = *h;

@@ -82,7 +82,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
       switch (sync(*h, now, rtl_.idle_o)) {
         case SyncResult::Done: state = UnitState::Busy; break;
         case SyncResult::Blocked:
-          if (state != UnitState::Busy) state = UnitState::Blocked, cause = h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain";
+          if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);
           break;
         case SyncResult::NotSync: offer = h; break;
       }

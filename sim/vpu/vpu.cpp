@@ -287,7 +287,7 @@ void Vpu::tick() {
     case SyncResult::Done: return finish(UnitState::Busy, "");
     case SyncResult::Blocked:
       if (busy_or_idle == UnitState::Busy) return finish(UnitState::Busy, "");
-      return finish(UnitState::Blocked, h->insn.op == isa::Opcode::WAIT ? "semaphore" : "drain");
+      return finish(UnitState::Blocked, blocked_cause(*h));
     case SyncResult::NotSync: break;
   }
   const Issued is = *h;
