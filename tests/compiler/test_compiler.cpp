@@ -13,6 +13,7 @@
 #include "tpu/ir/import.h"
 #include "tpu/ir/interp.h"
 #include "tpu/isa/npy.h"
+#include "corpus.h"
 
 namespace {
 
@@ -20,42 +21,11 @@ using namespace tpu;
 using ir::DType;
 using ir::Tensor;
 
-const std::string kCorpus = std::string(TPU_SOURCE_DIR) + "/tests/corpus/";
-
-std::vector<std::string> corpus_programs() {
-  std::vector<std::string> v;
-  for (const auto& e : std::filesystem::directory_iterator(kCorpus))
-    if (e.is_directory()) v.push_back(e.path().filename().string());
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-bool multi_device(const std::string& name) { return name.size() > 2 && name.substr(name.size() - 2) == "_4"; }
+using test::corpus_programs;
+using test::kCorpus;
+using test::multi_device;
 
 double rel_error(const Tensor& got, const Tensor& ref) { return ir::compare(got, ref).relative; }
-
-// The corpus program's inputs, matched to ENTRY parameters by type (jax.jit drops unused arguments).
-std::vector<Tensor> corpus_inputs(const std::string& name, const ir::Function& f) {
-  std::vector<Tensor> in;
-  int a = 0;
-  for (int p : f.params()) {
-    const ir::Type& t = f.ops[p].type;
-    for (;; ++a) {
-      const std::string path = fmt::format("{}{}/arg{}.npy", kCorpus, name, a);
-      REQUIRE(std::filesystem::exists(path));
-      const isa::NpyArray arr = isa::read_npy(path);
-      std::vector<int64_t> shape(arr.shape.begin(), arr.shape.end());
-      if (shape != t.dims) continue;
-      try {
-        in.push_back(ir::from_npy(arr, t, path));
-        ++a;
-        break;
-      } catch (const Error&) {
-      }
-    }
-  }
-  return in;
-}
 
 TEST_CASE("ir: every corpus program imports, prints and parses back identically") {
   for (const auto& name : corpus_programs()) {
@@ -125,7 +95,7 @@ TEST_CASE("interpreter: every single-device corpus program matches XLA's outputs
     if (multi_device(name)) continue;
     INFO(name);
     const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
-    const auto out = ir::interpret(f, corpus_inputs(name, f));
+    const auto out = ir::interpret(f, test::load_corpus(name).inputs);
     for (size_t i = 0; i < out.size(); ++i) {
       const Tensor ref = ir::from_npy(isa::read_npy(fmt::format("{}{}/out{}.npy", kCorpus, name, i)), out[i].type, "ref");
       CHECK(rel_error(out[i], ref) <= 1e-6);
@@ -137,7 +107,7 @@ TEST_CASE("passes: each pass keeps every corpus program's meaning") {
   for (const auto& name : corpus_programs()) {
     if (multi_device(name)) continue;
     ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
-    const auto in = corpus_inputs(name, f);
+    const auto in = test::load_corpus(name).inputs;
     const auto want = ir::interpret(f, in);
     for (const auto& pass : compiler::ir_pipeline(ir::Precision::highest)) {
       f = pass.run(f);

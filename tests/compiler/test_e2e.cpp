@@ -14,6 +14,7 @@
 
 #include "../../sim/mxu/mxu_unit.h"
 #include "../sim/harness.h"
+#include "corpus.h"
 #include "tpu/compiler/compile.h"
 #include "tpu/ir/interp.h"
 #include "tpu/isa/npy.h"
@@ -54,40 +55,9 @@ Outcome compile_and_run(const Function& f, const std::string& preset, std::optio
 
 // ---------------------------------------------------------------- corpus
 
-const std::string kCorpus = std::string(TPU_SOURCE_DIR) + "/tests/corpus/";
-
-struct CorpusCase {
-  Function f;
-  std::vector<Tensor> inputs, refs;
-};
-
-CorpusCase load_corpus(const std::string& name) {
-  const std::string dir = kCorpus + name;
-  CorpusCase c;
-  c.f = compiler::load_module(dir + "/module.hlo");
-  const Function& f = c.f;
-  const auto manifest = nlohmann::json::parse(isa::read_text_file(dir + "/manifest.json"));
-  // jax.jit drops unused arguments: match ENTRY parameters to arguments by type, in order.
-  static const std::map<std::string, DType> dt = {
-      {"float32", DType::f32}, {"int8", DType::s8}, {"int32", DType::s32}, {"bfloat16", DType::bf16}, {"bool", DType::pred}};
-  std::vector<Tensor>& inputs = c.inputs;
-  size_t a = 0;
-  for (int p : f.params()) {
-    const Type& t = f.ops[p].type;
-    while (a < manifest["args"].size()) {
-      const auto& arg = manifest["args"][a++];
-      Type at{dt.at(arg["dtype"]), arg["shape"].get<std::vector<int64_t>>()};
-      if (at == t) {
-        inputs.push_back(ir::from_npy(isa::read_npy(dir + "/" + arg["file"].get<std::string>()), t, arg["file"]));
-        break;
-      }
-    }
-  }
-  REQUIRE(inputs.size() == f.params().size());
-  for (size_t i = 0; i < f.results.size(); ++i)
-    c.refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), f.ops[f.results[i]].type, "ref"));
-  return c;
-}
+using test::CorpusCase;
+using test::kCorpus;
+using test::load_corpus;
 
 void run_corpus(const std::string& name) {
   const CorpusCase c = load_corpus(name);
@@ -117,7 +87,7 @@ void run_corpus(const std::string& name) {
 TEST_CASE("corpus on the v1 and v4 presets") {
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || (name.size() > 2 && name.substr(name.size() - 2) == "_4")) continue;
+    if (!e.is_directory() || test::multi_device(name)) continue;
     const CorpusCase c = load_corpus(name);
     for (const std::string preset : {"v1", "v4"}) {
       const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
@@ -151,7 +121,7 @@ TEST_CASE("corpus: every single-device program has a test") {
                                         "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn"};
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string n = e.path().filename().string();
-    if (!e.is_directory() || (n.size() > 2 && n.substr(n.size() - 2) == "_4")) continue;
+    if (!e.is_directory() || test::multi_device(n)) continue;
     INFO(n);
     CHECK(tested.count(n) == 1);
   }
