@@ -39,6 +39,7 @@ module mxu_top #(
     output wire [N*32-1:0]   acc_wdata_o,
     input  wire [N*32-1:0]   acc_rdata_i,
     output wire              idle_o,        // every accepted instruction has completed
+    output wire [63:0]       done_at_o,     // the cycle from which idle_o holds if nothing more is accepted
     output wire              active_o,      // work remains after this cycle (valid after the clock edge)
     output wire              busy_o,        // loading, streaming, or rows in flight besides the one written now
     output reg               error_o        // a stream's dtype differed from its weights'
@@ -64,6 +65,7 @@ module mxu_top #(
   reg             buf_int8_q[2];
   reg [63:0]      drained_q[2];
   reg [63:0]      last_complete_q;
+  reg [63:0]      load_done_q;      // the cycle after the last weight load's last row
 
   wire shadow_idx = active_valid_q ? ~active_q : 1'b0;
   wire is_lw = cmd_op_i == `TPU_OP_MXU_LW || cmd_op_i == `TPU_OP_MXU_LWT;
@@ -144,6 +146,7 @@ module mxu_top #(
   endgenerate
 
   assign idle_o = !loading_q && !streaming_q && now_q >= last_complete_q;
+  assign done_at_o = last_complete_q > load_done_q ? last_complete_q : load_done_q;
   assign active_o = loading_q || streaming_q || now_q <= last_complete_q;
   reg rows_in_flight;
   integer f;
@@ -167,6 +170,7 @@ module mxu_top #(
       drained_q[0] <= 64'd0;
       drained_q[1] <= 64'd0;
       last_complete_q <= 64'd0;
+      load_done_q <= 64'd0;
       error_o <= 1'b0;
       for (s = 0; s < Lat; s = s + 1) meta_valid_q[s] <= 1'b0;
     end else begin
@@ -178,6 +182,7 @@ module mxu_top #(
         load_tr_q <= cmd_op_i == `TPU_OP_MXU_LWT;
         load_int8_q <= cmd_int8_i;
         if (lw_done > last_complete_q) last_complete_q <= lw_done;
+        load_done_q <= now_q + N64;
       end
       if (w_row_active) begin
         stage_q <= stage_d;

@@ -92,19 +92,26 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     Section s(top.child("core"), "core", where);
     s.uint("queue_depth", c.core.queue_depth, 1, 1024);
     s.uint("branch_penalty", c.core.branch_penalty, 0, 64);
+    s.uint("issue_width", c.core.issue_width, 1, 16);
     s.finish();
   }
   {
     Section v(top.child("vpu"), "vpu", where);
     Section l(v.child("latency"), "vpu.latency", where);
-    l.uint("alu", c.vpu.alu, 1, 256);
-    l.uint("mul", c.vpu.mul, 1, 256);
-    l.uint("div", c.vpu.div, 1, 256);
-    l.uint("transcendental", c.vpu.transcendental, 1, 256);
-    l.uint("load", c.vpu.load, 1, 256);
-    l.uint("store", c.vpu.store, 1, 256);
-    l.uint("reduce", c.vpu.reduce, 1, 256);
+    l.uint("alu", c.vpu.latency.alu, 1, 256);
+    l.uint("mul", c.vpu.latency.mul, 1, 256);
+    l.uint("div", c.vpu.latency.div, 1, 256);
+    l.uint("transcendental", c.vpu.latency.transcendental, 1, 256);
+    l.uint("load", c.vpu.latency.load, 1, 256);
+    l.uint("store", c.vpu.latency.store, 1, 256);
+    l.uint("reduce", c.vpu.latency.reduce, 1, 256);
     l.finish();
+    Section is(v.child("issue"), "vpu.issue", where);
+    is.uint("width", c.vpu.issue.width, 1, 16);
+    is.uint("alu", c.vpu.issue.alu, 1, 16);
+    is.uint("load", c.vpu.issue.load, 1, 16);
+    is.uint("store", c.vpu.issue.store, 1, 16);
+    is.finish();
     v.finish();
   }
   {
@@ -139,16 +146,17 @@ std::string MachineConfig::to_json() const {
             {"description", description},
             {"target", t},
             {"clock_hz", clock_hz},
-            {"core", {{"queue_depth", core.queue_depth}, {"branch_penalty", core.branch_penalty}}},
+            {"core", {{"queue_depth", core.queue_depth}, {"branch_penalty", core.branch_penalty}, {"issue_width", core.issue_width}}},
             {"vpu",
              {{"latency",
-               {{"alu", vpu.alu},
-                {"mul", vpu.mul},
-                {"div", vpu.div},
-                {"transcendental", vpu.transcendental},
-                {"load", vpu.load},
-                {"store", vpu.store},
-                {"reduce", vpu.reduce}}}}},
+               {{"alu", vpu.latency.alu},
+                {"mul", vpu.latency.mul},
+                {"div", vpu.latency.div},
+                {"transcendental", vpu.latency.transcendental},
+                {"load", vpu.latency.load},
+                {"store", vpu.latency.store},
+                {"reduce", vpu.latency.reduce}}},
+              {"issue", {{"width", vpu.issue.width}, {"alu", vpu.issue.alu}, {"load", vpu.issue.load}, {"store", vpu.issue.store}}}}},
             {"dma", {{"max_outstanding", dma.max_outstanding}, {"burst_bytes", dma.burst_bytes}}},
             {"hbm", {{"model", hbm.model}, {"bandwidth_bytes_per_s", hbm.bandwidth_bytes_per_s}, {"latency_ns", hbm.latency_ns}}}};
   return j.dump(2) + "\n";

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,7 @@ namespace tpu::sim {
 class QueuedUnit {
  public:
   QueuedUnit(int core, int unit_id, uint32_t queue_depth, RunControl& rc, SemaphoreFile& sems)
-      : queue_(queue_depth), core_(core), unit_id_(unit_id), rc_(rc), sems_(sems) {}
+      : queue_(queue_depth), depth_(queue_depth), core_(core), unit_id_(unit_id), rc_(rc), sems_(sems) {}
 
   sc_core::sc_fifo<Issued>& queue() { return queue_; }
   int queue_depth() const { return queue_.num_available() + (head_ ? 1 : 0); }
@@ -61,7 +62,24 @@ class QueuedUnit {
 
   // Handles wait/signal at the head. `all_done` says whether every earlier
   // instruction of this unit has completed (a signal waits for that).
-  SyncResult sync(const Issued& h, uint64_t now, bool all_done) {
+  SyncResult sync(const Issued& h, uint64_t now, bool all_done) { return handle_sync(h, now, all_done, std::nullopt); }
+  // As above, for a unit that knows at dispatch the cycle `done_at` in which
+  // every earlier instruction will have completed: the signal leaves the
+  // queue at once and its count is added in that cycle (at most Q signals
+  // pending; fire_due() adds them).
+  SyncResult sync_deferred(const Issued& h, uint64_t now, uint64_t done_at) { return handle_sync(h, now, false, done_at); }
+  // Adds the deferred signals that are due by `now`.
+  void fire_due(uint64_t now) {
+    while (!deferred_.empty() && deferred_.front().at <= now) {
+      const Deferred& d = deferred_.front();
+      sems_.signal(d.sem, d.count);
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), d.pc, d.issued, now + 1);
+      deferred_.pop_front();
+    }
+  }
+  bool signals_pending() const { return !deferred_.empty(); }
+
+  SyncResult handle_sync(const Issued& h, uint64_t now, bool all_done, std::optional<uint64_t> done_at) {
     if (h.insn.op == isa::Opcode::WAIT) {
       if (!waiting_) wait_start_ = now;
       waiting_ = true;
@@ -69,7 +87,13 @@ class QueuedUnit {
       return SyncResult::Blocked;
     }
     if (h.insn.op == isa::Opcode::SIGNAL) {
-      if (!all_done) return SyncResult::Blocked;
+      if (done_at && *done_at > now) {
+        if (deferred_.size() >= depth_) return SyncResult::Blocked;
+        deferred_.push_back({*done_at, now, int(h.insn[1]), uint32_t(h.insn[2]), h.pc});
+        retire();
+        return SyncResult::Done;
+      }
+      if (!all_done && !done_at) return SyncResult::Blocked;
       sems_.signal(int(h.insn[1]), uint32_t(h.insn[2]));
       if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, now, now + 1);
       retire();
@@ -93,7 +117,14 @@ class QueuedUnit {
     if (trace_) trace_->instruction(track_id(core_, unit_id_), pc, start, end);
   }
 
+  struct Deferred {
+    uint64_t at, issued;
+    int sem;
+    uint32_t count, pc;
+  };
   sc_core::sc_fifo<Issued> queue_;
+  const uint32_t depth_;
+  std::deque<Deferred> deferred_;
   std::optional<Issued> head_;
   int core_;
   int unit_id_;

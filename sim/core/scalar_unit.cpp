@@ -36,11 +36,53 @@ void ScalarUnit::tick() {
     if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, wait_start_, now);
     ++pc_;
   }
-  if (issue(now)) finish(UnitState::Busy, "");
+  // Up to core.issue_width instructions in order; the group ends at a taken
+  // branch, a wait, halt, a full queue, or an instruction naming a scalar
+  // register written earlier in the group.
+  uint64_t written = 0;
+  const char* stall = nullptr;
+  const auto& prog = *p_.program;
+  uint32_t n = 0;
+  for (; n < p_.config->core.issue_width; ++n) {
+    const bool valid = pc_ < prog.insns.size() && prog.insns[pc_];
+    if (n > 0 && (!valid || (sregs_named(*prog.insns[pc_]) & written))) break;
+    const uint64_t w = valid ? sreg_written(*prog.insns[pc_]) : 0;
+    if (!issue(now, stall)) break;
+    written |= w;
+    if (halted_ || waiting_ || now < next_issue_) {
+      ++n;
+      break;
+    }
+  }
+  if (rc_.faulted()) return;
+  if (n > 0) return finish(UnitState::Busy, "");
+  if (stall) finish(UnitState::Stalled, stall);
 }
 
-// Returns false when the cycle was accounted for otherwise (stall, fault).
-bool ScalarUnit::issue(uint64_t now) {
+// The scalar registers an instruction names (bit i for s_i; s0 is left out).
+uint64_t ScalarUnit::sregs_named(const isa::Instruction& in) {
+  const auto& ops = isa::format_spec(isa::spec(in.op).format).operands;
+  uint64_t m = 0;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == isa::OperandKind::Sreg && in[i] != 0) m |= uint64_t(1) << in[i];
+  return m;
+}
+
+// The scalar register a scalar instruction writes (its first operand), as a mask.
+uint64_t ScalarUnit::sreg_written(const isa::Instruction& in) {
+  if (isa::spec(in.op).unit != isa::ExecUnit::Scalar) return 0;
+  switch (in.op) {
+    case Opcode::NOP: case Opcode::HALT: case Opcode::STS: case Opcode::JMP:
+    case Opcode::BEQ: case Opcode::BNE: case Opcode::BLT: case Opcode::BGE: case Opcode::BLTU: case Opcode::BGEU:
+      return 0;
+    default:
+      return in[0] != 0 ? uint64_t(1) << in[0] : 0;
+  }
+}
+
+// Issues the instruction at pc; false when it could not (a fault, or a full
+// queue: `stall` names it).
+bool ScalarUnit::issue(uint64_t now, const char*& stall) {
   const auto& prog = *p_.program;
   if (pc_ >= prog.insns.size()) {
     rc_.fault(fmt::format("core {} scalar: pc {} runs past the end of the program ({} instructions; missing halt?)",
@@ -72,16 +114,16 @@ bool ScalarUnit::issue(uint64_t now) {
         ++pc_;
         break;
       }
-      if (!push(in, int(in[0]), now)) return false;
+      if (!push(in, int(in[0]), now, stall)) return false;
       break;
     case isa::ExecUnit::Dma:
-      if (!push(in, 1, now)) return false;
+      if (!push(in, 1, now, stall)) return false;
       break;
     case isa::ExecUnit::Vpu:
-      if (!push(in, 2, now)) return false;
+      if (!push(in, 2, now, stall)) return false;
       break;
     case isa::ExecUnit::Mxu:
-      if (!push(in, 8 + int(in[0]), now)) return false;
+      if (!push(in, 8 + int(in[0]), now, stall)) return false;
       break;
   }
   if (rc_.faulted()) return false;
@@ -90,7 +132,7 @@ bool ScalarUnit::issue(uint64_t now) {
   return true;
 }
 
-bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now) {
+bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now, const char*& stall) {
   sc_core::sc_fifo<Issued>* q = nullptr;
   if (unit == 1) q = dma_q_;
   if (unit == 2) q = vpu_q_;
@@ -110,8 +152,7 @@ bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now) {
   for (size_t i = 0; i < ops.size(); ++i)
     is.v[i] = ops[i].kind == isa::OperandKind::Sreg ? regs_[size_t(in[i])] : uint64_t(in[i]);
   if (!q->nb_write(is)) {
-    const char* cause = unit == 1 ? "queue_full.dma" : unit == 2 ? "queue_full.vpu" : "queue_full.mxu";
-    finish(UnitState::Stalled, cause);
+    stall = unit == 1 ? "queue_full.dma" : unit == 2 ? "queue_full.vpu" : "queue_full.mxu";
     return false;
   }
   if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1);

@@ -1,4 +1,5 @@
-// The scalar unit: fetches and decodes one instruction per cycle, executes
+// The scalar unit: fetches and decodes up to core.issue_width instructions
+// per cycle, in order, executes
 // the scalar ones (address arithmetic, branches, loops, SMEM) and pushes
 // every other one, with its registers read, into its unit's queue.
 #pragma once
@@ -50,9 +51,11 @@ class ScalarUnit : public sc_core::sc_module {
 
  private:
   void tick();
-  bool issue(uint64_t now);
+  bool issue(uint64_t now, const char*& stall);
+  static uint64_t sregs_named(const isa::Instruction& in);
+  static uint64_t sreg_written(const isa::Instruction& in);
   void execute_scalar(const isa::Instruction& in, uint64_t now);
-  bool push(const isa::Instruction& in, int unit, uint64_t now);
+  bool push(const isa::Instruction& in, int unit, uint64_t now, const char*& stall);
   void jump(int64_t target, uint64_t now);
   void set(int rd, uint64_t v) {
     if (rd != 0) regs_[size_t(rd)] = v;

@@ -146,6 +146,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8};
       if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
+      load_done_ = now + n;
       shadow_ = Shadow::Loading;
       last_complete_ = std::max(last_complete_, now + n - 1);
       trace_event(is.pc, now, now + n);
@@ -201,10 +202,11 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
 void Mxu::tick() {
   const uint64_t now = rc_.cycle();
   drain(now);
+  fire_due(now);
   UnitState state = (streaming_ || loading_ || in_flight_ > 0) ? UnitState::Busy : UnitState::Idle;
   const char* cause = "";
   if (const Issued* h = current(now)) {
-    switch (sync(*h, now, now >= last_complete_ && !streaming_ && !loading_)) {
+    switch (sync_deferred(*h, now, std::max(last_complete_, load_done_))) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:
         if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);

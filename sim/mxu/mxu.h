@@ -31,7 +31,9 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   sc_core::sc_fifo<Issued>& instruction_queue() override { return queue(); }
   void attach_trace(TraceSink* t) override { set_trace(t); }
   bool idle(uint64_t now) const override { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
-  bool in_flight(uint64_t now) const override { return now < last_complete_ || streaming_ || loading_ || in_flight_ > 0; }
+  bool in_flight(uint64_t now) const override {
+    return now < last_complete_ || streaming_ || loading_ || in_flight_ > 0 || signals_pending();
+  }
   uint64_t macs() const override { return macs_; }
   uint32_t rows_in_flight() const override { return in_flight_; }
   bool streaming() const override { return streaming_; }
@@ -97,6 +99,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   std::vector<MxuRow> slots_;  // rows in flight, by feed cycle mod 2N
   uint32_t in_flight_ = 0;
   uint64_t last_complete_ = 0;  // last cycle in which any started work finishes
+  uint64_t load_done_ = 0;      // the cycle after the last weight load's last row
   uint64_t macs_ = 0;
   std::vector<uint8_t> row_bytes_;
   std::vector<AccWrite>* acc_log_ = nullptr;

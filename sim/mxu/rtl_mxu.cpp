@@ -58,7 +58,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   sc_core::sc_fifo<Issued>& instruction_queue() override { return queue(); }
   void attach_trace(TraceSink* t) override { set_trace(t); }
   bool idle(uint64_t now) const override { return !head_ && queue_.num_available() == 0 && !in_flight(now); }
-  bool in_flight(uint64_t) const override { return rtl_.active_o; }
+  bool in_flight(uint64_t) const override { return rtl_.active_o || signals_pending(); }
   uint64_t macs() const override { return macs_; }
   uint32_t rows_in_flight() const override { return 0; }
   bool streaming() const override { return fed_; }
@@ -71,6 +71,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
  private:
   void tick() {
     const uint64_t now = rc_.cycle();
+    fire_due(now);
     const Issued* h = current(now);
     // As the model counts it: loading, streaming or rows in flight once this
     // cycle's accumulator write is done.
@@ -78,8 +79,9 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     const char* cause = "";
     const Issued* offer = nullptr;
     if (h) {
-      // idle_o before this cycle's edge is the model's "every earlier instruction done".
-      switch (sync(*h, now, rtl_.idle_o)) {
+      // done_at_o before this cycle's edge is the model's "every earlier
+      // instruction done by then".
+      switch (sync_deferred(*h, now, rtl_.done_at_o)) {
         case SyncResult::Done: state = UnitState::Busy; break;
         case SyncResult::Blocked:
           if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);

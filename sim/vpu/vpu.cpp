@@ -263,7 +263,7 @@ Vpu::Vpu(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunCo
 }
 
 uint32_t Vpu::latency(VpuClass c) const {
-  const auto& l = cfg_.vpu;
+  const auto& l = cfg_.vpu.latency;
   switch (c) {
     case VpuClass::Alu: return l.alu;
     case VpuClass::Mul: return l.mul;
@@ -277,36 +277,70 @@ uint32_t Vpu::latency(VpuClass c) const {
   return 1;
 }
 
+// The slot an instruction of class c takes in a cycle's issue group.
+Vpu::Slot Vpu::slot(VpuClass c) {
+  switch (c) {
+    case VpuClass::Load: return Slot::Load;
+    case VpuClass::Store: return Slot::Store;
+    case VpuClass::Transpose: return Slot::Whole;
+    default: return Slot::Alu;
+  }
+}
+
 void Vpu::tick() {
   const uint64_t now = rc_.cycle();
+  fire_due(now);
   const Issued* h = current(now);
   const UnitState busy_or_idle = now + 1 < last_complete_ ? UnitState::Busy : UnitState::Idle;
   if (!h) return finish(busy_or_idle, "");
   if (now < busy_until_) return finish(UnitState::Stalled, "transpose");
-  switch (sync(*h, now, now + 1 >= last_complete_)) {
+  // A signal's count arrives once the last result is being computed in its
+  // final cycle: at last_complete_ - 1.
+  switch (sync_deferred(*h, now, last_complete_ > 0 ? last_complete_ - 1 : 0)) {
     case SyncResult::Done: return finish(UnitState::Busy, "");
     case SyncResult::Blocked:
       if (busy_or_idle == UnitState::Busy) return finish(UnitState::Busy, "");
       return finish(UnitState::Blocked, blocked_cause(*h));
     case SyncResult::NotSync: break;
   }
-  const Issued is = *h;
-  // Scoreboard: every vector register the instruction names must be ready.
-  const auto& ops = isa::format_spec(isa::spec(is.insn.op).format).operands;
-  for (size_t k = 0; k < ops.size(); ++k)
-    if (ops[k].kind == isa::OperandKind::Vreg && now < ready_at_[size_t(is.insn[k])])
-      return finish(UnitState::Stalled, "dependency");
-  if (!vpu_execute(ctx_, is)) {
-    rc_.fault(fmt::format("core {} vpu: pc {}: {}", core_, is.pc, ctx_.error));
-    return;
+  // Dispatch in queue order while the cycle's slots allow; the first
+  // instruction that cannot go ends the group.
+  const auto& iss = cfg_.vpu.issue;
+  uint32_t used[3] = {0, 0, 0};
+  const uint32_t limit[3] = {iss.alu, iss.load, iss.store};
+  bool acc_port = false;  // vlda and vsta share the VPU's accumulator port
+  for (uint32_t n = 0; n < iss.width; ++n) {
+    if (n > 0 && !(h = head())) break;
+    const isa::Opcode op = h->insn.op;
+    if (op == isa::Opcode::WAIT || op == isa::Opcode::SIGNAL) break;
+    const VpuClass cls = vpu_class(op);
+    const Slot sl = slot(cls);
+    const bool acc = op == isa::Opcode::VLDA || op == isa::Opcode::VSTA;
+    if (n > 0 && (sl == Slot::Whole || used[int(sl)] == limit[int(sl)] || (acc && acc_port))) break;
+    // Scoreboard: every vector register the instruction names must be ready.
+    const auto& ops = isa::format_spec(isa::spec(op).format).operands;
+    bool ready = true;
+    for (size_t k = 0; k < ops.size() && ready; ++k)
+      if (ops[k].kind == isa::OperandKind::Vreg && now < ready_at_[size_t(h->insn[k])]) ready = false;
+    if (!ready) {
+      if (n == 0) return finish(UnitState::Stalled, "dependency");
+      break;
+    }
+    const Issued is = *h;
+    if (!vpu_execute(ctx_, is)) {
+      rc_.fault(fmt::format("core {} vpu: pc {}: {}", core_, is.pc, ctx_.error));
+      return;
+    }
+    const uint64_t done = now + latency(cls);
+    if (cls == VpuClass::Transpose) busy_until_ = done;
+    if (ops[0].kind == isa::OperandKind::Vreg && cls != VpuClass::Store) ready_at_[size_t(is.insn[0])] = done;
+    last_complete_ = std::max(last_complete_, done);
+    trace_event(is.pc, now, done);
+    retire();
+    if (sl == Slot::Whole) break;
+    ++used[int(sl)];
+    acc_port |= acc;
   }
-  const VpuClass cls = vpu_class(is.insn.op);
-  const uint64_t done = now + latency(cls);
-  if (cls == VpuClass::Transpose) busy_until_ = done;
-  if (ops[0].kind == isa::OperandKind::Vreg && cls != VpuClass::Store) ready_at_[size_t(is.insn[0])] = done;
-  last_complete_ = std::max(last_complete_, done);
-  trace_event(is.pc, now, done);
-  retire();
   finish(UnitState::Busy, "");
 }
 

@@ -1,6 +1,7 @@
-// The vector unit: 32 registers of L 32-bit lanes. One instruction is
-// dispatched per cycle, in order, once its source and destination registers
-// are ready (a scoreboard); its result is ready `latency` cycles later.
+// The vector unit: 32 registers of L 32-bit lanes. Instructions dispatch in
+// order, up to vpu.issue.width per cycle within the ALU, load and store
+// slots, each once its source and destination registers are ready (a
+// scoreboard); a result is ready `latency` cycles later.
 #pragma once
 
 #include <systemc>
@@ -41,10 +42,12 @@ class Vpu : public sc_core::sc_module, public QueuedUnit {
       SparseMemory& vmem, Accumulators& acc);
 
   // No work left after cycle `now` (results due in now + 1 are ready by then).
-  bool idle(uint64_t now) const { return !head_ && queue_.num_available() == 0 && now + 1 >= last_complete_; }
-  bool in_flight(uint64_t now) const { return now + 1 < last_complete_ || now < busy_until_; }
+  bool idle(uint64_t now) const { return !head_ && queue_.num_available() == 0 && now + 1 >= last_complete_ && !signals_pending(); }
+  bool in_flight(uint64_t now) const { return now + 1 < last_complete_ || now < busy_until_ || signals_pending(); }
 
  private:
+  enum class Slot { Alu, Load, Store, Whole };
+  static Slot slot(VpuClass c);
   void tick();
   uint32_t latency(VpuClass c) const;
 

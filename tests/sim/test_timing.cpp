@@ -1,10 +1,15 @@
 // The timing formulas of docs/timing.md, checked against the simulator on
 // the tiny and v5e presets. Each test states its formula in the config's
-// parameters.
+// parameters. The single-unit formulas are stated for single issue (v5e is
+// run with core.issue_width = vpu.issue.width = 1 for them); the issue
+// groups of wider machines have their own tests at the end.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <map>
+
 #include "harness.h"
+#include "tpu/isa/target.h"
 
 using namespace tpu;
 using test::simulate;
@@ -13,11 +18,39 @@ namespace {
 
 const char* kPresets[] = {"tiny", "v5e"};
 
+sim::MachineConfig single_issue(const std::string& preset) {
+  auto c = sim::load_config(preset);
+  c.core.issue_width = 1;
+  c.vpu.issue.width = 1;
+  return c;
+}
+
+// Runs `src` on `preset` with one instruction per cycle per unit.
+test::SimRun run1(const std::string& src, const std::string& preset, const sim::SimOptions& o = {}) {
+  return simulate(test::assemble_for(src, preset), single_issue(preset), {}, o);
+}
+
 uint64_t run_cycles(const std::string& src, const std::string& preset) {
-  auto r = simulate(src, preset);
+  auto r = run1(src, preset);
   INFO(r.fault.value_or(""));
   REQUIRE_FALSE(r.fault);
   return r.cycles;
+}
+
+// The dispatch cycle of every instruction (by pc; the last if repeated),
+// from the timeline, on the preset's own issue widths.
+std::map<uint32_t, uint64_t> dispatch_cycles(const std::string& src, const std::string& preset, uint64_t* cycles = nullptr) {
+  sim::SimOptions o;
+  o.trace_path = fmt::format("{}/tests/timing_{}.trace.json", TPU_BINARY_DIR, preset);
+  auto r = simulate(src, preset, {}, o);
+  INFO(r.fault.value_or(""));
+  REQUIRE_FALSE(r.fault);
+  if (cycles) *cycles = r.cycles;
+  std::map<uint32_t, uint64_t> at;
+  const auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["tid"] != 0) at[e["args"]["pc"].get<uint32_t>()] = e["args"]["start_cycle"].get<uint64_t>();
+  return at;
 }
 
 }  // namespace
@@ -63,7 +96,7 @@ TEST_CASE("dma: bursts through the simple HBM model", "[timing]") {
       // scalar's wait is granted then and halt issues at C + 1.
       const uint64_t done = test::dma_landing_cycle(cfg, 3, S);
       const std::string src = fmt::format("li s1, {}\ndma.ld s0, s0, s1, sem0\nwait sc, sem0, 1\nhalt\n", S);
-      auto r = simulate(src, p);
+      auto r = run1(src, p);
       REQUIRE_FALSE(r.fault);
       CHECK(r.cycles == done + 2);
       CHECK(r.stats["hbm"]["bytes_read"] == S);
@@ -86,7 +119,7 @@ TEST_CASE("mxu: weight load, swap and a stream of M rows", "[timing]") {
           "li s1, 0\nli s2, {}\nli s3, {}\nli s4, 0\nmxu.lw m0, s1, s2, bf16\nmxu.swap m0\n"
           "mxu.mm m0, s4, s1, s2, s3, bf16\nsignal mxu0, sem0, 1\nwait sc, sem0, 1\nhalt\n",
           2 * N, M);
-      auto r = simulate(src, p);
+      auto r = run1(src, p);
       REQUIRE_FALSE(r.fault);
       CHECK(r.cycles == 3 * N + M + 6);
       CHECK(r.stats["mxu"]["macs"] == M * N * N);
@@ -94,7 +127,7 @@ TEST_CASE("mxu: weight load, swap and a stream of M rows", "[timing]") {
       // cycles have passed, keeps the same time.
       sim::SimOptions pe;
       pe.pe_level_mxu = true;
-      CHECK(simulate(src, p, {}, pe).cycles == r.cycles);
+      CHECK(run1(src, p, pe).cycles == r.cycles);
     }
   }
 }
@@ -117,7 +150,7 @@ TEST_CASE("mxu: the next weights load while the current ones compute", "[timing]
           "mxu.mm m0, s4, s1, s2, s3, bf16\nmxu.swap m0\nmxu.mma m0, s4, s1, s2, s3, bf16\nsignal mxu0, sem0, 1\n"
           "wait sc, sem0, 1\nhalt\n",
           2 * N, M);
-      auto r = simulate(src, p);
+      auto r = run1(src, p);
       REQUIRE_FALSE(r.fault);
       CHECK(r.cycles == W + 2);
     }
@@ -127,7 +160,7 @@ TEST_CASE("mxu: the next weights load while the current ones compute", "[timing]
 TEST_CASE("vpu: dependent instructions wait for their latency", "[timing]") {
   for (const char* p : kPresets) {
     INFO(p);
-    const auto& lat = sim::load_config(p).vpu;
+    const auto& lat = sim::load_config(p).vpu.latency;
     for (uint64_t k : {1, 3, 5}) {
       // vli at 1 (ready 1 + a); add j dispatches at 1 + j a; the last result
       // is ready at R = 1 + (k + 1) a; signal at R - 1, halt at R:
@@ -162,4 +195,76 @@ TEST_CASE("a full queue stalls the scalar unit", "[timing]") {
   REQUIRE(r.fault);
   CHECK(r.fault->find("deadlock") != std::string::npos);
   CHECK(r.stats["stall_cycles_by_cause"].contains("scalar.queue_full.vpu"));
+}
+
+TEST_CASE("signals on the MXU and VPU queues do not hold up what follows", "[timing]") {
+  for (const char* p : kPresets) {
+    INFO(p);
+    const auto cfg = sim::load_config(p);
+    const uint64_t N = cfg.target.mxu_dim, M = N + 5;
+    // pc 4 lw, 5 swap, 6 mm, 7 signal, 8 lw: the signal leaves the queue in
+    // the cycle after the stream starts and the next load follows it; the
+    // count still arrives with the last accumulator write W = mm + M + 2N - 2,
+    // where the scalar unit's wait is granted: cycles = W + 2.
+    const std::string src = fmt::format(
+        "li s1, 0\nli s2, {}\nli s3, {}\nli s4, 0\nmxu.lw m0, s1, s2, bf16\nmxu.swap m0\n"
+        "mxu.mm m0, s4, s1, s2, s3, bf16\nsignal mxu0, sem0, 1\nmxu.lw m0, s1, s2, bf16\nwait sc, sem0, 1\nhalt\n",
+        2 * N, M);
+    uint64_t cycles = 0;
+    auto at = dispatch_cycles(src, p, &cycles);
+    CHECK(at.at(7) == at.at(6) + 1);
+    CHECK(at.at(8) == at.at(7) + 1);
+    CHECK(cycles == at.at(6) + M + 2 * N);
+    // VPU: pc 0 vli, 1 vexp (transcendental latency T), 2 signal, 3 vli. The
+    // vli after the signal dispatches next; the count arrives when vexp's
+    // result is in its last cycle, 1 + T - 1, and the wait is granted then.
+    const uint64_t T = cfg.vpu.latency.transcendental;
+    at = dispatch_cycles("vli v0, 0\nvexp.f32 v1, v0\nsignal vpu, sem0, 1\nvli v2, 0\nwait sc, sem0, 1\nhalt\n", p, &cycles);
+    const uint64_t vexp = at.at(1);
+    CHECK(at.at(3) == at.at(2) + 1);
+    CHECK(at.at(2) < vexp + T - 1);
+    CHECK(cycles == vexp + T - 1 + 2);
+  }
+}
+
+TEST_CASE("issue groups: the scalar unit issues up to core.issue_width instructions a cycle", "[timing]") {
+  const auto cfg = sim::load_config("v5e");
+  const uint64_t W = cfg.core.issue_width;
+  REQUIRE(W == 4);
+  // k independent instructions and halt: ceil((k + 1) / W) cycles.
+  for (uint64_t k : {0, 3, 4, 9}) {
+    std::string src;
+    for (uint64_t i = 0; i < k; ++i) src += fmt::format("li s{}, {}\n", i + 1, i);
+    CHECK(test::simulate(src + "halt\n", "v5e").cycles == (k + 1 + W - 1) / W);
+  }
+  // An instruction naming a register written earlier in its group waits a
+  // cycle: li s1 | addi s2 | addi s3, halt.
+  CHECK(test::simulate("li s1, 1\naddi s2, s1, 1\naddi s3, s2, 1\nhalt\n", "v5e").cycles == 3);
+  // A taken jump ends its group: jmp | (bubbles) | halt.
+  CHECK(test::simulate("jmp . + 2\nli s1, 1\nhalt\n", "v5e").cycles == 2 + cfg.core.branch_penalty);
+}
+
+TEST_CASE("issue groups: the VPU dispatches within its ALU, load and store slots", "[timing]") {
+  const auto cfg = sim::load_config("v5e");
+  const auto& is = cfg.vpu.issue;
+  REQUIRE((is.width == 4 && is.alu == 2 && is.load == 1 && is.store == 1));
+  // The VPU waits until everything is queued (pc 0), then:
+  //   g:     vld                          (a second vld needs the load slot)
+  //   g + 1: vld, vst, vadd, vmul         (width 4: load, store, 2 ALU)
+  //   g + 2: vexp, vlda                   (vsta shares the accumulator port)
+  //   g + 3: vsta                         (the store slot is then taken)
+  //   g + 4: vst v0                       (v0, loaded at g, is ready at g + 3)
+  const std::string src =
+      "wait vpu, sem0, 1\nvld.f32 v0, s0, 0\nvld.f32 v1, s0, 512\nvst.f32 v2, s0, 1024\nvadd.f32 v3, v4, v5\n"
+      "vmul.f32 v6, v4, v5\nvexp.f32 v7, v4\nvlda v8, s0, 0\nvsta v9, s0, 1\nvst.f32 v0, s0, 2048\n"
+      "signal sc, sem0, 1\nsignal vpu, sem1, 1\nwait sc, sem1, 1\nhalt\n";
+  const auto at = dispatch_cycles(src, "v5e");
+  const uint64_t g = at.at(1);
+  // Scalar groups: {wait vpu, vld, vld, vst} at 0, {vadd, vmul, vexp, vlda}
+  // at 1, {vsta, vst, signal sc, signal vpu} at 2: the grant comes in 2.
+  CHECK(g == 3);
+  for (uint32_t pc : {2, 3, 4, 5}) CHECK(at.at(pc) == g + 1);
+  for (uint32_t pc : {6, 7}) CHECK(at.at(pc) == g + 2);
+  CHECK(at.at(8) == g + 3);
+  CHECK(at.at(9) == g + 4);
 }

@@ -13,6 +13,7 @@ namespace tpu::sim {
 struct CoreParams {
   uint32_t queue_depth = 16;    // entries in each unit's instruction queue
   uint32_t branch_penalty = 2;  // bubble cycles after a taken branch
+  uint32_t issue_width = 1;     // instructions the scalar unit issues per cycle
 };
 
 struct VpuLatency {
@@ -23,6 +24,21 @@ struct VpuLatency {
   uint32_t load = 3;            // vld.*, vlda
   uint32_t store = 1;           // vst.*, vsta
   uint32_t reduce = 7;          // cross-lane reductions
+};
+
+// Instructions the VPU may dispatch in one cycle, in queue order: at most
+// `width` in all, `alu` of the arithmetic classes, `load` vld/vlda, `store`
+// vst/vsta (docs/timing.md).
+struct VpuIssue {
+  uint32_t width = 1;
+  uint32_t alu = 1;
+  uint32_t load = 1;
+  uint32_t store = 1;
+};
+
+struct VpuParams {
+  VpuLatency latency;
+  VpuIssue issue;
 };
 
 struct DmaParams {
@@ -41,7 +57,7 @@ struct MachineConfig {
   std::string description;
   uint64_t clock_hz = 0;
   CoreParams core;
-  VpuLatency vpu;
+  VpuParams vpu;
   DmaParams dma;
   HbmParams hbm;
 
