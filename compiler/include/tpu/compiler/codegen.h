@@ -18,8 +18,11 @@ struct ScheduleHints {
   double dma_bytes_per_cycle = 64;
   double dma_latency_cycles = 150;
   double dma_burst_bytes = 64;  // the DMA sends at most one burst per cycle
+  // VPU instructions per cycle, and of them loads, stores and arithmetic.
+  double vpu_width = 1, vpu_load = 1, vpu_store = 1, vpu_alu = 1;
 };
-// From a config (preset name or file): HBM bandwidth and latency per cycle.
+// From a config (preset name or file): HBM bandwidth and latency per cycle,
+// the DMA burst and the VPU's issue slots.
 // Missing fields keep the defaults.
 ScheduleHints schedule_hints(const std::string& preset_or_path);
 
