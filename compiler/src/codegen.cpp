@@ -1692,7 +1692,7 @@ void Emitter::matmul(const Kernel& k) {
   const int64_t groups = ceil_div(nt, nmu);
   // Loads come in K-slices (four when K has 8 steps or more), so the MXUs
   // start on the first.
-  const int64_t kps = kt >= 8 ? ceil_div(kt, 4) : kt;
+  const int64_t kps = kt >= 32 ? ceil_div(kt, 16) : kt >= 8 ? ceil_div(kt, 4) : kt;
   std::vector<int64_t> slice_step;  // first K-step of each slice, then kt
   for (int64_t k = 0; k < kt; k += kps) slice_step.push_back(k);
   const int64_t KS = int64_t(slice_step.size());
@@ -1716,6 +1716,14 @@ void Emitter::matmul(const Kernel& k) {
     if (slot >= 0) slot_release[slot][m] = c.produced;
   };
   auto first_pass = [&](int pa, int pw) { return pa == passes[0].first && pw == passes[0].second; };
+  // The last items' final streams go in chunks of Cr rows, each signalled,
+  // so the VPU drains (and the DMA stores) a chunk while the MXU computes
+  // the next: what is left after the MXUs stop is one chunk, not an item.
+  // (Earlier items drain while the next block computes; chunking them only
+  // adds DMA waits.)
+  const int64_t Cr = std::max<int64_t>(D / 2, rp.unroll);
+  std::vector<std::vector<std::vector<int64_t>>> acc_marks(nmu);  // [m][item]: Acc totals after each chunk
+  std::vector<std::vector<int64_t>> chunk_rows(nmu);                // [m][item]
   // The VPU drains a block's items through the epilogue; DMA stores them.
   auto drain_block = [&](const Block& blk) {
     const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
@@ -1737,7 +1745,6 @@ void Emitter::matmul(const Kernel& k) {
       const int m = it.m;
       const int64_t aslot = it.idx % S, oslot = it.idx % 2;
       const int64_t j0 = it.j * D;
-      wait("vpu", Acc[m], it.idx + 1);
       wait("vpu", E, eready[ii]);
       wait("vpu", st, slot_store[m][oslot]);
       if (!hoisted) {
@@ -1749,6 +1756,14 @@ void Emitter::matmul(const Kernel& k) {
       const int banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
       Pipeliner pipe{*this, {}};
       for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
+        const int64_t cr = chunk_rows[m].at(size_t(it.idx));
+        if (r % cr == 0) {  // a new chunk: its rows are in the accumulators
+          if (r > 0) {
+            pipe.flush();
+            signal("vpu", v);
+          }
+          wait("vpu", Acc[m], acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr)));
+        }
         const int U = int(std::min<int64_t>(U0, rows - r)), u0 = int(g % banks) * U0;
         auto gen = [&] {
           eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
@@ -1776,16 +1791,20 @@ void Emitter::matmul(const Kernel& k) {
       }
       pipe.flush();
       signal("vpu", AccFree[m]);
-      signal("vpu", v);
+      signal("vpu", v);  // the last chunk
       ebuf_release[m][oslot] = v.produced;
     }
     for (const Item& it : items) {  // DMA: store the tile
       const int m = it.m;
       const int64_t oslot = it.idx % 2;
       const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
-      wait("dma", v, ++items_total);
-      dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0) * N + j0) * oesz), obuf[m][oslot], uint64_t(rows), uint64_t(cols * oesz),
-             uint64_t(N * oesz), uint64_t(D * oesz), st);
+      const int64_t cr = chunk_rows[m].at(size_t(it.idx));
+      for (int64_t r = 0; r < rows; r += cr) {  // chunk by chunk, as the VPU finishes them
+        const int64_t n = std::min(cr, rows - r);
+        wait("dma", v, ++items_total);
+        dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0 + r) * N + j0) * oesz), obuf[m][oslot] + uint64_t(r * D * oesz),
+               uint64_t(n), uint64_t(cols * oesz), uint64_t(N * oesz), uint64_t(D * oesz), st);
+      }
       slot_store[m][oslot] = st.produced;
     }
   };
@@ -1858,10 +1877,26 @@ void Emitter::matmul(const Kernel& k) {
                 mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
                 if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
                 ins("mxu.swap m{}", m);
-                mxu_mm(!first, m, acc_base(m, aslot), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
+                const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
+                const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
+                if (!last) {
+                  mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
+                } else {
+                  auto& marks = acc_marks[m];
+                  marks.resize(size_t(it.idx + 1));
+                  const bool final_items = b == B - 1 && last_block && g == groups - 1 && c0 + crows >= M;
+                  const int64_t cr = final_items ? Cr : rows;
+                  chunk_rows[m].resize(size_t(it.idx + 1));
+                  chunk_rows[m][size_t(it.idx)] = cr;
+                  for (int64_t r = 0; r < rows; r += cr) {
+                    mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                           uint64_t(std::min(cr, rows - r)), mdt);
+                    signal_mxu(m, Acc[m], -1);
+                    marks[size_t(it.idx)].push_back(Acc[m].produced);
+                  }
+                }
                 first = false;
               }
-            signal_mxu(m, Acc[m], -1);
             if (last_block) signal_mxu(m, Pfree[m], pslot);
             if (last_block && (g + 1) * nmu + m >= nt) signal_mxu(m, Afree[m], -1);  // its last tile of this chunk
           }
