@@ -1690,8 +1690,8 @@ void Emitter::matmul(const Kernel& k) {
   int64_t items_total = 0, chunk_no = 0;
   bool hoisted = false;
   const int64_t groups = ceil_div(nt, nmu);
-  // Loads come in K-slices (four when K has 8 steps or more), so the MXUs
-  // start on the first.
+  // Loads come in K-slices (4 when K has 8 to 31 steps, 16 from 32), so the
+  // MXUs start on the first and little work is left after the last lands.
   const int64_t kps = kt >= 32 ? ceil_div(kt, 16) : kt >= 8 ? ceil_div(kt, 4) : kt;
   std::vector<int64_t> slice_step;  // first K-step of each slice, then kt
   for (int64_t k = 0; k < kt; k += kps) slice_step.push_back(k);
@@ -1721,7 +1721,10 @@ void Emitter::matmul(const Kernel& k) {
   // the next: what is left after the MXUs stop is one chunk, not an item.
   // (Earlier items drain while the next block computes; chunking them only
   // adds DMA waits.)
-  const int64_t Cr = std::max<int64_t>(D / 2, rp.unroll);
+  // The drain goes in groups of U0 rows (two register banks when the
+  // epilogue leaves room); a chunk is a whole number of groups.
+  const int banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
+  const int64_t Cr = ceil_div(std::max<int64_t>(D / 2, U0), U0) * U0;
   std::vector<std::vector<std::vector<int64_t>>> acc_marks(nmu);  // [m][item]: Acc totals after each chunk
   std::vector<std::vector<int64_t>> chunk_rows(nmu);                // [m][item]
   // The VPU drains a block's items through the epilogue; DMA stores them.
@@ -1752,8 +1755,6 @@ void Emitter::matmul(const Kernel& k) {
         hoist(k.expr, rp, pre_at);
         hoisted = true;
       }
-      // Two register banks of U vectors when the expression leaves room.
-      const int banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
       Pipeliner pipe{*this, {}};
       for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
         const int64_t cr = chunk_rows[m].at(size_t(it.idx));
