@@ -706,10 +706,11 @@ class Emitter {
       throw std::logic_error("internal error: unscheduled instruction " + text);
     }
   }
-  // A weight load waits until the last stream through the weights it
-  // replaces has reached the accumulators (docs/timing.md).
+  // A weight load commits N - 1 cycles after it starts, once the last
+  // stream through the weights it replaces has reached the accumulators
+  // (docs/timing.md).
   void mxu_lw(int m, uint64_t src, uint64_t stride, const char* dt) {
-    const double t = push(kMxu0 + m, mm_done_[m][1], fmt::format("mxu.lw m{}, @, @, {}", m, dt), {src, stride}, 1, double(D_));
+    const double t = push(kMxu0 + m, mm_done_[m][1] - double(D_ - 1), fmt::format("mxu.lw m{}, @, @, {}", m, dt), {src, stride}, 1, double(D_));
     weights_ready_[m] = t + double(D_);
   }
   void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt) {

@@ -2,8 +2,9 @@
 // (opcodes from the generated tpu_isa.vh) one at a time, with the timing of
 // docs/timing.md:
 //   mxu.lw/lwt  accepted when no load runs, the shadow buffer is not waiting
-//               for a swap, and every row that used it has drained; reads
-//               weight row i in cycle t + i and commits the tile at t + N - 1
+//               for a swap, and every row that used it will have drained by
+//               the commit; reads weight row i in cycle t + i and commits the
+//               tile at t + N - 1
 //   mxu.swap    accepted once the shadow buffer is loaded
 //   mxu.mm/mma  accepted when the previous stream has fed its last row; feeds
 //               row i in cycle t + i; its result row is written to the
@@ -76,7 +77,7 @@ module mxu_top #(
   reg        streaming_q, stream_acc_mode_q, stream_int8_q, stream_buf_q;
   reg [31:0] stream_src_q, stream_stride_q, stream_rows_q, stream_cnt_q, stream_acc_q;
 
-  wire accept_lw = !loading_q && !shadow_loaded_q && now_q >= drained_q[shadow_idx];
+  wire accept_lw = !loading_q && !shadow_loaded_q && now_q + N64 - 64'd1 >= drained_q[shadow_idx];
   wire accept_mm = !streaming_q && active_valid_q;
   assign cmd_ready_o = is_lw ? accept_lw : is_swap ? shadow_loaded_q : is_mm ? accept_mm : 1'b0;
   wire fire = cmd_valid_i && cmd_ready_o;

@@ -140,7 +140,9 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
     case Opcode::MXU_LW:
     case Opcode::MXU_LWT: {
       const int shadow = active_ < 0 ? 0 : 1 - active_;
-      if (loading_ || shadow_ == Shadow::Loaded || now < buf_drained_[shadow]) return false;
+      // The tile commits at the end of t + N - 1: by then every row that used
+      // the shadow buffer must have reached the accumulators.
+      if (loading_ || shadow_ == Shadow::Loaded || now + n - 1 < buf_drained_[shadow]) return false;
       const bool int8 = is.insn[3] == 1;
       if (!check_vmem_rows(is, is[1], is[2], n, int8)) return false;
       load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8};

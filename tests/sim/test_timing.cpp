@@ -197,6 +197,27 @@ TEST_CASE("a full queue stalls the scalar unit", "[timing]") {
   CHECK(r.stats["stall_cycles_by_cause"].contains("scalar.queue_full.vpu"));
 }
 
+TEST_CASE("mxu: a weight load commits once the stream that used its buffer has drained", "[timing]") {
+  for (const char* p : kPresets) {
+    INFO(p);
+    const uint64_t N = sim::load_config(p).target.mxu_dim;
+    for (uint64_t M : {uint64_t(2), N + 5, 3 * N}) {
+      INFO("rows " << M);
+      // pc 4 lw, 5 swap, 6 lw, 7 mm (buffer 0), 8 swap, 9 mm (buffer 1),
+      // 10 lw into buffer 0: its last row commits at t + N - 1, which must
+      // not precede mm 7's last accumulator write, mm7 + M - 1 + 2N - 1:
+      //   lw10 = max(mm9 + 1, mm7 + M + N - 1)
+      const std::string src = fmt::format(
+          "li s1, 0\nli s2, {}\nli s3, {}\nli s4, 0\nmxu.lw m0, s1, s2, bf16\nmxu.swap m0\nmxu.lw m0, s1, s2, bf16\n"
+          "mxu.mm m0, s4, s1, s2, s3, bf16\nmxu.swap m0\nmxu.mm m0, s4, s1, s2, s3, bf16\nmxu.lw m0, s1, s2, bf16\n"
+          "signal mxu0, sem0, 1\nwait sc, sem0, 1\nhalt\n",
+          2 * N, M);
+      const auto at = dispatch_cycles(src, p);
+      CHECK(at.at(10) == std::max(at.at(9) + 1, at.at(7) + M + N - 1));
+    }
+  }
+}
+
 TEST_CASE("signals on the MXU and VPU queues do not hold up what follows", "[timing]") {
   for (const char* p : kPresets) {
     INFO(p);
