@@ -1819,8 +1819,16 @@ void Emitter::matmul(const Kernel& k) {
       for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
       // A arrives block by block (one work item's rows), so the MXUs start
       // after the first block rather than the whole chunk.
-      auto load_a_slice = [&](int64_t m0, int64_t sl) {
-        const int64_t rows = std::min(Mb, c0 + crows - m0);
+      // Blocks of Mb rows; the last is halved when the halves still cover
+      // the weight loads (2N rows), so less is left to drain at the end.
+      std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
+      for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) blocks.push_back({m0, std::min(Mb, c0 + crows - m0)});
+      if (blocks.back().second >= 4 * D) {
+        const int64_t m0 = blocks.back().first, rows = blocks.back().second, half = ceil_div(rows / 2, D) * D;
+        blocks.back().second = half;
+        blocks.push_back({m0 + half, rows - half});
+      }
+      auto load_a_slice = [&](int64_t m0, int64_t rows, int64_t sl) {
         const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
         for (int64_t a = 0; a < na; ++a)
           dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
@@ -1852,15 +1860,15 @@ void Emitter::matmul(const Kernel& k) {
       };
       // The first block of A and the first group's weights arrive slice by
       // slice, interleaved, so the MXUs start after one slice of each.
-      for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(c0, sl), load_group_slice(0, sl);
-      for (int64_t m0 = c0 + Mb; m0 < c0 + crows; m0 += Mb)
-        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(m0, sl);
+      for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(c0, blocks[0].second, sl), load_group_slice(0, sl);
+      for (size_t bi = 1; bi < blocks.size(); ++bi)
+        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(blocks[bi].first, blocks[bi].second, sl);
       for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
       for (int64_t g = 0; g < groups; ++g) {
         if (g + nslots - 1 < groups) load_group(g + nslots - 1);
-        for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) {
-          const int64_t rows = std::min(Mb, c0 + crows - m0);
-          const bool first_block = m0 == c0, last_block = m0 + Mb >= c0 + crows;
+        for (size_t bi = 0; bi < blocks.size(); ++bi) {
+          const auto [m0, rows] = blocks[bi];
+          const bool first_block = bi == 0, last_block = bi + 1 == blocks.size();
           std::vector<Item> items;
           for (int m = 0; m < nmu && g * nmu + m < nt; ++m) items.push_back({m, g * nmu + m, items_on[m]++});
           for (const Item& it : items) {  // MXU
