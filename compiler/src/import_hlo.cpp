@@ -103,11 +103,11 @@ class Importer {
 
   // The combiner of a reduction's to_apply computation: a single binary op of
   // its two parameters.
-  Combiner combiner(const Instruction& i) const {
-    const std::string* name = i.attribute("to_apply");
-    if (!name) malformed(i, "missing to_apply");
+  Combiner combiner(const Instruction& i, const char* attr = "to_apply") const {
+    const std::string* name = i.attribute(attr);
+    if (!name) malformed(i, fmt::format("missing {}", attr));
     const hlo::Computation* c = m_.find(*name);
-    if (!c) malformed(i, fmt::format("to_apply names unknown computation {}", *name));
+    if (!c) malformed(i, fmt::format("{} names unknown computation {}", attr, *name));
     const Instruction* r = c->root();
     if (r && r->operands.size() == 2 && c->instructions.size() == 3) {
       const Instruction* a = c->find(r->operands[0]);
@@ -120,7 +120,31 @@ class Importer {
           if (r->opcode == n) return k;
       }
     }
-    unsupported(i, fmt::format("{} whose to_apply ({}) is not one add/multiply/maximum/minimum/and/or", i.opcode, *name));
+    unsupported(i, fmt::format("{} whose {} ({}) is not one add/multiply/maximum/minimum/and/or", i.opcode, attr, *name));
+  }
+
+  // The select computation of select-and-scatter: one compare of its two
+  // parameters; returns the direction with the selected value on the left.
+  Direction select_direction(const Instruction& i) const {
+    const std::string* name = i.attribute("select");
+    if (!name) malformed(i, "missing select");
+    const hlo::Computation* c = m_.find(*name);
+    if (!c) malformed(i, fmt::format("select names unknown computation {}", *name));
+    const Instruction* r = c->root();
+    if (r && r->opcode == "compare" && r->operands.size() == 2 && c->instructions.size() == 3) {
+      const Instruction* a = c->find(r->operands[0]);
+      const Instruction* b = c->find(r->operands[1]);
+      const std::string* d = r->attribute("direction");
+      static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+      if (a && b && d && a->opcode == "parameter" && b->opcode == "parameter" && a != b)
+        for (int k = 0; k < 6; ++k)
+          if (*d == names[k]) {
+            const bool swapped = a->literal == "1";  // compare(param 1, param 0): the candidate on the left
+            static const Direction flip[] = {Direction::EQ, Direction::NE, Direction::GT, Direction::GE, Direction::LT, Direction::LE};
+            return swapped ? flip[k] : Direction(k);
+          }
+    }
+    unsupported(i, fmt::format("select-and-scatter whose select ({}) is not one compare of its parameters", *name));
   }
 
   std::vector<double> literal(const Instruction& i, const Type& t) const {
@@ -481,6 +505,14 @@ class Importer {
       op.window = w.size, op.strides = w.stride, op.lo = w.lo, op.hi = w.hi;
       op.lhs_dilation = w.lhs_dil, op.rhs_dilation = w.rhs_dil;
       op.combiner = combiner(i);
+    } else if (opc == "select-and-scatter") {
+      op.kind = OpKind::select_and_scatter;
+      const Window w = window(i, op.type.dims.size());
+      for (size_t d = 0; d < w.size.size(); ++d)
+        if (w.lhs_dil[d] != 1 || w.rhs_dil[d] != 1) unsupported(i, "select-and-scatter with dilation");
+      op.window = w.size, op.strides = w.stride, op.lo = w.lo, op.hi = w.hi;
+      op.direction = select_direction(i);
+      op.combiner = combiner(i, "scatter");
     } else {
       unsupported(i, opc);
     }

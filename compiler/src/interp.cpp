@@ -337,6 +337,35 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       });
       break;
     }
+    case OpKind::select_and_scatter: {
+      // XLA's semantics: in each window, the in-bounds elements in row-major
+      // order; a candidate replaces the selected one unless
+      // compare(selected, candidate) holds; the selected position combines
+      // the window's source value into the result (init everywhere first).
+      const Tensor& a = *in[0];
+      const Tensor& src = *in[1];
+      std::fill(r.v.begin(), r.v.end(), in[2]->v[0]);
+      size_t s = 0;
+      for_each_index(src.type.dims, [&](const auto& widx) {
+        bool have = false;
+        double best = 0;
+        std::vector<int64_t> sel(widx.size()), j(widx.size());
+        for_each_index(op.window, [&](const auto& w) {
+          for (size_t d = 0; d < widx.size(); ++d) {
+            j[d] = widx[d] * op.strides[d] - op.lo[d] + w[d];
+            if (j[d] < 0 || j[d] >= a.type.dims[d]) return;
+          }
+          const double v = at(a, j);
+          if (!have || compare(op.direction, best, v) == 0) have = true, best = v, sel = j;
+        });
+        if (have) {
+          double& o = r.v[offset(sel, rs)];
+          o = combine(op.combiner, op.type.dtype, o, src.v[s]);
+        }
+        ++s;
+      });
+      break;
+    }
     default:
       if (is_unary(op.kind)) {
         for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = unary(op.kind, in[0]->type.dtype, op.type.dtype, in[0]->v[i]);

@@ -54,6 +54,7 @@ const char* op_name(OpKind k) {
     case OpKind::shift_right_arithmetic: return "shift-right-arithmetic";
     case OpKind::shift_right_logical: return "shift-right-logical";
     case OpKind::reduce_window: return "reduce-window";
+    case OpKind::select_and_scatter: return "select-and-scatter";
     default: return names[int(k)];
   }
 }
@@ -152,6 +153,8 @@ bool distinct_in_range(const std::vector<int64_t>& p, size_t n) {
   return true;
 }
 
+}  // namespace
+
 int64_t window_out(int64_t in, int64_t lo, int64_t hi, int64_t base_dil, int64_t size, int64_t stride,
                    int64_t win_dil) {
   const int64_t padded = (in == 0 ? 0 : (in - 1) * base_dil + 1) + lo + hi;
@@ -159,8 +162,6 @@ int64_t window_out(int64_t in, int64_t lo, int64_t hi, int64_t base_dil, int64_t
   if (padded < eff) return 0;
   return (padded - eff) / stride + 1;
 }
-
-}  // namespace
 
 Type infer_type(const Function& f, const Op& op) {
   auto operand = [&](size_t i) -> const Type& {
@@ -362,6 +363,24 @@ Type infer_type(const Function& f, const Op& op) {
       }
       return t;
     }
+    case OpKind::select_and_scatter: {
+      need(3);
+      const Type& a = operand(0);
+      const size_t n = a.dims.size();
+      if (operand(1).dtype != a.dtype) bad(op, "source and operand differ in element type");
+      if (operand(2).dtype != a.dtype || !operand(2).dims.empty()) bad(op, "init must be a scalar of the operand's type");
+      if (op.window.size() != n || op.strides.size() != n || op.lo.size() != n || op.hi.size() != n)
+        bad(op, "window does not match the operand's rank");
+      std::vector<int64_t> windows;
+      for (size_t i = 0; i < n; ++i) {
+        if (op.window[i] < 1 || op.strides[i] < 1) bad(op, "window sizes and strides must be positive");
+        if (op.lo[i] < 0 || op.hi[i] < 0) bad(op, "negative padding");
+        windows.push_back(window_out(a.dims[i], op.lo[i], op.hi[i], 1, op.window[i], op.strides[i], 1));
+      }
+      if (operand(1).dims != windows)
+        bad(op, fmt::format("source {} does not have one element per window ({} windows)", operand(1).str(), Type{a.dtype, windows}.str()));
+      return a;
+    }
     default:
       break;
   }
@@ -477,10 +496,15 @@ std::string print(const Function& f) {
       case OpKind::reduce_window:
         a("window", list(op.window)), a("stride", list(op.strides)), a("low", list(op.lo)), a("high", list(op.hi));
         a("lhs_dilation", list(op.lhs_dilation)), a("rhs_dilation", list(op.rhs_dilation));
-        [[fallthrough]];
+        break;
+      case OpKind::select_and_scatter:
+        a("window", list(op.window)), a("stride", list(op.strides)), a("low", list(op.lo)), a("high", list(op.hi));
+        a("direction", direction_name(op.direction));
+        break;
       default: break;
     }
-    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window) a("combiner", combiner_name(op.combiner));
+    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter)
+      a("combiner", combiner_name(op.combiner));
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
     if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
     s += " : " + op.type.str();
@@ -643,7 +667,7 @@ class Parser {
     const std::string kind = ident();
     Op op;
     bool known = false;
-    for (int k = 0; k <= int(OpKind::reduce_window); ++k)
+    for (int k = 0; k <= int(OpKind::select_and_scatter); ++k)
       if (kind == op_name(OpKind(k))) op.kind = OpKind(k), known = true;
     if (!known) fail(fmt::format("unknown operation '{}'", kind));
     expect('(');

@@ -456,6 +456,97 @@ Function lower_reduce_window(const Function& in) {
   return out;
 }
 
+// ---------------------------------------------------------------- select-and-scatter
+
+// The running selection over the window offsets in row-major order (XLA's
+// order), with a validity mask so padding is never selected; then, per
+// offset, the source values whose window selected it, scattered back by an
+// interior-padded pad and combined.
+Function lower_select_and_scatter(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::select_and_scatter) return -1;
+    const int x = op.operands[0], src = op.operands[1], init = op.operands[2];
+    const Type xt = b.type(x), st = b.type(src);
+    const size_t n = xt.dims.size();
+    const DType dt = xt.dtype;
+    auto unop = [&](OpKind k, int a) {
+      Op o;
+      o.kind = k, o.operands = {a};
+      return b.add(std::move(o));
+    };
+    auto cmp = [&](Direction d, int a, int c) {
+      Op o;
+      o.kind = OpKind::compare, o.operands = {a, c}, o.direction = d;
+      return b.add(std::move(o));
+    };
+    auto sel = [&](int p, int a, int c) {
+      Op o;
+      o.kind = OpKind::select, o.operands = {p, a, c};
+      return b.add(std::move(o));
+    };
+    auto splat = [&](DType d, double v, const std::vector<int64_t>& dims) { return b.broadcast(b.scalar(d, v), dims, {}); };
+    const std::vector<int64_t> none(n, 0), one(n, 1);
+    const int xp = b.pad(x, b.scalar(dt, 0), op.lo, op.hi, none);
+    const int valid = b.pad(splat(DType::s32, 1, xt.dims), b.scalar(DType::s32, 0), op.lo, op.hi, none);
+    const std::vector<int64_t> pdims = b.type(xp).dims;
+    int64_t taps = 1;
+    for (int64_t w : op.window) taps *= w;
+    std::vector<std::vector<int64_t>> starts;
+    std::vector<int64_t> tap(n, 0);
+    for (int64_t t = 0; t < taps; ++t) {
+      starts.push_back(tap);
+      for (int i = int(n) - 1; i >= 0; --i) {
+        if (++tap[i] < op.window[i]) break;
+        tap[i] = 0;
+      }
+    }
+    auto view = [&](int v, const std::vector<int64_t>& start) {
+      std::vector<int64_t> limit(n);
+      for (size_t i = 0; i < n; ++i) limit[i] = start[i] + (st.dims[i] - 1) * op.strides[i] + 1;
+      return b.slice(v, start, limit, op.strides);
+    };
+    const int zero_i = splat(DType::s32, 0, st.dims);
+    int best = -1, which = -1, have = -1;
+    for (int64_t t = 0; t < taps && st.elements() > 0; ++t) {
+      const int v = view(xp, starts[size_t(t)]);
+      const int ok = cmp(Direction::NE, view(valid, starts[size_t(t)]), zero_i);
+      if (t == 0) {
+        best = v, which = zero_i, have = ok;
+        continue;
+      }
+      // A valid candidate is taken when nothing is selected yet or the
+      // selected value does not win against it.
+      const int keep = cmp(op.direction, best, v);
+      const int take = b.binary(OpKind::and_, ok, b.binary(OpKind::or_, unop(OpKind::not_, have), unop(OpKind::not_, keep)));
+      best = sel(take, v, best);
+      which = sel(take, splat(DType::s32, double(t), st.dims), which);
+      have = b.binary(OpKind::or_, have, ok);
+    }
+    const OpKind k = combiner_op(op.combiner);
+    const int ident = b.scalar(dt, combiner_identity(op.combiner, dt));
+    int acc = -1;
+    for (int64_t t = 0; t < taps && st.elements() > 0; ++t) {
+      const int mine = b.binary(OpKind::and_, have, cmp(Direction::EQ, which, splat(DType::s32, double(t), st.dims)));
+      const int part = sel(mine, src, b.broadcast(ident, st.dims, {}));
+      std::vector<int64_t> lo(n), hi(n), interior(n);
+      for (size_t i = 0; i < n; ++i) {
+        lo[i] = starts[size_t(t)][i];
+        interior[i] = op.strides[i] - 1;
+        hi[i] = pdims[i] - lo[i] - ((st.dims[i] - 1) * op.strides[i] + 1);
+      }
+      const int back = b.pad(part, ident, lo, hi, interior);
+      acc = acc < 0 ? back : b.binary(k, acc, back);
+    }
+    const int initb = b.broadcast(init, xt.dims, {});
+    if (acc < 0) return initb;
+    std::vector<int64_t> limit(n);
+    for (size_t i = 0; i < n; ++i) limit[i] = op.lo[i] + xt.dims[i];
+    return b.binary(k, b.slice(acc, op.lo, limit, one), initb);
+  });
+  verify(out);
+  return out;
+}
+
 // ---------------------------------------------------------------- reduce
 
 Function canonicalize_reduce(const Function& in) {
@@ -576,6 +667,7 @@ std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
       {"canonicalize", canonicalize},
       {"lower-convolution", lower_convolution},
       {"lower-reduce-window", lower_reduce_window},
+      {"lower-select-and-scatter", lower_select_and_scatter},
       {"canonicalize-reduce", canonicalize_reduce},
       {"canonicalize-dot", canonicalize_dot},
       {"split-f32-dots", [precision](const Function& f) { return split_f32_dots(f, precision); }},

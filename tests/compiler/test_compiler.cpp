@@ -150,8 +150,8 @@ TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {
     CHECK(!text.empty());
   };
   compiler::compile(compiler::load_module(kCorpus + "softmax/module.hlo"), o);
-  const std::vector<std::string> want = {"canonicalize",      "lower-convolution", "lower-reduce-window", "canonicalize-reduce",
-                                         "canonicalize-dot",  "split-f32-dots",    "canonicalize",        "kernel plan"};
+  const std::vector<std::string> want = {"canonicalize",     "lower-convolution", "lower-reduce-window", "lower-select-and-scatter",
+                                         "canonicalize-reduce", "canonicalize-dot", "split-f32-dots", "canonicalize", "kernel plan"};
   CHECK(seen == want);
 }
 

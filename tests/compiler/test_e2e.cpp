@@ -332,6 +332,45 @@ TEST_CASE("property: reduce over random dimensions") {
   }
 }
 
+// Max/min-pool gradients: overlapping and padded windows, ties (the
+// operand takes few distinct values), every selection direction.
+TEST_CASE("property: select-and-scatter") {
+  const uint64_t seed = test::test_seed(606);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    for (int iter = 0; iter < 6; ++iter) {
+      const int64_t n = g.range(1, 2), h = g.range(2, 9), w = g.range(2, 9), c = g.pick({1, 3, 8, 9});
+      const int64_t wh = g.range(1, 3), ww = g.range(1, 3), sh = g.range(1, 3), sw = g.range(1, 3);
+      const int64_t ph = g.range(0, 1), pw = g.range(0, 1);
+      const DType dt = g.range(0, 2) ? DType::f32 : DType::s32;
+      const auto dir = ir::Direction(g.range(2, 5));  // LT, LE, GT, GE
+      Function f;
+      const int x = param(f, {dt, {n, h, w, c}});
+      Op sas;
+      sas.kind = OpKind::select_and_scatter;
+      sas.window = {1, wh, ww, 1}, sas.strides = {1, sh, sw, 1}, sas.lo = {0, ph, pw, 0}, sas.hi = {0, ph, 0, 0};
+      sas.direction = dir;
+      sas.combiner = ir::Combiner::add;
+      std::vector<int64_t> windows;
+      for (size_t i = 0; i < 4; ++i)
+        windows.push_back(ir::window_out(f.ops[x].type.dims[i], sas.lo[i], sas.hi[i], 1, sas.window[i], sas.strides[i], 1));
+      if (Type{dt, windows}.elements() == 0) continue;
+      const int src = param(f, {dt, windows});
+      Op init;
+      init.kind = OpKind::constant;
+      init.type = {dt, {}};
+      init.literal = {dt == DType::f32 ? 0.25 : 3.0};
+      sas.operands = {x, src, add_op(f, init)};
+      f.results = {add_op(f, sas)};
+      Tensor xin = g.random(f.ops[x].type);
+      for (double& v : xin.v) v = std::round(v);  // ties
+      check_against_interpreter(f, {xin, g.random(f.ops[src].type)}, preset, dt == DType::s32 ? 0 : 1e-6,
+                                fmt::format("seed {} select-and-scatter {} window {}x{} stride {}x{} pad {},{} {}", seed,
+                                            f.ops[x].type.str(), wh, ww, sh, sw, ph, pw, ir::direction_name(dir)));
+    }
+  }
+}
+
 TEST_CASE("property: element-wise chains with broadcasts") {
   const uint64_t seed = test::test_seed(404);
   Gen g(seed);

@@ -24,6 +24,11 @@ ir::Function lower_convolution(const ir::Function& f);
 // reduce-window -> pad + one strided slice per window offset + combiner ops.
 ir::Function lower_reduce_window(const ir::Function& f);
 
+// select-and-scatter -> pad + one strided slice per window offset, a running
+// selection (compare/select, padding masked out), and per offset the
+// selected source values scattered back by an interior-padded pad.
+ir::Function lower_select_and_scatter(const ir::Function& f);
+
 // reduce -> transposes and reshapes around a 2-D reduce of dimension 1
 // ([rows, R], across lanes) or 0 ([R, columns], down columns), with a
 // constant init; a non-constant init is combined afterwards.

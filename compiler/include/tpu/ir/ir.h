@@ -38,7 +38,8 @@ struct Type {
   /* binary */ X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(and_)     \
       X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
   /* ternary */ X(select) X(clamp)                                                                  \
-  /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)
+  /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)               \
+      X(select_and_scatter)
 
 enum class OpKind : uint8_t {
 #define X(n) n,
@@ -107,6 +108,9 @@ void verify(const Function& f);
 // The result type an op must have given its operands (used by the verifier
 // and by passes that build ops). Throws Error when the op is malformed.
 Type infer_type(const Function& f, const Op& op);
+// Windows along one dimension of `in` elements: padded by lo/hi, dilated by
+// base_dil, a window of `size` dilated by win_dil, moved by `stride`.
+int64_t window_out(int64_t in, int64_t lo, int64_t hi, int64_t base_dil, int64_t size, int64_t stride, int64_t win_dil);
 
 // Rounds a value to what dtype can hold (bf16 nearest-even, s8/s32 wrapping).
 double canonicalize_value(DType d, double v);
