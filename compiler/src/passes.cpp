@@ -178,6 +178,19 @@ std::optional<double> splat_value(const Function& f, int v) {
   return std::nullopt;
 }
 
+// The elements of a window, for lowerings that emit ops per window element:
+// more than kMaxTaps is a clear error rather than millions of ops.
+constexpr int64_t kMaxTaps = 4096;
+int64_t window_taps(const Op& op, const std::vector<int64_t>& window) {
+  int64_t taps = 1;
+  for (int64_t w : window) {
+    if (w > kMaxTaps || taps * w > kMaxTaps)
+      throw Error(fmt::format("{}: unsupported {} with a window of more than {} elements", op.loc.empty() ? "<ir>" : op.loc,
+                              op_name(op.kind), kMaxTaps));
+    taps *= w;
+  }
+  return taps;
+}
 
 OpKind combiner_op(Combiner c) {
   switch (c) {
@@ -326,13 +339,13 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
   for (size_t i = 0; i < ns; ++i) lo[i + 1] = op.lo[i], hi[i + 1] = op.hi[i], interior[i + 1] = op.lhs_dilation[i] - 1;
   xx = b.pad(xx, b.scalar(dt, 0), lo, hi, interior);
   std::vector<int64_t> out_sp(ns), win(ns);
-  int64_t rows = batch, taps = 1;
+  int64_t rows = batch;
   for (size_t i = 0; i < ns; ++i) {
     out_sp[i] = op.type.dims[c.out_spatial[i]];
     win[i] = op.window[i];
     rows *= out_sp[i];
-    taps *= win[i];
   }
+  const int64_t taps = window_taps(op, win);
   // One strided slice per kernel tap, concatenated along features (im2col).
   std::vector<int> cols;
   std::vector<int64_t> tap(ns, 0);
@@ -430,8 +443,7 @@ Function lower_reduce_window(const Function& in) {
     const int xp = b.pad(x, init, op.lo, op.hi, interior);
     const OpKind k = combiner_op(op.combiner);
     int acc = -1;
-    int64_t taps = 1;
-    for (int64_t w : op.window) taps *= w;
+    const int64_t taps = window_taps(op, op.window);
     bool empty = op.type.elements() == 0;
     std::vector<int64_t> tap(n, 0);
     for (int64_t t = 0; t < taps && !empty; ++t) {
@@ -489,8 +501,7 @@ Function lower_select_and_scatter(const Function& in) {
     const int xp = b.pad(x, b.scalar(dt, 0), op.lo, op.hi, none);
     const int valid = b.pad(splat(DType::s32, 1, xt.dims), b.scalar(DType::s32, 0), op.lo, op.hi, none);
     const std::vector<int64_t> pdims = b.type(xp).dims;
-    int64_t taps = 1;
-    for (int64_t w : op.window) taps *= w;
+    const int64_t taps = window_taps(op, op.window);
     std::vector<std::vector<int64_t>> starts;
     std::vector<int64_t> tap(n, 0);
     for (int64_t t = 0; t < taps; ++t) {
