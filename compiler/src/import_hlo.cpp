@@ -440,6 +440,7 @@ class Importer {
       const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
       return {bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)))};
     }
+    if (opc == "sine" || opc == "cosine") return {sin_cos(i, op, opc == "cosine")};
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
@@ -533,6 +534,42 @@ class Importer {
     return f_.add(std::move(o));
   }
   // A constant of t's dtype broadcast to t's shape.
+  // sin and cos in f32 (bf16 operands are widened and the result rounded):
+  // q = round(x 2/pi), r = x - q pi/2 in three parts (Cody-Waite; exact
+  // products for |q| < 2^16), Cephes' sinf/cosf minimax polynomials on
+  // [-pi/4, pi/4] (about 1e-7 relative), and the quadrant q (+1 for cos)
+  // mod 4 picks +-sin r or +-cos r.
+  int sin_cos(const Instruction& i, const Op& op, bool cosine) {
+    const int x0 = op.operands.at(0);
+    const Type xt = f_.ops[x0].type;
+    if (!is_float(xt.dtype) || op.type != xt) malformed(i, fmt::format("{} needs a float operand of its result's type", i.opcode));
+    const Type ft{DType::f32, xt.dims}, it{DType::s32, xt.dims}, pt{DType::pred, xt.dims};
+    const std::string& loc = op.loc;
+    auto bin = [&](OpKind k, int a, int b) { return emit(k, {a, b}, ft, loc); };
+    auto c = [&](double v) { return splat(ft, v, loc); };
+    auto mul = [&](int a, int b) { return bin(OpKind::multiply, a, b); };
+    auto add = [&](int a, int b) { return bin(OpKind::add, a, b); };
+    const int x = xt.dtype == DType::f32 ? x0 : emit(OpKind::convert, {x0}, ft, loc);
+    const int q = emit(OpKind::round_nearest_even, {mul(x, c(0.63661977236758134308))}, ft, loc);
+    int r = x;
+    for (double part : {1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8}) r = bin(OpKind::subtract, r, mul(q, c(part)));
+    const int z = mul(r, r);
+    const int s = add(mul(mul(add(mul(add(mul(c(-1.9515295891e-4), z), c(8.3321608736e-3)), z), c(-1.6666654611e-1)), z), r), r);
+    const int cp = add(mul(add(mul(c(2.443315711809948e-5), z), c(-1.388731625493765e-3)), z), c(4.166664568298827e-2));
+    const int co = add(bin(OpKind::subtract, mul(mul(cp, z), z), mul(c(0.5), z)), c(1));
+    int quad = emit(OpKind::convert, {q}, it, loc);
+    if (cosine) quad = emit(OpKind::add, {quad, splat(it, 1, loc)}, it, loc);
+    auto bit = [&](double b) {
+      Op cmp;
+      cmp.kind = OpKind::compare, cmp.direction = Direction::NE, cmp.type = pt, cmp.loc = loc;
+      cmp.operands = {emit(OpKind::and_, {quad, splat(it, b, loc)}, it, loc), splat(it, 0, loc)};
+      return f_.add(std::move(cmp));
+    };
+    const int v = emit(OpKind::select, {bit(1), co, s}, ft, loc);
+    const int res = emit(OpKind::select, {bit(2), emit(OpKind::negate, {v}, ft, loc), v}, ft, loc);
+    return xt.dtype == DType::f32 ? res : emit(OpKind::convert, {res}, xt, loc);
+  }
+
   int splat(const Type& t, double v, const std::string& loc) {
     Op c;
     c.kind = OpKind::constant, c.type = {t.dtype, {}}, c.literal = {canonicalize_value(t.dtype, v)}, c.loc = loc;

@@ -73,7 +73,7 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
     }
     return std::string("no error");
   };
-  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} cosine(p)\n") == "m.hlo:5: unsupported cosine");
+  CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} cbrt(p)\n") == "m.hlo:5: unsupported cbrt");
   CHECK(err("  p = f64[4]{0} parameter(0)\n  ROOT c = f64[4]{0} negate(p)\n").find("m.hlo:4: unsupported element type f64") == 0);
   CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} custom-call(p), custom_call_target=\"foo\"\n") ==
         "m.hlo:5: unsupported custom-call \"foo\"");
@@ -88,6 +88,37 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("unsupported multi-device program") != std::string::npos);
   }
+}
+
+TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
+  // x over [-1e4, 1e4] (denser near 0) and special values; the rewritten
+  // IR, run by the interpreter, against the C library in double.
+  std::vector<double> xs;
+  for (int k = -20000; k <= 20000; ++k) xs.push_back(k * 1e-3);
+  for (int k = -10000; k <= 10000; k += 7) xs.push_back(k * 1.0001);
+  for (double& v : xs) v = double(float(v));
+  const size_t n = xs.size();
+  const std::string text = fmt::format(
+      "HloModule m\n\nENTRY main {{\n  x = f32[{0}]{{0}} parameter(0)\n  s = f32[{0}]{{0}} sine(x)\n"
+      "  c = f32[{0}]{{0}} cosine(x)\n  ROOT t = (f32[{0}]{{0}}, f32[{0}]{{0}}) tuple(s, c)\n}}\n",
+      n);
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  const ir::Type t{ir::DType::f32, {int64_t(n)}};
+  ir::Tensor in;
+  in.type = t, in.v = xs;
+  const auto out = ir::interpret(f, {in});
+  double es = 0, ec = 0;
+  for (size_t i = 0; i < n; ++i) {
+    es = std::max(es, std::fabs(out[0].v[i] - std::sin(xs[i])));
+    ec = std::max(ec, std::fabs(out[1].v[i] - std::cos(xs[i])));
+  }
+  INFO("max abs error: sin " << es << ", cos " << ec);
+  CHECK(es < 3e-7);
+  CHECK(ec < 3e-7);
+  in.v.assign(n, INFINITY);
+  const auto special = ir::interpret(f, {in});
+  CHECK(std::isnan(special[0].v[0]));
+  CHECK(std::isnan(special[1].v[0]));
 }
 
 TEST_CASE("interpreter: every single-device corpus program matches XLA's outputs") {

@@ -24,12 +24,12 @@ expect_failure("differs from --config" ${BIN}/tpu-as ${WORK}/good.s -o ${WORK}/g
 expect_failure("tpu-as: error: .*required" ${BIN}/tpu-as ${WORK}/good.s)
 
 # tpuc and tpu-compare.
-file(WRITE ${WORK}/bad.hlo "HloModule m\n\nENTRY main {\n  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} cosine(p)\n}\n")
+file(WRITE ${WORK}/bad.hlo "HloModule m\n\nENTRY main {\n  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} cbrt(p)\n}\n")
 file(WRITE ${WORK}/broken.hlo "HloModule m\n\nENTRY main {\n  p = f32[4]{0} parameter(0\n}\n")
 file(WRITE ${WORK}/bad.ir "func @main {\n  %0 = parameter() {index=0} : f32[4]\n  %1 = add(%0, %7) : f32[4]\n  return %1\n}\n")
 file(WRITE ${WORK}/huge_window.ir "func @main {\n  %0 = parameter() {index=0} : f32[4]\n  %1 = constant() {value=[0]} : f32[]\n  %2 = reduce-window(%0, %1) {window=[1000000000], stride=[1], low=[999999999], high=[0], lhs_dilation=[1], rhs_dilation=[1], combiner=add} : f32[4]\n  return %2\n}\n")
 set(MLP ${SRC}/examples/models/mlp)
-expect_failure("^tpuc: .*bad.hlo:5: unsupported cosine\n$" ${BIN}/tpuc ${WORK}/bad.hlo -o ${WORK}/x.tpu)
+expect_failure("^tpuc: .*bad.hlo:5: unsupported cbrt\n$" ${BIN}/tpuc ${WORK}/bad.hlo -o ${WORK}/x.tpu)
 expect_failure("^tpuc: .*broken.hlo:4: " ${BIN}/tpuc ${WORK}/broken.hlo -o ${WORK}/x.tpu)
 expect_failure("^tpuc: .*bad.ir:3: %7 is not defined" ${BIN}/tpuc ${WORK}/bad.ir -o ${WORK}/x.tpu)
 expect_failure("^tpuc: <ir>: unsupported reduce-window with a window of more than 4096 elements\n$" ${BIN}/tpuc ${WORK}/huge_window.ir -o ${WORK}/x.tpu)
