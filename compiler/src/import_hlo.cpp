@@ -4,6 +4,7 @@
 // "file:line: unsupported <what>".
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -441,6 +442,7 @@ class Importer {
       return {bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)))};
     }
     if (opc == "sine" || opc == "cosine") return {sin_cos(i, op, opc == "cosine")};
+    if (opc == "gather") return {gather(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
@@ -534,6 +536,129 @@ class Importer {
     return f_.add(std::move(o));
   }
   // A constant of t's dtype broadcast to t's shape.
+  // gather along one operand dimension d (start_index_map = {d}, one index
+  // per slice; embedding lookups, take_along_axis with batching dims): the
+  // machine has no data-dependent addressing, so the index becomes a
+  // one-hot row (XLA clamps it into range) and the gather a dot with the
+  // operand, contracting d. f32 operands go as three exact bf16 parts
+  // (b = b0 + b1 + b2), each a bf16 dot whose one-hot products are exact,
+  // so the result is the operand's value bit for bit at any --precision.
+  // (An inf or NaN anywhere in the operand's gathered dimension spreads
+  // through the dot: 0 x inf.)
+  int gather(const Instruction& i, const Op& op) {
+    const int opnd0 = op.operands.at(0), ind = op.operands.at(1);
+    const Type ot0 = f_.ops[opnd0].type, it = f_.ops[ind].type;
+    const std::string& loc = op.loc;
+    const auto offset = ints(i, "offset_dims"), collapsed = ints(i, "collapsed_slice_dims"), sim = ints(i, "start_index_map");
+    const auto sizes = ints(i, "slice_sizes"), obd = ints(i, "operand_batching_dims", false), sibd = ints(i, "start_indices_batching_dims", false);
+    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
+    const size_t r = ot0.dims.size();
+    if (!is_float(ot0.dtype)) unsupported(i, "gather of integer values (it is a one-hot dot on this machine)");
+    if (it.dtype != DType::s32 && it.dtype != DType::s8) malformed(i, "gather indices must be integers");
+    if (sim.size() != 1) unsupported(i, "gather with a start index over several dimensions");
+    if (sizes.size() != r || obd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) ||
+        (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
+      malformed(i, "inconsistent gather dimensions");
+    const int64_t d = sim[0];
+    auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+    if (d < 0 || d >= int64_t(r) || sizes[size_t(d)] != 1 || has(obd, d)) malformed(i, "gather slice along the indexed dimension must be 1");
+    // Dimensions not indexed start at 0: a smaller slice is a plain slice.
+    std::vector<int64_t> lim = ot0.dims;
+    for (size_t e = 0; e < r; ++e) {
+      if (int64_t(e) == d) continue;
+      if (sizes[e] < 0 || sizes[e] > ot0.dims[e] || (has(obd, int64_t(e)) && sizes[e] != 1)) malformed(i, "gather slice sizes out of range");
+      if (!has(obd, int64_t(e))) lim[e] = sizes[e];
+    }
+    int opnd = opnd0;
+    if (lim != ot0.dims) {
+      Op sl;
+      sl.kind = OpKind::slice, sl.operands = {opnd0}, sl.lo.assign(r, 0), sl.hi = lim, sl.strides.assign(r, 1), sl.loc = loc;
+      sl.type = {ot0.dtype, lim};
+      opnd = f_.add(std::move(sl));
+    }
+    const Type ot = f_.ops[opnd].type;
+    // The indices without their vector dimension: the batch shape G.
+    std::vector<int64_t> g;
+    for (size_t k = 0; k < it.dims.size(); ++k)
+      if (int64_t(k) != ivd) g.push_back(it.dims[k]);
+    auto gpos = [&](int64_t k) { return k < ivd ? k : k - 1; };  // an indices dimension's place in G
+    const Type gt{DType::s32, g};
+    int idx = emit(OpKind::reshape, {ind}, {it.dtype, g}, loc);
+    if (it.dtype != DType::s32) idx = emit(OpKind::convert, {idx}, gt, loc);
+    const int64_t n = ot.dims[size_t(d)];
+    idx = emit(OpKind::clamp, {splat(gt, 0, loc), idx, splat(gt, double(std::max<int64_t>(n - 1, 0)), loc)}, gt, loc);
+    std::vector<int64_t> hd = g;
+    hd.push_back(n);
+    std::vector<int64_t> gmap(g.size());
+    for (size_t k = 0; k < g.size(); ++k) gmap[k] = int64_t(k);
+    Op bi;
+    bi.kind = OpKind::broadcast, bi.operands = {idx}, bi.dims = gmap, bi.type = {DType::s32, hd}, bi.loc = loc;
+    Op io;
+    io.kind = OpKind::iota, io.index = int64_t(g.size()), io.type = {DType::s32, hd}, io.loc = loc;
+    Op eq;
+    eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {f_.add(std::move(bi)), f_.add(std::move(io))};
+    eq.type = {DType::pred, hd}, eq.loc = loc;
+    const Type ht{DType::bf16, hd};
+    const int hot = emit(OpKind::select, {f_.add(std::move(eq)), splat(ht, 1, loc), splat(ht, 0, loc)}, ht, loc);
+    // The operand in bf16 parts.
+    std::vector<int> parts;
+    const Type pb{DType::bf16, ot.dims}, pf{DType::f32, ot.dims};
+    if (ot.dtype == DType::bf16) {
+      parts = {opnd};
+    } else {
+      int rest = opnd;
+      for (int k = 0; k < 3; ++k) {
+        parts.push_back(emit(OpKind::convert, {rest}, pb, loc));
+        if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, loc)}, pf, loc);
+      }
+    }
+    // dot(one-hot [G..., n], operand): batch = the batching dims, then the
+    // free dims of G, then the operand's free dims in order.
+    Op dot;
+    dot.kind = OpKind::dot, dot.loc = loc, dot.precision = Precision::highest;
+    for (int64_t k : sibd) dot.lhs_batch.push_back(gpos(k));
+    dot.rhs_batch = obd;
+    dot.lhs_contract = {int64_t(g.size())}, dot.rhs_contract = {d};
+    std::vector<std::pair<char, int64_t>> label;  // ('G', place in G) or ('O', operand dim)
+    std::vector<int64_t> rdims;
+    for (size_t k = 0; k < sibd.size(); ++k) label.push_back({'G', gpos(sibd[k])}), rdims.push_back(g[size_t(gpos(sibd[k]))]);
+    for (size_t k = 0; k < g.size(); ++k)
+      if (!has(dot.lhs_batch, int64_t(k))) label.push_back({'G', int64_t(k)}), rdims.push_back(g[k]);
+    for (size_t e = 0; e < r; ++e)
+      if (int64_t(e) != d && !has(obd, int64_t(e))) label.push_back({'O', int64_t(e)}), rdims.push_back(ot.dims[e]);
+    dot.type = {DType::f32, rdims};
+    int sum = -1;
+    for (int part : parts) {
+      Op dp = dot;
+      dp.operands = {hot, part};
+      const int v = f_.add(std::move(dp));
+      sum = sum < 0 ? v : emit(OpKind::add, {sum, v}, dot.type, loc);
+    }
+    // Into the output's order: offset dims take the operand's kept
+    // dimensions in order (d itself, when kept, is a dimension of 1).
+    std::vector<int64_t> kept;
+    for (size_t e = 0; e < r; ++e)
+      if (!has(collapsed, int64_t(e)) && !has(obd, int64_t(e))) kept.push_back(int64_t(e));
+    if (kept.size() != offset.size() || g.size() + offset.size() != op.type.dims.size()) malformed(i, "gather offset_dims do not match");
+    std::vector<int64_t> perm;
+    size_t next_g = 0, next_o = 0;
+    for (size_t p = 0; p < op.type.dims.size(); ++p) {
+      std::pair<char, int64_t> want = has(offset, int64_t(p)) ? std::pair<char, int64_t>{'O', kept[next_o++]} : std::pair<char, int64_t>{'G', int64_t(next_g++)};
+      if (want == std::pair<char, int64_t>{'O', d}) continue;  // the kept indexed dimension: added by the reshape
+      const auto at = std::find(label.begin(), label.end(), want);
+      if (at == label.end()) malformed(i, "gather dimensions do not match");
+      perm.push_back(int64_t(at - label.begin()));
+    }
+    if (perm.size() != label.size()) malformed(i, "gather dimensions do not match");
+    std::vector<int64_t> tdims;
+    for (int64_t p : perm) tdims.push_back(rdims[size_t(p)]);
+    Op tr;
+    tr.kind = OpKind::transpose, tr.operands = {sum}, tr.dims = perm, tr.type = {DType::f32, tdims}, tr.loc = loc;
+    int res = f_.add(std::move(tr));
+    if (op.type.dtype != DType::f32) res = emit(OpKind::convert, {res}, {op.type.dtype, tdims}, loc);
+    return emit(OpKind::reshape, {res}, op.type, loc);
+  }
+
   // sin and cos in f32 (bf16 operands are widened and the result rounded):
   // q = round(x 2/pi), r = x - q pi/2 in three parts (Cody-Waite; exact
   // products for |q| < 2^16), Cephes' sinf/cosf minimax polynomials on

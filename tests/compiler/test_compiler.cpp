@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -88,6 +89,38 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("unsupported multi-device program") != std::string::npos);
   }
+}
+
+TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
+  // Embedding rows (ids out of range clamp), take_along_axis with batching
+  // dimensions, and a gather that keeps the indexed dimension (size 1) and
+  // slices another: the rewritten IR, interpreted, against direct loops.
+  const std::string text =
+      "HloModule m\n\nENTRY main {\n"
+      "  t = f32[7,5]{1,0} parameter(0)\n  ids = s32[2,3,1]{2,1,0} parameter(1)\n"
+      "  lg = f32[3,7]{1,0} parameter(2)\n  lab = s32[3,1,1]{2,1,0} parameter(3)\n"
+      "  e = f32[2,3,5]{2,1,0} gather(t, ids), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,5}\n"
+      "  p = f32[3,1]{1,0} gather(lg, lab), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+      "  k = f32[2,3,1,4]{3,2,1,0} gather(t, ids), offset_dims={2,3}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,4}\n"
+      "  ROOT r = (f32[2,3,5]{2,1,0}, f32[3,1]{1,0}, f32[2,3,1,4]{3,2,1,0}) tuple(e, p, k)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  auto tensor = [](ir::DType dt, std::vector<int64_t> dims, std::vector<double> v) {
+    ir::Tensor x;
+    x.type = {dt, std::move(dims)}, x.v = std::move(v);
+    return x;
+  };
+  std::vector<double> t(35), lg(21);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = double(float(0.1 * double(i) - 1.7 + 1e-7 * double(i * i)));  // f32 values not exact in bf16
+  for (size_t i = 0; i < lg.size(); ++i) lg[i] = double(float(std::sin(double(i)) * 3.3));
+  const std::vector<double> ids = {0, 6, -4, 3, 9, 2}, lab = {4, 0, 6};
+  const auto out = ir::interpret(f, {tensor(ir::DType::f32, {7, 5}, t), tensor(ir::DType::s32, {2, 3, 1}, ids),
+                                     tensor(ir::DType::f32, {3, 7}, lg), tensor(ir::DType::s32, {3, 1, 1}, lab)});
+  for (size_t g = 0; g < 6; ++g) {
+    const size_t row = size_t(std::clamp<double>(ids[g], 0, 6));
+    for (size_t c = 0; c < 5; ++c) CHECK(out[0].v[g * 5 + c] == t[row * 5 + c]);
+    for (size_t c = 0; c < 4; ++c) CHECK(out[2].v[g * 4 + c] == t[row * 5 + c]);
+  }
+  for (size_t b = 0; b < 3; ++b) CHECK(out[1].v[b] == lg[b * 7 + size_t(lab[b])]);
 }
 
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
