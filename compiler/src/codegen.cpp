@@ -1701,6 +1701,17 @@ void Emitter::matmul(const Kernel& k) {
   std::vector<int64_t> slice_of(size_t(kt + 1), -1);  // the slice a K-step starts, or -1
   for (int64_t sl = 0; sl < KS; ++sl) slice_of[size_t(slice_step[size_t(sl)])] = sl;
   auto slice_k0 = [&](int64_t sl) { return std::min(K, slice_step[size_t(std::min(sl, KS))] * D); };
+  // Weight panels arrive in finer slices (one K-step each while K has at
+  // most 16 steps): a panel row is a whole number of bursts however K is
+  // cut, while A's rows are only one slice wide, so A keeps the coarser cut.
+  const int64_t kpw = kt <= 16 ? 1 : kps;
+  std::vector<int64_t> wslice_step;
+  for (int64_t k = 0; k < kt; k += kpw) wslice_step.push_back(k);
+  const int64_t KSW = int64_t(wslice_step.size());
+  wslice_step.push_back(kt);
+  std::vector<int64_t> wslice_of(size_t(kt + 1), -1);
+  for (int64_t sl = 0; sl < KSW; ++sl) wslice_of[size_t(wslice_step[size_t(sl)])] = sl;
+  auto wslice_k0 = [&](int64_t sl) { return std::min(K, wslice_step[size_t(std::min(sl, KSW))] * D); };
   struct Item {
     int m;
     int64_t j, idx;  // column tile, index among the MXU's items
@@ -1837,7 +1848,7 @@ void Emitter::matmul(const Kernel& k) {
       };
       std::vector<int> gslot(groups, 0);
       // P totals when K-slice s of group g's panel is in
-      std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KS, 0)));
+      std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KSW, 0)));
       auto load_group_slice = [&](int64_t g, int64_t sl) {
         if (sl == 0) {
           const int slot = int(groups_loaded++ % nslots);
@@ -1846,7 +1857,7 @@ void Emitter::matmul(const Kernel& k) {
         }
         const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
         Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
-        const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
+        const int64_t k0 = wslice_k0(sl), k1 = std::min(K, wslice_k0(sl + 1));
         for (int64_t w = 0; w < nw; ++w)
           dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
                  uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
@@ -1856,11 +1867,14 @@ void Emitter::matmul(const Kernel& k) {
         }
       };
       auto load_group = [&](int64_t g) {
-        for (int64_t sl = 0; sl < KS; ++sl) load_group_slice(g, sl);
+        for (int64_t sl = 0; sl < KSW; ++sl) load_group_slice(g, sl);
       };
       // The first block of A and the first group's weights arrive slice by
       // slice, interleaved, so the MXUs start after one slice of each.
-      for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(c0, blocks[0].second, sl), load_group_slice(0, sl);
+      for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
+        load_a_slice(c0, blocks[0].second, sl);
+        for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
+      }
       for (size_t bi = 1; bi < blocks.size(); ++bi)
         for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(blocks[bi].first, blocks[bi].second, sl);
       for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
@@ -1880,11 +1894,12 @@ void Emitter::matmul(const Kernel& k) {
             bool first = true;
             for (int64_t kk = 0; kk < kt; ++kk)
               for (auto [pa, pw] : passes) {
-                if (slice_of[size_t(kk)] >= 0 && first_pass(pa, pw)) {  // a new K-slice: its A and weights are in
-                  if (g == 0) wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
-                  if (first_block) wait(mu.c_str(), P[m], pready[g][m][slice_of[size_t(kk)]]);
-                }
+                // A new K-slice: the weight load waits for its panel rows, the
+                // stream for its A rows (which may still be arriving meanwhile).
+                if (first_pass(pa, pw) && first_block && wslice_of[size_t(kk)] >= 0)
+                  wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
                 mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
+                if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0) wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
                 if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
                 ins("mxu.swap m{}", m);
                 const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
