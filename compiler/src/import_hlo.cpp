@@ -10,6 +10,7 @@
 #include <map>
 
 #include "tpu/ir/import.h"
+#include "tpu/ir/interp.h"
 
 namespace tpu::ir {
 namespace {
@@ -396,6 +397,7 @@ class Importer {
       for (auto* t : tuples) leaves.insert(leaves.end(), t->begin(), t->end());
       return leaves;
     }
+    if (opc == "reduce" && i.shape.tuple) return arg_reduce(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
 
     Op op;
@@ -657,6 +659,110 @@ class Importer {
     int res = f_.add(std::move(tr));
     if (op.type.dtype != DType::f32) res = emit(OpKind::convert, {res}, {op.type.dtype, tdims}, loc);
     return emit(OpKind::reshape, {res}, op.type, loc);
+  }
+
+  // A reduce of (values, indices) pairs whose to_apply behaves like JAX's
+  // argmax or argmin (the extreme value, NaN first; among equal values the
+  // smallest index): told apart by running the region, imported on its own,
+  // through the interpreter on probe pairs. Lowered to a max/min reduce and
+  // a min reduce of the indices where the value equals it (or is NaN).
+  std::vector<int> arg_reduce(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    if (tuples.size() != 4) unsupported(i, "reduce of several operands other than (values, indices)");
+    int in[4];
+    for (size_t k = 0; k < 4; ++k) {
+      if (tuples[k]->size() != 1) unsupported(i, "reduce of tuple operands");
+      in[k] = (*tuples[k])[0];
+    }
+    const Type vt = f_.ops[in[0]].type, it = f_.ops[in[1]].type;
+    if (it.dtype != DType::s32 || it.dims != vt.dims || f_.ops[in[2]].type != Type{vt.dtype, {}} || f_.ops[in[3]].type != Type{DType::s32, {}} ||
+        vt.dtype == DType::pred)
+      unsupported(i, "reduce of several operands other than (values, s32 indices)");
+    const std::string* name = i.attribute("to_apply");
+    const hlo::Computation* c = name ? m_.find(*name) : nullptr;
+    if (!c) malformed(i, "missing or unknown to_apply");
+    const int kind = classify_arg_region(*c, vt.dtype);
+    if (kind == 0) unsupported(i, fmt::format("reduce of (values, indices) whose to_apply ({}) is not an argmax or argmin", *name));
+    const bool is_max = kind > 0;
+    const std::string l = loc(i);
+    const auto dims = ints(i, "dimensions");
+    std::vector<int64_t> kept, kept_dims;
+    for (size_t d = 0; d < vt.dims.size(); ++d)
+      if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept.push_back(int64_t(d)), kept_dims.push_back(vt.dims[d]);
+    auto reduce = [&](int x, int init, Combiner cb, DType dt) {
+      Op r;
+      r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = dims, r.combiner = cb, r.type = {dt, kept_dims}, r.loc = l;
+      return f_.add(std::move(r));
+    };
+    auto cmp = [&](Direction d, int a, int b) {
+      Op o;
+      o.kind = OpKind::compare, o.direction = d, o.operands = {a, b}, o.type = {DType::pred, f_.ops[a].type.dims}, o.loc = l;
+      return f_.add(std::move(o));
+    };
+    auto extreme = [&](int a, int b) {  // the value equals the extreme, or is NaN
+      const int eq = cmp(Direction::EQ, a, b);
+      return is_float(vt.dtype) ? emit(OpKind::or_, {eq, cmp(Direction::NE, a, a)}, f_.ops[eq].type, l) : eq;
+    };
+    const int m = reduce(in[0], in[2], is_max ? Combiner::maximum : Combiner::minimum, vt.dtype);
+    Op mb;
+    mb.kind = OpKind::broadcast, mb.operands = {m}, mb.dims = kept, mb.type = vt, mb.loc = l;
+    const int big = splat({DType::s32, {}}, 2147483647.0, l);
+    const int cand = emit(OpKind::select, {extreme(in[0], f_.add(std::move(mb))), in[1], splat(it, 2147483647.0, l)}, it, l);
+    const Type kt{DType::s32, kept_dims};
+    const int idx = reduce(cand, big, Combiner::minimum, DType::s32);
+    // The init pair takes part like any element.
+    const int iv = emit(OpKind::broadcast, {in[2]}, {vt.dtype, kept_dims}, l);
+    const int ii = emit(OpKind::broadcast, {in[3]}, kt, l);
+    const int with_init = emit(OpKind::minimum, {idx, ii}, kt, l);
+    return {m, emit(OpKind::select, {extreme(iv, m), with_init, idx}, kt, l)};
+  }
+
+  // +1: the region (v0, i0, v1, i1) -> (v, i) is argmax-like, -1 argmin-like, 0 neither.
+  int classify_arg_region(const hlo::Computation& c, DType vdt) const {
+    Importer sub(m_, file_);
+    std::vector<std::vector<int>> args;
+    for (int k = 0; k < 4; ++k) {
+      Op p;
+      p.kind = OpKind::parameter, p.index = k, p.type = {k % 2 ? DType::s32 : vdt, {}};
+      args.push_back({sub.f_.add(std::move(p))});
+    }
+    std::vector<int> res;
+    try {
+      res = sub.computation(c, args);
+    } catch (const Error&) {
+      return 0;
+    }
+    if (res.size() != 2) return 0;
+    sub.f_.results = res;
+    auto run = [&](double v0, double i0, double v1, double i1) {
+      auto scalar = [](DType d, double v) {
+        Tensor t;
+        t.type = {d, {}}, t.v = {v};
+        return t;
+      };
+      const auto out = interpret(sub.f_, {scalar(vdt, v0), scalar(DType::s32, i0), scalar(vdt, v1), scalar(DType::s32, i1)});
+      return std::pair<double, double>{out[0].v[0], out[1].v[0]};
+    };
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int sign : {1, -1}) {
+      // (acc value, acc index, new value, new index) -> expected (value, index)
+      const double hi = sign > 0 ? 2 : 1, lo = sign > 0 ? 1 : 2;
+      struct Probe {
+        double v0, i0, v1, i1, v, i;
+      };
+      std::vector<Probe> probes = {{lo, 5, hi, 3, hi, 3}, {hi, 5, lo, 3, hi, 5}, {hi, 5, hi, 3, hi, 3}, {hi, 3, hi, 5, hi, 3}};
+      if (is_float(vdt)) probes.push_back({nan, 5, hi, 3, nan, 5}), probes.push_back({hi, 5, nan, 3, nan, 3});
+      bool ok = true;
+      try {
+        for (const Probe& p : probes) {
+          const auto [v, idx] = run(p.v0, p.i0, p.v1, p.i1);
+          ok &= (std::isnan(p.v) ? std::isnan(v) : v == p.v) && idx == p.i;
+        }
+      } catch (const Error&) {
+        ok = false;
+      }
+      if (ok) return sign;
+    }
+    return 0;
   }
 
   // sin and cos in f32 (bf16 operands are widened and the result rounded):

@@ -123,6 +123,32 @@ TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
   for (size_t b = 0; b < 3; ++b) CHECK(out[1].v[b] == lg[b * 7 + size_t(lab[b])]);
 }
 
+TEST_CASE("import: argmax/argmin reductions are recognised by what their region computes") {
+  auto module = [](const std::string& tie) {  // JAX's argmax region; `tie` breaks equal values by index
+    return "HloModule m\n\nr {\n  a = f32[] parameter(0)\n  i = s32[] parameter(1)\n  b = f32[] parameter(2)\n  j = s32[] parameter(3)\n"
+           "  gt = pred[] compare(a, b), direction=GT\n  nan = pred[] compare(a, a), direction=NE\n  o = pred[] or(gt, nan)\n"
+           "  v = f32[] select(o, a, b)\n  eq = pred[] compare(a, b), direction=EQ\n  lt = pred[] compare(i, j), direction=" + tie + "\n"
+           "  an = pred[] and(eq, lt)\n  o2 = pred[] or(o, an)\n  k = s32[] select(o2, i, j)\n  ROOT t = (f32[], s32[]) tuple(v, k)\n}\n\n"
+           "ENTRY main {\n  x = f32[3,4]{1,0} parameter(0)\n  io = s32[3,4]{1,0} iota(), iota_dimension=1\n"
+           "  ninf = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
+           "  red = (f32[3]{0}, s32[3]{0}) reduce(x, io, ninf, z), dimensions={1}, to_apply=r\n"
+           "  ROOT idx = s32[3]{0} get-tuple-element(red), index=1\n}\n";
+  };
+  const ir::Function f = ir::import_hlo(hlo::parse(module("LT"), "m.hlo"), "m.hlo");
+  ir::Tensor x;
+  x.type = {ir::DType::f32, {3, 4}};
+  x.v = {1, 3, 3, 2, NAN, 5, NAN, 1, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  const auto out = ir::interpret(f, {x});
+  CHECK(out[0].v == std::vector<double>{1, 0, 0});  // the first maximum; the first NaN; all -inf: index 0
+  // Ties broken towards the larger index are not JAX's argmax: refused.
+  try {
+    ir::import_hlo(hlo::parse(module("GT"), "m.hlo"), "m.hlo");
+    FAIL("imported");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find(": unsupported reduce of (values, indices) whose to_apply (r) is not an argmax or argmin") != std::string::npos);
+  }
+}
+
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
   // x over [-1e4, 1e4] (denser near 0) and special values; the rewritten
   // IR, run by the interpreter, against the C library in double.
