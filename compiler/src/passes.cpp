@@ -407,12 +407,29 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
 Function lower_convolution(const Function& in) {
   Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::convolution) return -1;
-    if (op.batch_groups != 1) throw Error(fmt::format("{}: unsupported convolution with batch_group_count {}", op.loc, op.batch_groups));
     const int x = op.operands[0], k = op.operands[1];
-    const int64_t g = op.feature_groups;
-    if (g == 1) return conv_one_group(b, op, x, k);
     const ConvDims& c = op.conv;
     const Type xt = b.type(x), kt = b.type(k);
+    if (op.batch_groups != 1) {
+      // Batch groups (weight gradients of grouped and depthwise
+      // convolutions): output feature group i sees batch group i.
+      if (op.feature_groups != 1) throw Error(fmt::format("{}: unsupported convolution with both feature and batch groups", op.loc));
+      const int64_t g = op.batch_groups, nb = xt.dims[c.in_batch] / g, cout = kt.dims[c.k_out] / g;
+      std::vector<int> parts;
+      for (int64_t i = 0; i < g; ++i) {
+        std::vector<int64_t> xs(xt.dims.size(), 0), xl = xt.dims, one(xt.dims.size(), 1);
+        xs[c.in_batch] = i * nb, xl[c.in_batch] = (i + 1) * nb;
+        std::vector<int64_t> ks(kt.dims.size(), 0), kl = kt.dims;
+        ks[c.k_out] = i * cout, kl[c.k_out] = (i + 1) * cout;
+        Op sub = op;
+        sub.batch_groups = 1;
+        sub.type.dims[c.out_feature] = cout;
+        parts.push_back(conv_one_group(b, sub, b.slice(x, xs, xl, one), b.slice(k, ks, kl, one)));
+      }
+      return b.concat(parts, c.out_feature);
+    }
+    const int64_t g = op.feature_groups;
+    if (g == 1) return conv_one_group(b, op, x, k);
     const int64_t cin = xt.dims[c.in_feature] / g, cout = kt.dims[c.k_out] / g;
     std::vector<int> parts;
     for (int64_t i = 0; i < g; ++i) {
