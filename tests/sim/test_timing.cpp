@@ -6,7 +6,10 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <map>
+
+#include <unistd.h>
 
 #include "harness.h"
 #include "tpu/isa/target.h"
@@ -41,13 +44,16 @@ uint64_t run_cycles(const std::string& src, const std::string& preset) {
 // from the timeline, on the preset's own issue widths.
 std::map<uint32_t, uint64_t> dispatch_cycles(const std::string& src, const std::string& preset, uint64_t* cycles = nullptr) {
   sim::SimOptions o;
-  o.trace_path = fmt::format("{}/tests/timing_{}.trace.json", TPU_BINARY_DIR, preset);
+  // One file per process and call: CTest runs test cases in parallel.
+  static int calls = 0;
+  o.trace_path = fmt::format("{}/tests/timing_{}_{}_{}.trace.json", TPU_BINARY_DIR, preset, ::getpid(), calls++);
   auto r = simulate(src, preset, {}, o);
   INFO(r.fault.value_or(""));
   REQUIRE_FALSE(r.fault);
   if (cycles) *cycles = r.cycles;
   std::map<uint32_t, uint64_t> at;
   const auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
+  std::remove(o.trace_path.c_str());
   for (const auto& e : trace["traceEvents"])
     if (e["ph"] == "X" && e["tid"] != 0) at[e["args"]["pc"].get<uint32_t>()] = e["args"]["start_cycle"].get<uint64_t>();
   return at;
