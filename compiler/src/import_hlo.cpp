@@ -365,6 +365,29 @@ class Importer {
       for (auto* t : tuples) a.push_back(*t);
       return computation(*callee, a);
     }
+    if (opc == "while") {
+      // Loops run at compile time: the condition must be a constant once
+      // the state before it is known (counted loops: fori_loop, scan), and
+      // the body is imported once per iteration.
+      const std::string* cn = i.attribute("condition");
+      const std::string* bn = i.attribute("body");
+      const hlo::Computation* cond = cn ? m_.find(*cn) : nullptr;
+      const hlo::Computation* body = bn ? m_.find(*bn) : nullptr;
+      if (!cond || !body || tuples.size() != 1) malformed(i, "while needs one operand, a condition and a body");
+      std::vector<int> state = *tuples[0];
+      for (int64_t n = 0;; ++n) {
+        const std::vector<int> c = computation(*cond, {state});
+        const std::optional<double> go = c.size() == 1 ? constant_scalar(c[0]) : std::nullopt;
+        if (!go) unsupported(i, "while loop whose condition is not a compile-time constant (a data-dependent loop)");
+        if (*go == 0) break;
+        if (n == kMaxIterations) unsupported(i, fmt::format("while loop of more than {} iterations", kMaxIterations));
+        if (f_.ops.size() > kMaxUnrolledOps) unsupported(i, fmt::format("while loops unrolled to more than {} operations", kMaxUnrolledOps));
+        state = computation(*body, {state});
+        if (state.size() != tuples[0]->size()) malformed(i, "while body changes the number of values");
+      }
+      return state;
+    }
+    if (opc == "dynamic-slice" || opc == "dynamic-update-slice") return {dynamic_slice(i, tuples, opc == "dynamic-update-slice")};
     if (opc == "custom-call") {
       const std::string* target = i.attribute("custom_call_target");
       const std::string t = target ? *target : "";
@@ -661,6 +684,114 @@ class Importer {
     return emit(OpKind::reshape, {res}, op.type, loc);
   }
 
+  static constexpr int64_t kMaxIterations = 4096;
+  static constexpr size_t kMaxUnrolledOps = 1000000;
+
+  // The value of a scalar the program computes from constants only, or none
+  // (it depends on a parameter, or on something too large to evaluate here).
+  // Each op is evaluated once, by the interpreter.
+  std::optional<double> constant_scalar(int v) {
+    const auto t = constant_tensor(v);
+    if (!t || t->v.size() != 1) return std::nullopt;
+    return t->v[0];
+  }
+  const Tensor* constant_tensor(int v) {
+    std::vector<int> todo = {v};
+    while (!todo.empty()) {
+      const int x = todo.back();
+      if (consts_.count(x)) {
+        todo.pop_back();
+        continue;
+      }
+      const Op& op = f_.ops[size_t(x)];
+      if (op.kind == OpKind::parameter || op.type.elements() > 4096) {
+        consts_[x] = std::nullopt;
+        todo.pop_back();
+        continue;
+      }
+      bool ready = true, known = true;
+      for (int a : op.operands) {
+        auto it = consts_.find(a);
+        if (it == consts_.end()) ready = false, todo.push_back(a);
+        else if (!it->second) known = false;
+      }
+      if (!ready) continue;
+      todo.pop_back();
+      if (!known) {
+        consts_[x] = std::nullopt;
+        continue;
+      }
+      Function g;
+      Op o = op;
+      o.operands.clear();
+      for (int a : op.operands) {
+        Op c;
+        c.kind = OpKind::constant, c.type = consts_[a]->type, c.literal = consts_[a]->v;
+        o.operands.push_back(g.add(std::move(c)));
+      }
+      g.results = {g.add(std::move(o))};
+      consts_[x] = interpret(g, {})[0];
+    }
+    return consts_[v] ? &*consts_[v] : nullptr;
+  }
+
+  // dynamic-slice and dynamic-update-slice with start indices known at
+  // compile time (after loops are unrolled): a slice, or a pad of the update
+  // selected into the operand. Starts are clamped as XLA does.
+  int dynamic_slice(const Instruction& i, const std::vector<const std::vector<int>*>& tuples, bool update) {
+    std::vector<int> in;
+    for (auto* t : tuples) {
+      if (t->size() != 1) unsupported(i, fmt::format("tuple operand of {}", i.opcode));
+      in.push_back((*t)[0]);
+    }
+    const size_t first = update ? 2 : 1;
+    if (in.size() < first) malformed(i, "missing operands");
+    const Type xt = f_.ops[size_t(in[0])].type;
+    const size_t r = xt.dims.size();
+    std::vector<int64_t> sizes = update ? f_.ops[size_t(in[1])].type.dims : ints(i, "dynamic_slice_sizes");
+    if (sizes.size() != r) malformed(i, "slice sizes do not match the operand's rank");
+    std::vector<double> starts;
+    if (in.size() == first + r) {
+      for (size_t k = 0; k < r; ++k) {
+        const auto v = constant_scalar(in[first + k]);
+        if (!v) unsupported(i, fmt::format("{} with a start index computed at run time", i.opcode));
+        starts.push_back(*v);
+      }
+    } else if (in.size() == first + 1 && r > 0) {  // one index vector
+      const Tensor* t = constant_tensor(in[first]);
+      if (!t || t->v.size() != r) unsupported(i, fmt::format("{} with a start index computed at run time", i.opcode));
+      starts = t->v;
+    } else {
+      malformed(i, "wrong number of start indices");
+    }
+    std::vector<int64_t> lo(r), hi(r);
+    for (size_t k = 0; k < r; ++k) {
+      if (sizes[k] < 0 || sizes[k] > xt.dims[k]) malformed(i, "slice larger than the operand");
+      lo[k] = std::clamp<int64_t>(int64_t(starts[k]), 0, xt.dims[k] - sizes[k]);
+      hi[k] = lo[k] + sizes[k];
+    }
+    const std::string l = loc(i);
+    if (!update) {
+      Op sl;
+      sl.kind = OpKind::slice, sl.operands = {in[0]}, sl.lo = lo, sl.hi = hi, sl.strides.assign(r, 1), sl.type = {xt.dtype, sizes}, sl.loc = l;
+      return f_.add(std::move(sl));
+    }
+    std::vector<int64_t> after(r), none(r, 0);
+    for (size_t k = 0; k < r; ++k) after[k] = xt.dims[k] - hi[k];
+    auto pad = [&](int x, int value, const Type& t) {
+      Op p;
+      p.kind = OpKind::pad, p.operands = {x, value}, p.lo = lo, p.hi = after, p.interior = none, p.type = t, p.loc = l;
+      return f_.add(std::move(p));
+    };
+    const Type mt{DType::s32, xt.dims};
+    const int upd = pad(in[1], splat({xt.dtype, {}}, 0, l), xt);
+    const int mask = pad(splat({DType::s32, sizes}, 1, l), splat({DType::s32, {}}, 0, l), mt);
+    Op inside;
+    inside.kind = OpKind::compare, inside.direction = Direction::NE, inside.operands = {mask, splat(mt, 0, l)};
+    inside.type = {DType::pred, xt.dims}, inside.loc = l;
+    return emit(OpKind::select, {f_.add(std::move(inside)), upd, in[0]}, xt, l);
+  }
+
   // A reduce of (values, indices) pairs whose to_apply behaves like JAX's
   // argmax or argmin (the extreme value, NaN first; among equal values the
   // smallest index): told apart by running the region, imported on its own,
@@ -859,6 +990,7 @@ class Importer {
   }
 
   const hlo::Module& m_;
+  std::map<int, std::optional<Tensor>> consts_;  // constant_tensor's memo
   std::string file_;
   Function f_;
   int depth_ = 0;

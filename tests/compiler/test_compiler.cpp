@@ -149,6 +149,40 @@ TEST_CASE("import: argmax/argmin reductions are recognised by what their region 
   }
 }
 
+TEST_CASE("import: counted while loops unroll; dynamic slices with known starts become slices") {
+  const std::string loop =
+      "HloModule m\n\nbody {\n  p = (s32[], f32[3]{0}) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  x = f32[3]{0} get-tuple-element(p), index=1\n  two = f32[] constant(2)\n  tb = f32[3]{0} broadcast(two), dimensions={}\n"
+      "  y = f32[3]{0} multiply(x, tb)\n  one = s32[] constant(1)\n  j = s32[] add(i, one)\n  ROOT r = (s32[], f32[3]{0}) tuple(j, y)\n}\n\n"
+      "cond {\n  p = (s32[], f32[3]{0}) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  n = s32[] constant(5)\n"
+      "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n"
+      "ENTRY main {\n  x = f32[3]{0} parameter(0)\n  z = s32[] constant(0)\n  t = (s32[], f32[3]{0}) tuple(z, x)\n"
+      "  w = (s32[], f32[3]{0}) while(t), condition=cond, body=body\n  y = f32[3]{0} get-tuple-element(w), index=1\n"
+      "  k = s32[] constant(7)\n  s = f32[2]{0} dynamic-slice(y, k), dynamic_slice_sizes={2}\n"
+      "  u = f32[1]{0} slice(x), slice={[0:1]}\n  m = s32[] constant(-3)\n  d = f32[3]{0} dynamic-update-slice(y, u, m)\n"
+      "  ROOT r = (f32[3]{0}, f32[2]{0}, f32[3]{0}) tuple(y, s, d)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(loop, "m.hlo"), "m.hlo");
+  ir::Tensor x;
+  x.type = {ir::DType::f32, {3}}, x.v = {1, -2, 0.5};
+  const auto out = ir::interpret(f, {x});
+  CHECK(out[0].v == std::vector<double>{32, -64, 16});  // five doublings
+  CHECK(out[1].v == std::vector<double>{-64, 16});      // start 7 clamps to 1
+  CHECK(out[2].v == std::vector<double>{1, -64, 16});   // start -3 clamps to 0
+  // A loop whose trip count depends on an input cannot run at compile time.
+  const std::string data_dep =
+      "HloModule m\n\nbody {\n  p = (f32[]) parameter(0)\n  x = f32[] get-tuple-element(p), index=0\n  h = f32[] constant(0.5)\n"
+      "  y = f32[] multiply(x, h)\n  ROOT r = (f32[]) tuple(y)\n}\n\ncond {\n  p = (f32[]) parameter(0)\n"
+      "  x = f32[] get-tuple-element(p), index=0\n  one = f32[] constant(1)\n  ROOT gt = pred[] compare(x, one), direction=GT\n}\n\n"
+      "ENTRY main {\n  x = f32[] parameter(0)\n  t = (f32[]) tuple(x)\n  w = (f32[]) while(t), condition=cond, body=body\n"
+      "  ROOT y = f32[] get-tuple-element(w), index=0\n}\n";
+  try {
+    ir::import_hlo(hlo::parse(data_dep, "m.hlo"), "m.hlo");
+    FAIL("imported");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("unsupported while loop whose condition is not a compile-time constant") != std::string::npos);
+  }
+}
+
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
   // x over [-1e4, 1e4] (denser near 0) and special values; the rewritten
   // IR, run by the interpreter, against the C library in double.
