@@ -183,6 +183,29 @@ TEST_CASE("import: counted while loops unroll; dynamic slices with known starts 
   }
 }
 
+TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {
+  const std::string text =
+      "HloModule m\n\nENTRY main {\n  x = f32[12]{0} parameter(0)\n  y = f32[12]{0} parameter(1)\n  i = s32[12]{0} parameter(2)\n"
+      "  j = s32[12]{0} parameter(3)\n  r = f32[12]{0} remainder(x, y)\n  ri = s32[12]{0} remainder(i, j)\n"
+      "  a = f32[12]{0} round-nearest-afz(x)\n  ROOT t = (f32[12]{0}, s32[12]{0}, f32[12]{0}) tuple(r, ri, a)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  auto tensor = [](ir::DType dt, std::vector<double> v) {
+    ir::Tensor t;
+    t.type = {dt, {int64_t(v.size())}}, t.v = std::move(v);
+    return t;
+  };
+  const std::vector<double> x = {5.5, -5.5, 2.5, -2.5, 0.5, -0.5, double(0.49999997f), 7, -7.25, 1e6 + 0.5, 8388609, -0.0};
+  const std::vector<double> y = {2, 2, -2, -2, double(0.3f), double(0.3f), 1, 3, 2.5, 3, 5, 1};
+  const std::vector<double> i = {7, -7, 7, -7, 0, 5, 13, -13, 2, 100, -1, 3}, j = {3, 3, -3, -3, 4, 5, 4, 4, 7, 7, 2, -2};
+  const auto out = ir::interpret(f, {tensor(ir::DType::f32, x), tensor(ir::DType::f32, y), tensor(ir::DType::s32, i), tensor(ir::DType::s32, j)});
+  for (size_t k = 0; k < x.size(); ++k) {
+    INFO("x " << x[k] << " y " << y[k]);
+    CHECK(float(out[0].v[k]) == std::fmod(float(x[k]), float(y[k])));
+    CHECK(out[1].v[k] == double(int32_t(i[k]) % int32_t(j[k])));
+    CHECK(float(out[2].v[k]) == std::round(float(x[k])));
+  }
+}
+
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
   // x over [-1e4, 1e4] (denser near 0) and special values; the rewritten
   // IR, run by the interpreter, against the C library in double.
