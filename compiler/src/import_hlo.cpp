@@ -469,6 +469,7 @@ class Importer {
     if (opc == "remainder" || opc == "round-nearest-afz") return {rounding(i, op, opc)};
     if (opc == "sine" || opc == "cosine") return {sin_cos(i, op, opc == "cosine")};
     if (opc == "gather") return {gather(i, op)};
+    if (opc == "scatter") return {scatter(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
@@ -930,6 +931,185 @@ class Importer {
     int q = bin(OpKind::divide, x, y);
     if (is_float(t.dtype)) q = bin(OpKind::multiply, un(OpKind::sign, q), un(OpKind::floor, un(OpKind::abs, q)));  // toward zero
     return bin(OpKind::subtract, x, bin(OpKind::multiply, q, y));
+  }
+
+  // scatter into one operand dimension d (the gradient of a gather:
+  // embedding gradients, take_along_axis's): the updates, weighted by a
+  // one-hot row per index, summed by a dot contracting the index batch, then
+  // added to the operand (to_apply add) or put in place of the rows they
+  // hit (to_apply returning the update). An index outside the dimension
+  // matches no row, so its update is dropped, as XLA drops it. f32 updates
+  // go as three bf16 parts (one-hot products are exact; the sums round in
+  // f32 as any f32 sum does).
+  int scatter(const Instruction& i, const Op& op) {
+    if (op.operands.size() != 3) unsupported(i, "scatter of several operands");
+    const int opnd = op.operands[0], ind = op.operands[1], upd = op.operands[2];
+    const Type ot = f_.ops[size_t(opnd)].type, it = f_.ops[size_t(ind)].type, ut = f_.ops[size_t(upd)].type;
+    const std::string& l = op.loc;
+    const auto uwd = ints(i, "update_window_dims"), iwd = ints(i, "inserted_window_dims"), sdod = ints(i, "scatter_dims_to_operand_dims");
+    const auto ibd = ints(i, "input_batching_dims", false), sibd = ints(i, "scatter_indices_batching_dims", false);
+    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
+    const size_t r = ot.dims.size();
+    if (!is_float(ot.dtype) || ut.dtype != ot.dtype || op.type != ot) unsupported(i, "scatter of integer values (it is a one-hot dot on this machine)");
+    if (it.dtype != DType::s32 && it.dtype != DType::s8) malformed(i, "scatter indices must be integers");
+    if (sdod.size() != 1) unsupported(i, "scatter with an index over several dimensions");
+    if (ibd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) || (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
+      malformed(i, "inconsistent scatter dimensions");
+    // The combiner: add, or assign (the region returns its second parameter).
+    const std::string* an = i.attribute("to_apply");
+    const hlo::Computation* ac = an ? m_.find(*an) : nullptr;
+    if (!ac) malformed(i, "missing or unknown to_apply");
+    const Instruction* root = ac->root();
+    bool assign = false;
+    if (root && root->opcode == "parameter" && root->literal == "1") {
+      assign = true;
+    } else if (combiner(i) != Combiner::add) {
+      unsupported(i, fmt::format("scatter whose to_apply ({}) is not add or assignment", *an));
+    }
+    const int64_t d = sdod[0];
+    auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+    // Index batch shape G (indices without the vector dimension), and the
+    // updates' dimensions: scatter dims (G, in order) and window dims.
+    std::vector<int64_t> g;
+    for (size_t k = 0; k < it.dims.size(); ++k)
+      if (int64_t(k) != ivd) g.push_back(it.dims[k]);
+    auto gpos = [&](int64_t k) { return k < ivd ? k : k - 1; };
+    std::vector<int64_t> uscatter;  // update dims of G, in order
+    for (size_t k = 0; k < ut.dims.size(); ++k)
+      if (!has(uwd, int64_t(k))) uscatter.push_back(int64_t(k));
+    std::vector<int64_t> window_operand;  // operand dims the window dims cover, in order
+    for (size_t e = 0; e < r; ++e)
+      if (!has(iwd, int64_t(e)) && !has(ibd, int64_t(e))) window_operand.push_back(int64_t(e));
+    if (d < 0 || d >= int64_t(r) || has(ibd, d) || uscatter.size() != g.size() || window_operand.size() != uwd.size())
+      malformed(i, "inconsistent scatter dimensions");
+    for (size_t k = 0; k < g.size(); ++k)
+      if (ut.dims[size_t(uscatter[k])] != g[k]) malformed(i, "updates do not match the indices");
+    for (size_t k = 0; k < uwd.size(); ++k) {
+      const int64_t e = window_operand[k], w = ut.dims[size_t(uwd[k])];
+      if (e == d ? w != 1 : w != ot.dims[size_t(e)])
+        unsupported(i, "scatter whose update windows do not cover the operand's other dimensions");
+    }
+    // One-hot rows of the indices: [G..., n].
+    const Type gt{DType::s32, g};
+    int idx = emit(OpKind::reshape, {ind}, {it.dtype, g}, l);
+    if (it.dtype != DType::s32) idx = emit(OpKind::convert, {idx}, gt, l);
+    const int64_t n = ot.dims[size_t(d)];
+    std::vector<int64_t> hd = g;
+    hd.push_back(n);
+    std::vector<int64_t> gmap(g.size());
+    for (size_t k = 0; k < g.size(); ++k) gmap[k] = int64_t(k);
+    Op bi;
+    bi.kind = OpKind::broadcast, bi.operands = {idx}, bi.dims = gmap, bi.type = {DType::s32, hd}, bi.loc = l;
+    Op io;
+    io.kind = OpKind::iota, io.index = int64_t(g.size()), io.type = {DType::s32, hd}, io.loc = l;
+    Op eq;
+    eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {f_.add(std::move(bi)), f_.add(std::move(io))};
+    eq.type = {DType::pred, hd}, eq.loc = l;
+    const Type ht{DType::bf16, hd};
+    int hit = f_.add(std::move(eq));
+    if (assign) {
+      // Duplicate indices: the last update in index order wins (XLA leaves
+      // the order open). An update is dropped when a later one has the same
+      // index: a [G, G] comparison over the flattened index batch.
+      if (!ibd.empty()) unsupported(i, "assigning scatter with batching dimensions");
+      int64_t gn = 1;
+      for (int64_t x : g) gn *= x;
+      if (gn > 4096) unsupported(i, "assigning scatter of more than 4096 updates");
+      const Type flat{DType::s32, {gn}}, sq{DType::s32, {gn, gn}}, sqp{DType::pred, {gn, gn}};
+      const int fi = emit(OpKind::reshape, {idx}, flat, l);
+      auto bc = [&](int x, int64_t dim) {
+        Op b;
+        b.kind = OpKind::broadcast, b.operands = {x}, b.dims = {dim}, b.type = sq, b.loc = l;
+        return f_.add(std::move(b));
+      };
+      auto cmp2 = [&](Direction dir, int a, int b) {
+        Op c;
+        c.kind = OpKind::compare, c.direction = dir, c.operands = {a, b}, c.type = sqp, c.loc = l;
+        return f_.add(std::move(c));
+      };
+      auto iota2 = [&](int64_t dim) {
+        Op o;
+        o.kind = OpKind::iota, o.index = dim, o.type = sq, o.loc = l;
+        return f_.add(std::move(o));
+      };
+      const int same_later = emit(OpKind::and_, {cmp2(Direction::EQ, bc(fi, 0), bc(fi, 1)), cmp2(Direction::GT, iota2(1), iota2(0))}, sqp, l);
+      const int as_int = emit(OpKind::select, {same_later, splat(sq, 1, l), splat(sq, 0, l)}, sq, l);
+      Op red;
+      red.kind = OpKind::reduce, red.operands = {as_int, splat({DType::s32, {}}, 0, l)}, red.dims = {1}, red.combiner = Combiner::maximum;
+      red.type = flat, red.loc = l;
+      const int overwritten = emit(OpKind::reshape, {f_.add(std::move(red))}, gt, l);
+      Op keep;
+      keep.kind = OpKind::compare, keep.direction = Direction::EQ, keep.operands = {overwritten, splat(gt, 0, l)};
+      keep.type = {DType::pred, g}, keep.loc = l;
+      Op kb;
+      kb.kind = OpKind::broadcast, kb.operands = {f_.add(std::move(keep))}, kb.dims = gmap, kb.type = {DType::pred, hd}, kb.loc = l;
+      hit = emit(OpKind::and_, {hit, f_.add(std::move(kb))}, {DType::pred, hd}, l);
+    }
+    const int hot = emit(OpKind::select, {hit, splat(ht, 1, l), splat(ht, 0, l)}, ht, l);
+    // dot(one-hot, updates): batch = batching dims; contract the other
+    // index dims; result [batch..., n, window dims in update order].
+    Op dot;
+    dot.kind = OpKind::dot, dot.loc = l, dot.precision = Precision::highest;
+    std::vector<std::pair<char, int64_t>> label;  // ('B', operand dim) / ('D', d) / ('W', operand dim)
+    std::vector<int64_t> rdims;
+    for (size_t k = 0; k < sibd.size(); ++k) {
+      const int64_t gp = gpos(sibd[k]);
+      dot.lhs_batch.push_back(gp), dot.rhs_batch.push_back(uscatter[size_t(gp)]);
+      label.push_back({'B', ibd[k]}), rdims.push_back(g[size_t(gp)]);
+    }
+    for (size_t k = 0; k < g.size(); ++k)
+      if (!has(dot.lhs_batch, int64_t(k))) dot.lhs_contract.push_back(int64_t(k)), dot.rhs_contract.push_back(uscatter[k]);
+    label.push_back({'D', d}), rdims.push_back(n);
+    for (size_t k = 0; k < uwd.size(); ++k)
+      if (window_operand[k] != d) label.push_back({'W', window_operand[k]}), rdims.push_back(ut.dims[size_t(uwd[k])]);
+    dot.type = {DType::f32, rdims};
+    std::vector<int> parts;
+    const Type pb{DType::bf16, ut.dims}, pf{DType::f32, ut.dims};
+    if (ut.dtype == DType::bf16) {
+      parts = {upd};
+    } else {
+      int rest = upd;
+      for (int k = 0; k < 3; ++k) {
+        parts.push_back(emit(OpKind::convert, {rest}, pb, l));
+        if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, l)}, pf, l);
+      }
+    }
+    auto dots = [&](int lhs, const std::vector<int>& rhs) {
+      int sum = -1;
+      for (int part : rhs) {
+        Op dp = dot;
+        dp.operands = {lhs, part};
+        const int v = f_.add(std::move(dp));
+        sum = sum < 0 ? v : emit(OpKind::add, {sum, v}, dot.type, l);
+      }
+      return sum;
+    };
+    // Into the operand's dimension order (a window dim of d, if any, is 1).
+    std::vector<int64_t> perm;
+    for (size_t e = 0; e < r; ++e) {
+      const char want = has(ibd, int64_t(e)) ? 'B' : int64_t(e) == d ? 'D' : 'W';
+      const auto at = std::find(label.begin(), label.end(), std::pair<char, int64_t>{want, int64_t(e)});
+      if (at == label.end()) malformed(i, "scatter dimensions do not match");
+      perm.push_back(int64_t(at - label.begin()));
+    }
+    auto to_operand = [&](int v, DType dt) {
+      std::vector<int64_t> tdims;
+      for (int64_t p : perm) tdims.push_back(rdims[size_t(p)]);
+      Op tr;
+      tr.kind = OpKind::transpose, tr.operands = {v}, tr.dims = perm, tr.type = {f_.ops[size_t(v)].type.dtype, tdims}, tr.loc = l;
+      int x = f_.add(std::move(tr));
+      if (f_.ops[size_t(x)].type.dtype != dt) x = emit(OpKind::convert, {x}, {dt, tdims}, l);
+      return x;
+    };
+    const int sum = to_operand(dots(hot, parts), ot.dtype);
+    if (!assign) return emit(OpKind::add, {opnd, sum}, ot, l);
+    // Assignment: rows hit by an update take it.
+    const int ones = splat({DType::bf16, ut.dims}, 1, l);
+    const int hits = to_operand(dots(hot, {ones}), DType::f32);
+    Op any;
+    any.kind = OpKind::compare, any.direction = Direction::NE, any.operands = {hits, splat({DType::f32, ot.dims}, 0, l)};
+    any.type = {DType::pred, ot.dims}, any.loc = l;
+    return emit(OpKind::select, {f_.add(std::move(any)), sum, opnd}, ot, l);
   }
 
   // sin and cos in f32 (bf16 operands are widened and the result rounded):

@@ -206,6 +206,43 @@ TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {
   }
 }
 
+TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices out of range") {
+  const std::string text =
+      "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+      "set {\n  a = f32[] parameter(0)\n  ROOT b = f32[] parameter(1)\n}\n\nENTRY main {\n"
+      "  base = f32[5,3]{1,0} parameter(0)\n  ids = s32[4,1]{1,0} parameter(1)\n  upd = f32[4,3]{1,0} parameter(2)\n"
+      "  lg = f32[2,5]{1,0} parameter(3)\n  lab = s32[2,1,1]{2,1,0} parameter(4)\n  g = f32[2,1]{1,0} parameter(5)\n"
+      "  e = f32[5,3]{1,0} scatter(base, ids, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+      "  t = f32[2,5]{1,0} scatter(lg, lab, g), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add\n"
+      "  s = f32[5,3]{1,0} scatter(base, ids, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set\n"
+      "  ROOT r = (f32[5,3]{1,0}, f32[2,5]{1,0}, f32[5,3]{1,0}) tuple(e, t, s)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  auto tensor = [](ir::DType dt, std::vector<int64_t> dims, std::vector<double> v) {
+    ir::Tensor x;
+    x.type = {dt, std::move(dims)}, x.v = std::move(v);
+    return x;
+  };
+  std::vector<double> base(15), upd(12), lg(10);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = double(i) - 7.5;
+  for (size_t i = 0; i < upd.size(); ++i) upd[i] = double(float(0.37 * double(i) + 0.01));  // not exact in bf16
+  for (size_t i = 0; i < lg.size(); ++i) lg[i] = double(i) * 0.5;
+  const std::vector<double> ids = {1, 4, 1, 7}, lab = {3, 0}, g = {2.5, -1.25};  // 1 twice; 7 is out of range
+  const auto out = ir::interpret(f, {tensor(ir::DType::f32, {5, 3}, base), tensor(ir::DType::s32, {4, 1}, ids), tensor(ir::DType::f32, {4, 3}, upd),
+                                     tensor(ir::DType::f32, {2, 5}, lg), tensor(ir::DType::s32, {2, 1, 1}, lab), tensor(ir::DType::f32, {2, 1}, g)});
+  std::vector<double> add = base, set = base, t = lg;
+  for (size_t k = 0; k < 4; ++k) {
+    if (ids[k] < 0 || ids[k] >= 5) continue;
+    for (size_t c = 0; c < 3; ++c) {
+      add[size_t(ids[k]) * 3 + c] = double(float(add[size_t(ids[k]) * 3 + c] + upd[k * 3 + c]));
+      set[size_t(ids[k]) * 3 + c] = upd[k * 3 + c];  // the last update of a row wins
+    }
+  }
+  for (size_t b = 0; b < 2; ++b) t[b * 5 + size_t(lab[b])] += g[b];
+  for (size_t k = 0; k < add.size(); ++k) CHECK(std::fabs(out[0].v[k] - add[k]) <= 1e-6 * std::fabs(add[k]) + 1e-7);
+  CHECK(out[1].v == t);
+  CHECK(out[2].v == set);
+}
+
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
   // x over [-1e4, 1e4] (denser near 0) and special values; the rewritten
   // IR, run by the interpreter, against the C library in double.
