@@ -563,6 +563,67 @@ class Importer {
     return f_.add(std::move(o));
   }
   // A constant of t's dtype broadcast to t's shape.
+  // The index batch of gather/scatter indices (their shape without the
+  // index vector dimension) and, per index, a one-hot row over n positions:
+  // hit[G..., v] = (index == v), with the index clamped into range first
+  // when `clamp` (gather clamps; scatter drops what is out of range).
+  struct OneHot {
+    std::vector<int64_t> g, gmap;  // the batch shape; its dims 0..|G|-1
+    int idx = -1, hit = -1;        // s32[G], pred[G..., n]
+  };
+  OneHot one_hot(int ind, int64_t ivd, int64_t n, bool clamp, const std::string& loc) {
+    const Type it = f_.ops[size_t(ind)].type;
+    OneHot h;
+    for (size_t k = 0; k < it.dims.size(); ++k)
+      if (int64_t(k) != ivd) h.g.push_back(it.dims[k]);
+    for (size_t k = 0; k < h.g.size(); ++k) h.gmap.push_back(int64_t(k));
+    const Type gt{DType::s32, h.g};
+    h.idx = emit(OpKind::reshape, {ind}, {it.dtype, h.g}, loc);
+    if (it.dtype != DType::s32) h.idx = emit(OpKind::convert, {h.idx}, gt, loc);
+    if (clamp) h.idx = emit(OpKind::clamp, {splat(gt, 0, loc), h.idx, splat(gt, double(std::max<int64_t>(n - 1, 0)), loc)}, gt, loc);
+    std::vector<int64_t> hd = h.g;
+    hd.push_back(n);
+    Op bi;
+    bi.kind = OpKind::broadcast, bi.operands = {h.idx}, bi.dims = h.gmap, bi.type = {DType::s32, hd}, bi.loc = loc;
+    Op io;
+    io.kind = OpKind::iota, io.index = int64_t(h.g.size()), io.type = {DType::s32, hd}, io.loc = loc;
+    Op eq;
+    eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {f_.add(std::move(bi)), f_.add(std::move(io))};
+    eq.type = {DType::pred, hd}, eq.loc = loc;
+    h.hit = f_.add(std::move(eq));
+    return h;
+  }
+  // 1/0 in bf16 where `hit` holds.
+  int ones_where(int hit, const std::string& loc) {
+    const Type ht{DType::bf16, f_.ops[size_t(hit)].type.dims};
+    return emit(OpKind::select, {hit, splat(ht, 1, loc), splat(ht, 0, loc)}, ht, loc);
+  }
+  // A float tensor as bf16 parts that sum to it exactly: itself if bf16,
+  // else b0 = bf16(x), b1 = bf16(x - b0), b2 = bf16(x - b0 - b1).
+  std::vector<int> bf16_parts(int x, const std::string& loc) {
+    const Type t = f_.ops[size_t(x)].type;
+    if (t.dtype == DType::bf16) return {x};
+    const Type pb{DType::bf16, t.dims}, pf{DType::f32, t.dims};
+    std::vector<int> parts;
+    int rest = x;
+    for (int k = 0; k < 3; ++k) {
+      parts.push_back(emit(OpKind::convert, {rest}, pb, loc));
+      if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, loc)}, pf, loc);
+    }
+    return parts;
+  }
+  // The sum of `dot` (its dimensions and type set) applied to lhs and each part.
+  int dot_sum(const Op& dot, int lhs, const std::vector<int>& parts) {
+    int sum = -1;
+    for (int part : parts) {
+      Op dp = dot;
+      dp.operands = {lhs, part};
+      const int v = f_.add(std::move(dp));
+      sum = sum < 0 ? v : emit(OpKind::add, {sum, v}, dot.type, dot.loc);
+    }
+    return sum;
+  }
+
   // gather along one operand dimension d (start_index_map = {d}, one index
   // per slice; embedding lookups, take_along_axis with batching dims): the
   // machine has no data-dependent addressing, so the index becomes a
@@ -605,40 +666,11 @@ class Importer {
     }
     const Type ot = f_.ops[opnd].type;
     // The indices without their vector dimension: the batch shape G.
-    std::vector<int64_t> g;
-    for (size_t k = 0; k < it.dims.size(); ++k)
-      if (int64_t(k) != ivd) g.push_back(it.dims[k]);
-    auto gpos = [&](int64_t k) { return k < ivd ? k : k - 1; };  // an indices dimension's place in G
-    const Type gt{DType::s32, g};
-    int idx = emit(OpKind::reshape, {ind}, {it.dtype, g}, loc);
-    if (it.dtype != DType::s32) idx = emit(OpKind::convert, {idx}, gt, loc);
     const int64_t n = ot.dims[size_t(d)];
-    idx = emit(OpKind::clamp, {splat(gt, 0, loc), idx, splat(gt, double(std::max<int64_t>(n - 1, 0)), loc)}, gt, loc);
-    std::vector<int64_t> hd = g;
-    hd.push_back(n);
-    std::vector<int64_t> gmap(g.size());
-    for (size_t k = 0; k < g.size(); ++k) gmap[k] = int64_t(k);
-    Op bi;
-    bi.kind = OpKind::broadcast, bi.operands = {idx}, bi.dims = gmap, bi.type = {DType::s32, hd}, bi.loc = loc;
-    Op io;
-    io.kind = OpKind::iota, io.index = int64_t(g.size()), io.type = {DType::s32, hd}, io.loc = loc;
-    Op eq;
-    eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {f_.add(std::move(bi)), f_.add(std::move(io))};
-    eq.type = {DType::pred, hd}, eq.loc = loc;
-    const Type ht{DType::bf16, hd};
-    const int hot = emit(OpKind::select, {f_.add(std::move(eq)), splat(ht, 1, loc), splat(ht, 0, loc)}, ht, loc);
-    // The operand in bf16 parts.
-    std::vector<int> parts;
-    const Type pb{DType::bf16, ot.dims}, pf{DType::f32, ot.dims};
-    if (ot.dtype == DType::bf16) {
-      parts = {opnd};
-    } else {
-      int rest = opnd;
-      for (int k = 0; k < 3; ++k) {
-        parts.push_back(emit(OpKind::convert, {rest}, pb, loc));
-        if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, loc)}, pf, loc);
-      }
-    }
+    const OneHot oh = one_hot(ind, ivd, n, true, loc);
+    const std::vector<int64_t>& g = oh.g;
+    auto gpos = [&](int64_t k) { return k < ivd ? k : k - 1; };  // an indices dimension's place in G
+    const int hot = ones_where(oh.hit, loc);
     // dot(one-hot [G..., n], operand): batch = the batching dims, then the
     // free dims of G, then the operand's free dims in order.
     Op dot;
@@ -654,13 +686,7 @@ class Importer {
     for (size_t e = 0; e < r; ++e)
       if (int64_t(e) != d && !has(obd, int64_t(e))) label.push_back({'O', int64_t(e)}), rdims.push_back(ot.dims[e]);
     dot.type = {DType::f32, rdims};
-    int sum = -1;
-    for (int part : parts) {
-      Op dp = dot;
-      dp.operands = {hot, part};
-      const int v = f_.add(std::move(dp));
-      sum = sum < 0 ? v : emit(OpKind::add, {sum, v}, dot.type, loc);
-    }
+    const int sum = dot_sum(dot, hot, bf16_parts(opnd, loc));
     // Into the output's order: offset dims take the operand's kept
     // dimensions in order (d itself, when kept, is a dimension of 1).
     std::vector<int64_t> kept;
@@ -698,27 +724,27 @@ class Importer {
     return t->v[0];
   }
   const Tensor* constant_tensor(int v) {
-    std::vector<int> todo = {v};
-    while (!todo.empty()) {
-      const int x = todo.back();
+    std::vector<int> pending = {v};
+    while (!pending.empty()) {
+      const int x = pending.back();
       if (consts_.count(x)) {
-        todo.pop_back();
+        pending.pop_back();
         continue;
       }
       const Op& op = f_.ops[size_t(x)];
       if (op.kind == OpKind::parameter || op.type.elements() > 4096) {
         consts_[x] = std::nullopt;
-        todo.pop_back();
+        pending.pop_back();
         continue;
       }
       bool ready = true, known = true;
       for (int a : op.operands) {
         auto it = consts_.find(a);
-        if (it == consts_.end()) ready = false, todo.push_back(a);
+        if (it == consts_.end()) ready = false, pending.push_back(a);
         else if (!it->second) known = false;
       }
       if (!ready) continue;
-      todo.pop_back();
+      pending.pop_back();
       if (!known) {
         consts_[x] = std::nullopt;
         continue;
@@ -970,9 +996,9 @@ class Importer {
     auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
     // Index batch shape G (indices without the vector dimension), and the
     // updates' dimensions: scatter dims (G, in order) and window dims.
-    std::vector<int64_t> g;
-    for (size_t k = 0; k < it.dims.size(); ++k)
-      if (int64_t(k) != ivd) g.push_back(it.dims[k]);
+    const int64_t n = ot.dims[size_t(d)];
+    const OneHot oh = one_hot(ind, ivd, n, false, l);
+    const std::vector<int64_t>& g = oh.g;
     auto gpos = [&](int64_t k) { return k < ivd ? k : k - 1; };
     std::vector<int64_t> uscatter;  // update dims of G, in order
     for (size_t k = 0; k < ut.dims.size(); ++k)
@@ -989,24 +1015,11 @@ class Importer {
       if (e == d ? w != 1 : w != ot.dims[size_t(e)])
         unsupported(i, "scatter whose update windows do not cover the operand's other dimensions");
     }
-    // One-hot rows of the indices: [G..., n].
     const Type gt{DType::s32, g};
-    int idx = emit(OpKind::reshape, {ind}, {it.dtype, g}, l);
-    if (it.dtype != DType::s32) idx = emit(OpKind::convert, {idx}, gt, l);
-    const int64_t n = ot.dims[size_t(d)];
+    const std::vector<int64_t>& gmap = oh.gmap;
     std::vector<int64_t> hd = g;
     hd.push_back(n);
-    std::vector<int64_t> gmap(g.size());
-    for (size_t k = 0; k < g.size(); ++k) gmap[k] = int64_t(k);
-    Op bi;
-    bi.kind = OpKind::broadcast, bi.operands = {idx}, bi.dims = gmap, bi.type = {DType::s32, hd}, bi.loc = l;
-    Op io;
-    io.kind = OpKind::iota, io.index = int64_t(g.size()), io.type = {DType::s32, hd}, io.loc = l;
-    Op eq;
-    eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {f_.add(std::move(bi)), f_.add(std::move(io))};
-    eq.type = {DType::pred, hd}, eq.loc = l;
-    const Type ht{DType::bf16, hd};
-    int hit = f_.add(std::move(eq));
+    int hit = oh.hit;
     if (assign) {
       // Duplicate indices: the last update in index order wins (XLA leaves
       // the order open). An update is dropped when a later one has the same
@@ -1016,7 +1029,7 @@ class Importer {
       for (int64_t x : g) gn *= x;
       if (gn > 4096) unsupported(i, "assigning scatter of more than 4096 updates");
       const Type flat{DType::s32, {gn}}, sq{DType::s32, {gn, gn}}, sqp{DType::pred, {gn, gn}};
-      const int fi = emit(OpKind::reshape, {idx}, flat, l);
+      const int fi = emit(OpKind::reshape, {oh.idx}, flat, l);
       auto bc = [&](int x, int64_t dim) {
         Op b;
         b.kind = OpKind::broadcast, b.operands = {x}, b.dims = {dim}, b.type = sq, b.loc = l;
@@ -1045,7 +1058,7 @@ class Importer {
       kb.kind = OpKind::broadcast, kb.operands = {f_.add(std::move(keep))}, kb.dims = gmap, kb.type = {DType::pred, hd}, kb.loc = l;
       hit = emit(OpKind::and_, {hit, f_.add(std::move(kb))}, {DType::pred, hd}, l);
     }
-    const int hot = emit(OpKind::select, {hit, splat(ht, 1, l), splat(ht, 0, l)}, ht, l);
+    const int hot = ones_where(hit, l);
     // dot(one-hot, updates): batch = batching dims; contract the other
     // index dims; result [batch..., n, window dims in update order].
     Op dot;
@@ -1063,27 +1076,6 @@ class Importer {
     for (size_t k = 0; k < uwd.size(); ++k)
       if (window_operand[k] != d) label.push_back({'W', window_operand[k]}), rdims.push_back(ut.dims[size_t(uwd[k])]);
     dot.type = {DType::f32, rdims};
-    std::vector<int> parts;
-    const Type pb{DType::bf16, ut.dims}, pf{DType::f32, ut.dims};
-    if (ut.dtype == DType::bf16) {
-      parts = {upd};
-    } else {
-      int rest = upd;
-      for (int k = 0; k < 3; ++k) {
-        parts.push_back(emit(OpKind::convert, {rest}, pb, l));
-        if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, l)}, pf, l);
-      }
-    }
-    auto dots = [&](int lhs, const std::vector<int>& rhs) {
-      int sum = -1;
-      for (int part : rhs) {
-        Op dp = dot;
-        dp.operands = {lhs, part};
-        const int v = f_.add(std::move(dp));
-        sum = sum < 0 ? v : emit(OpKind::add, {sum, v}, dot.type, l);
-      }
-      return sum;
-    };
     // Into the operand's dimension order (a window dim of d, if any, is 1).
     std::vector<int64_t> perm;
     for (size_t e = 0; e < r; ++e) {
@@ -1101,11 +1093,11 @@ class Importer {
       if (f_.ops[size_t(x)].type.dtype != dt) x = emit(OpKind::convert, {x}, {dt, tdims}, l);
       return x;
     };
-    const int sum = to_operand(dots(hot, parts), ot.dtype);
+    const int sum = to_operand(dot_sum(dot, hot, bf16_parts(upd, l)), ot.dtype);
     if (!assign) return emit(OpKind::add, {opnd, sum}, ot, l);
     // Assignment: rows hit by an update take it.
     const int ones = splat({DType::bf16, ut.dims}, 1, l);
-    const int hits = to_operand(dots(hot, {ones}), DType::f32);
+    const int hits = to_operand(dot_sum(dot, hot, {ones}), DType::f32);
     Op any;
     any.kind = OpKind::compare, any.direction = Direction::NE, any.operands = {hits, splat({DType::f32, ot.dims}, 0, l)};
     any.type = {DType::pred, ot.dims}, any.loc = l;

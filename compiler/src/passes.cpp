@@ -410,35 +410,24 @@ Function lower_convolution(const Function& in) {
     const int x = op.operands[0], k = op.operands[1];
     const ConvDims& c = op.conv;
     const Type xt = b.type(x), kt = b.type(k);
-    if (op.batch_groups != 1) {
-      // Batch groups (weight gradients of grouped and depthwise
-      // convolutions): output feature group i sees batch group i.
-      if (op.feature_groups != 1) throw Error(fmt::format("{}: unsupported convolution with both feature and batch groups", op.loc));
-      const int64_t g = op.batch_groups, nb = xt.dims[c.in_batch] / g, cout = kt.dims[c.k_out] / g;
-      std::vector<int> parts;
-      for (int64_t i = 0; i < g; ++i) {
-        std::vector<int64_t> xs(xt.dims.size(), 0), xl = xt.dims, one(xt.dims.size(), 1);
-        xs[c.in_batch] = i * nb, xl[c.in_batch] = (i + 1) * nb;
-        std::vector<int64_t> ks(kt.dims.size(), 0), kl = kt.dims;
-        ks[c.k_out] = i * cout, kl[c.k_out] = (i + 1) * cout;
-        Op sub = op;
-        sub.batch_groups = 1;
-        sub.type.dims[c.out_feature] = cout;
-        parts.push_back(conv_one_group(b, sub, b.slice(x, xs, xl, one), b.slice(k, ks, kl, one)));
-      }
-      return b.concat(parts, c.out_feature);
-    }
-    const int64_t g = op.feature_groups;
+    if (op.feature_groups != 1 && op.batch_groups != 1)
+      throw Error(fmt::format("{}: unsupported convolution with both feature and batch groups", op.loc));
+    // Groups become one convolution each, concatenated along the output
+    // features: feature group i reads input features of group i; batch group
+    // i (weight gradients of grouped and depthwise convolutions) reads the
+    // batch's group i.
+    const bool by_batch = op.batch_groups != 1;
+    const int64_t g = by_batch ? op.batch_groups : op.feature_groups;
     if (g == 1) return conv_one_group(b, op, x, k);
-    const int64_t cin = xt.dims[c.in_feature] / g, cout = kt.dims[c.k_out] / g;
+    const int64_t split = by_batch ? c.in_batch : c.in_feature, per = xt.dims[split] / g, cout = kt.dims[c.k_out] / g;
     std::vector<int> parts;
     for (int64_t i = 0; i < g; ++i) {
       std::vector<int64_t> xs(xt.dims.size(), 0), xl = xt.dims, one(xt.dims.size(), 1);
-      xs[c.in_feature] = i * cin, xl[c.in_feature] = (i + 1) * cin;
+      xs[split] = i * per, xl[split] = (i + 1) * per;
       std::vector<int64_t> ks(kt.dims.size(), 0), kl = kt.dims;
       ks[c.k_out] = i * cout, kl[c.k_out] = (i + 1) * cout;
       Op sub = op;
-      sub.feature_groups = 1;
+      sub.feature_groups = sub.batch_groups = 1;
       sub.type.dims[c.out_feature] = cout;
       parts.push_back(conv_one_group(b, sub, b.slice(x, xs, xl, one), b.slice(k, ks, kl, one)));
     }
