@@ -118,6 +118,7 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     Section d(top.child("dma"), "dma", where);
     d.uint("max_outstanding", c.dma.max_outstanding, 1, 1024);
     d.uint("burst_bytes", c.dma.burst_bytes, 1, 1u << 20);
+    d.uint("bursts_per_cycle", c.dma.bursts_per_cycle, 1, 64);
     d.finish();
   }
   {
@@ -157,7 +158,7 @@ std::string MachineConfig::to_json() const {
                 {"store", vpu.latency.store},
                 {"reduce", vpu.latency.reduce}}},
               {"issue", {{"width", vpu.issue.width}, {"alu", vpu.issue.alu}, {"load", vpu.issue.load}, {"store", vpu.issue.store}}}}},
-            {"dma", {{"max_outstanding", dma.max_outstanding}, {"burst_bytes", dma.burst_bytes}}},
+            {"dma", {{"max_outstanding", dma.max_outstanding}, {"burst_bytes", dma.burst_bytes}, {"bursts_per_cycle", dma.bursts_per_cycle}}},
             {"hbm", {{"model", hbm.model}, {"bandwidth_bytes_per_s", hbm.bandwidth_bytes_per_s}, {"latency_ns", hbm.latency_ns}}}};
   return j.dump(2) + "\n";
 }

@@ -39,27 +39,29 @@ void DmaEngine::complete(uint64_t now) {
 }
 
 void DmaEngine::emit(uint64_t now) {
+  const uint64_t burst = cfg_.dma.burst_bytes;
+  uint32_t sent = 0;
   for (Transfer& t : transfers_) {
-    if (t.emitted_all()) continue;
-    const uint64_t burst = cfg_.dma.burst_bytes;
-    const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
-    const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
-    const uint64_t n = std::min(t.row_bytes - t.offset, burst - hbm % burst);
-    HbmBurst b;
-    b.write = t.store;
-    b.hbm_addr = hbm;
-    b.vmem_addr = vmem;
-    b.bytes = uint32_t(n);
-    if (t.store) {
-      b.data.resize(n);
-      vmem_.read(vmem, b.data.data(), n);
+    for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle; ++sent) {
+      const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
+      const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
+      const uint64_t n = std::min(t.row_bytes - t.offset, burst - hbm % burst);
+      HbmBurst b;
+      b.write = t.store;
+      b.hbm_addr = hbm;
+      b.vmem_addr = vmem;
+      b.bytes = uint32_t(n);
+      if (t.store) {
+        b.data.resize(n);
+        vmem_.read(vmem, b.data.data(), n);
+      }
+      t.offset += n;
+      if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
+      ++t.in_flight;
+      bursts_.emplace_back(&t, std::move(b));
+      hbm_.request(core_, now, &bursts_.back().second);
     }
-    t.offset += n;
-    if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
-    ++t.in_flight;
-    bursts_.emplace_back(&t, std::move(b));
-    hbm_.request(core_, now, &bursts_.back().second);
-    return;  // one burst per cycle
+    if (sent == cfg_.dma.bursts_per_cycle) return;
   }
 }
 

@@ -1,7 +1,8 @@
 // The DMA engine of one TensorCore: takes transfers from its queue, cuts
 // them into bursts (at most burst_bytes, not crossing a burst_bytes boundary
-// of the HBM address), sends one burst per cycle to HBM, and signals a
-// transfer's semaphore when its last burst has landed.
+// of the HBM address), sends up to dma.bursts_per_cycle bursts per cycle to
+// HBM (oldest transfer first), and signals a transfer's semaphore when its
+// last burst has landed.
 #pragma once
 
 #include <systemc>

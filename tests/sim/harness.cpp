@@ -117,12 +117,14 @@ std::string read_source(const std::string& relative_path) {
 }
 
 uint64_t dma_landing_cycle(const sim::MachineConfig& cfg, uint64_t first_burst, uint64_t bytes) {
+  // Burst i is sent in cycle first_burst + i / P (P = dma.bursts_per_cycle).
   // The server: start = max(e * bw, free); free = start + bytes * 1024;
   // done = ceil(free / bw) + H; the transfer lands with its last burst.
-  const uint64_t bw = cfg.hbm_bytes_per_cycle_fp(), burst = cfg.dma.burst_bytes;
+  const uint64_t bw = cfg.hbm_bytes_per_cycle_fp(), burst = cfg.dma.burst_bytes, P = cfg.dma.bursts_per_cycle;
   unsigned __int128 free = 0;
-  uint64_t done = 0, e = first_burst;
-  for (uint64_t off = 0; off < bytes; off += burst, ++e) {
+  uint64_t done = 0, i = 0;
+  for (uint64_t off = 0; off < bytes; off += burst, ++i) {
+    const uint64_t e = first_burst + i / P;
     const unsigned __int128 start = std::max<unsigned __int128>((unsigned __int128)e * bw, free);
     free = start + (unsigned __int128)std::min(burst, bytes - off) * 1024;
     done = uint64_t((free + bw - 1) / bw) + cfg.hbm_latency_cycles();

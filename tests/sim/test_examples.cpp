@@ -52,9 +52,9 @@ std::vector<float> matmul_ref(const std::vector<uint16_t>& x, const std::vector<
 // here needs a reason in the commit that makes it.
 uint64_t expected_cycles(const std::string& name, const std::string& preset) {
   static const std::map<std::string, std::pair<uint64_t, uint64_t>> kCycles = {
-      {"matmul_bf16", {203, 1559}},
-      {"matmul_bias_relu", {233, 1974}},
-      {"reduce_sum", {160, 832}},
+      {"matmul_bf16", {203, 1545}},
+      {"matmul_bias_relu", {233, 1960}},
+      {"reduce_sum", {160, 825}},
       {"dma_copy", {8677, 2788}},
   };
   const auto& [tiny, v5e] = kCycles.at(name);

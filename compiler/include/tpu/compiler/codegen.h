@@ -17,7 +17,8 @@ struct Plan;  // opaque: kernels, buffers, fused expressions
 struct ScheduleHints {
   double dma_bytes_per_cycle = 64;
   double dma_latency_cycles = 150;
-  double dma_burst_bytes = 64;  // the DMA sends at most one burst per cycle
+  double dma_burst_bytes = 64;  // the DMA sends at most dma_bursts_per_cycle bursts a cycle
+  double dma_bursts_per_cycle = 1;
   // VPU instructions per cycle, and of them loads, stores and arithmetic.
   double vpu_width = 1, vpu_load = 1, vpu_store = 1, vpu_alu = 1;
 };

@@ -44,6 +44,7 @@ struct VpuParams {
 struct DmaParams {
   uint32_t max_outstanding = 16;  // transfers in flight
   uint32_t burst_bytes = 512;     // a transfer is cut into bursts of at most this
+  uint32_t bursts_per_cycle = 1;  // bursts the engine sends to HBM per cycle
 };
 
 struct HbmParams {
