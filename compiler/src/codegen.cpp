@@ -612,6 +612,7 @@ class Emitter {
         kDmaBytesPerCycle(h.dma_bytes_per_cycle),
         kDmaLatency(h.dma_latency_cycles),
         kDmaBurst(h.dma_burst_bytes),
+        kDmaBurstsPerCycle(h.dma_bursts_per_cycle),
         hints_(h) {}
 
   std::string run() {
@@ -713,11 +714,12 @@ class Emitter {
     const double t = push(kMxu0 + m, mm_done_[m][1] - double(D_ - 1), fmt::format("mxu.lw m{}, @, @, {}", m, dt), {src, stride}, 1, double(D_));
     weights_ready_[m] = t + double(D_);
   }
-  void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt) {
+  // `more` continues the previous stream's rows through the same weights.
+  void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
     const double t = push(kMxu0 + m, feed_free_[m], fmt::format("mxu.{} m{}, @, @, @, @, {}", acc ? "mma" : "mm", m, dt),
                           {racc, src, stride, rows}, 1, double(rows) + 2.0 * double(D_));
     feed_free_[m] = t + double(rows);
-    mm_done_[m][1] = mm_done_[m][0];
+    if (!more) mm_done_[m][1] = mm_done_[m][0];
     mm_done_[m][0] = t + double(rows) + 2.0 * double(D_) - 1;
   }
 
@@ -810,7 +812,7 @@ class Emitter {
     std::string text = fmt::format("dma.{}", op);
     for (size_t i = 0; i < regs.size(); ++i) text += i ? ", @" : " @";
     text += fmt::format(", sem{}", c.sem);
-    const double bursts = double(rows) * std::ceil(double(rowbytes) / kDmaBurst);
+    const double bursts = double(rows) * std::ceil(double(rowbytes) / kDmaBurst) / kDmaBurstsPerCycle;
     const double cost = std::max(double(rows * rowbytes) / kDmaBytesPerCycle, bursts);
     const double t = push(kDma, 0, std::move(text), std::move(regs), cost, cost + kDmaLatency);
     c.produce(t + cost + kDmaLatency);
@@ -1560,7 +1562,7 @@ class Emitter {
 
   const Plan& p_;
   const int64_t L_, D_;
-  const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst;
+  const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   const ScheduleHints hints_;
   std::string out_;
   std::vector<Pending> prog_;
@@ -1665,9 +1667,10 @@ void Emitter::matmul(const Kernel& k) {
   // Per MXU: A chunk loaded (Ca) and released (Afree), panel loaded (P) and
   // released (Pfree), accumulator slot written (Acc) and drained (AccFree).
   Counter z = counter(), v = counter(), st = counter(), E = counter();
-  std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree;
+  std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
   for (int m = 0; m < nmu; ++m)
     for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
+  for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());  // H[m]: MXU m has handed its last steps over (below)
   note(fmt::format("matmul B x M x K x N = {} x {} x {} x {}: {} pass(es) on {} MXU(s); {} column tiles of {}, K padded to {} ({} steps); "
                    "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU",
                    B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S));
@@ -1690,10 +1693,12 @@ void Emitter::matmul(const Kernel& k) {
   std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));
   int64_t items_total = 0, chunk_no = 0;
   bool hoisted = false;
-  const int64_t groups = ceil_div(nt, nmu);
-  // Loads come in K-slices (4 when K has 8 to 31 steps, 16 from 32), so the
-  // MXUs start on the first and little work is left after the last lands.
-  const int64_t kps = kt >= 32 ? ceil_div(kt, 16) : kt >= 8 ? ceil_div(kt, 4) : kt;
+  const int64_t groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
+  // A is loaded in K-slices, so the MXUs start on the first and little work
+  // is left after the last lands: one K-step each, unless that makes A's
+  // rows shorter than what the DMA sends per burst slot.
+  const double slot_bytes = kDmaBurst / kDmaBurstsPerCycle;
+  const int64_t kps = std::min<int64_t>(kt, std::max<int64_t>(1, int64_t(std::ceil(slot_bytes / double(D * esz)))));
   std::vector<int64_t> slice_step;  // first K-step of each slice, then kt
   for (int64_t k = 0; k < kt; k += kps) slice_step.push_back(k);
   const int64_t KS = int64_t(slice_step.size());
@@ -1737,7 +1742,8 @@ void Emitter::matmul(const Kernel& k) {
   // epilogue leaves room); a chunk is a whole number of groups.
   const int banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
   const int64_t Cr = ceil_div(std::max<int64_t>(D / 2, U0), U0) * U0;
-  std::vector<std::vector<std::vector<int64_t>>> acc_marks(nmu);  // [m][item]: Acc totals after each chunk
+  // [m][item]: after each chunk, the MXU whose Acc counter says it is in, and that total
+  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> acc_marks(nmu);
   std::vector<std::vector<int64_t>> chunk_rows(nmu);                // [m][item]
   // The VPU drains a block's items through the epilogue; DMA stores them.
   auto drain_block = [&](const Block& blk) {
@@ -1775,7 +1781,8 @@ void Emitter::matmul(const Kernel& k) {
             pipe.flush();
             signal("vpu", v);
           }
-          wait("vpu", Acc[m], acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr)));
+          const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
+          wait("vpu", Acc[size_t(mu)], total);
         }
         const int U = int(std::min<int64_t>(U0, rows - r)), u0 = int(g % banks) * U0;
         auto gen = [&] {
@@ -1839,12 +1846,18 @@ void Emitter::matmul(const Kernel& k) {
         blocks.back().second = half;
         blocks.push_back({m0 + half, rows - half});
       }
-      auto load_a_slice = [&](int64_t m0, int64_t rows, int64_t sl) {
+      // A slice arrives in pieces of `piece` rows, each counted once on Ca
+      // (the first block's in pieces of kPiece rows, below).
+      const int64_t kPiece = 2 * std::max<int64_t>(D, 128);
+      auto load_a_slice = [&](int64_t m0, int64_t rows, int64_t sl, int64_t piece) {
         const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
-        for (int64_t a = 0; a < na; ++a)
-          dma_2d(true, abuf[as][a] + uint64_t(((m0 - c0) * Kp + k0) * esz), p_.addr[aparts[a]] + uint64_t(((b * M + m0) * K + k0) * esz),
-                 uint64_t(rows), uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
-        for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
+        for (int64_t r = 0; r < rows; r += piece) {
+          for (int64_t a = 0; a < na; ++a)
+            dma_2d(true, abuf[as][a] + uint64_t(((m0 + r - c0) * Kp + k0) * esz),
+                   p_.addr[aparts[a]] + uint64_t(((b * M + m0 + r) * K + k0) * esz), uint64_t(std::min(piece, rows - r)),
+                   uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
+          for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
+        }
       };
       std::vector<int> gslot(groups, 0);
       // P totals when K-slice s of group g's panel is in
@@ -1870,13 +1883,17 @@ void Emitter::matmul(const Kernel& k) {
         for (int64_t sl = 0; sl < KSW; ++sl) load_group_slice(g, sl);
       };
       // The first block of A and the first group's weights arrive slice by
-      // slice, interleaved, so the MXUs start after one slice of each.
+      // slice, interleaved (the weights of a slice's first step, the slice,
+      // the rest of its weights), so the MXUs start after one slice of each.
+      // The first block's slices come in pieces of kPiece rows: its streams
+      // follow the DMA piece by piece instead of waiting for whole slices.
       for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
-        load_a_slice(c0, blocks[0].second, sl);
+        for (; wsl < KSW && wslice_step[size_t(wsl)] <= slice_step[size_t(sl)]; ++wsl) load_group_slice(0, wsl);
+        load_a_slice(c0, blocks[0].second, sl, kPiece);
         for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
       }
       for (size_t bi = 1; bi < blocks.size(); ++bi)
-        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(blocks[bi].first, blocks[bi].second, sl);
+        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(blocks[bi].first, blocks[bi].second, sl, blocks[bi].second);
       for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
       for (int64_t g = 0; g < groups; ++g) {
         if (g + nslots - 1 < groups) load_group(g + nslots - 1);
@@ -1885,6 +1902,17 @@ void Emitter::matmul(const Kernel& k) {
           const bool first_block = bi == 0, last_block = bi + 1 == blocks.size();
           std::vector<Item> items;
           for (int m = 0; m < nmu && g * nmu + m < nt; ++m) items.push_back({m, g * nmu + m, items_on[m]++});
+          // Staggered ends: in the last group, the block before the last
+          // hands the last steps of the first MXUs' items to the last MXUs
+          // (MXU i gives n/2 - i steps to MXU n - 1 - i), which accumulate
+          // into the same rows after the owner's streams are done (same
+          // order of additions). The MXUs then finish the last block at
+          // different times, and the VPU drains one MXU's rows while the
+          // others still compute instead of all of them at the end.
+          std::vector<int64_t> moved(size_t(nmu), 0);
+          const int64_t n_it = int64_t(items.size());
+          if (b == B - 1 && c0 + crows >= M && g == groups - 1 && bi + 2 == blocks.size() && rows >= 2 * D && n_it >= 2)
+            for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
           for (const Item& it : items) {  // MXU
             const int m = it.m;
             const std::string mu = fmt::format("mxu{}", m);
@@ -1892,39 +1920,84 @@ void Emitter::matmul(const Kernel& k) {
             const int64_t aslot = it.idx % S;
             const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
             bool first = true;
-            for (int64_t kk = 0; kk < kt; ++kk)
-              for (auto [pa, pw] : passes) {
-                // A new K-slice: the weight load waits for its panel rows, the
-                // stream for its A rows (which may still be arriving meanwhile).
-                if (first_pass(pa, pw) && first_block && wslice_of[size_t(kk)] >= 0)
-                  wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
-                mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
-                if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0) wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
-                if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
-                ins("mxu.swap m{}", m);
-                const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
-                const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
-                if (!last) {
-                  mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
-                } else {
-                  auto& marks = acc_marks[m];
-                  marks.resize(size_t(it.idx + 1));
-                  const bool final_items = b == B - 1 && last_block && g == groups - 1 && c0 + crows >= M;
-                  const int64_t cr = final_items ? Cr : rows;
-                  chunk_rows[m].resize(size_t(it.idx + 1));
-                  chunk_rows[m][size_t(it.idx)] = cr;
-                  for (int64_t r = 0; r < rows; r += cr) {
-                    mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
-                           uint64_t(std::min(cr, rows - r)), mdt);
-                    signal_mxu(m, Acc[m], -1);
-                    marks[size_t(it.idx)].push_back(Acc[m].produced);
-                  }
-                }
-                first = false;
+            const int64_t keep = nsteps - moved[size_t(m)];  // the steps this MXU does
+            for (int64_t q = 0; q < nsteps; ++q) {  // K-steps and passes
+              const int64_t kk = q / int64_t(passes.size());
+              const auto [pa, pw] = passes[size_t(q) % passes.size()];
+              if (q >= keep) {  // handed over; the arrival counts of its A slices are still this MXU's to take
+                if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0)
+                  wait(mu.c_str(), Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
+                continue;
               }
+              // A new K-slice: the weight load waits for its panel rows, the
+              // stream for its A rows (which may still be arriving meanwhile).
+              if (first_pass(pa, pw) && first_block && wslice_of[size_t(kk)] >= 0)
+                wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
+              mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
+              const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
+              const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
+              const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0;
+              if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0 && !pieced)
+                wait(mu.c_str(), Ca[m], Ca[m].consumed + npieces);
+              if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
+              ins("mxu.swap m{}", m);
+              const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
+              if (pieced) {
+                for (int64_t r = 0; r < rows; r += kPiece) {
+                  wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
+                  mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                         uint64_t(std::min(kPiece, rows - r)), mdt, r > 0);
+                }
+              } else if (!last) {
+                mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
+              } else {
+                auto& marks = acc_marks[m];
+                marks.resize(size_t(it.idx + 1));
+                const bool final_items = b == B - 1 && last_block && g == groups - 1 && c0 + crows >= M;
+                const int64_t cr = final_items ? Cr : rows;
+                chunk_rows[m].resize(size_t(it.idx + 1));
+                chunk_rows[m][size_t(it.idx)] = cr;
+                for (int64_t r = 0; r < rows; r += cr) {
+                  mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                         uint64_t(std::min(cr, rows - r)), mdt, r > 0);
+                  signal_mxu(m, Acc[m], -1);
+                  marks[size_t(it.idx)].push_back({m, Acc[m].produced});
+                }
+              }
+              first = false;
+            }
+            if (keep < nsteps) signal_mxu(m, H[size_t(m)], -1);  // handed over
             if (last_block) signal_mxu(m, Pfree[m], pslot);
             if (last_block && (g + 1) * nmu + m >= nt) signal_mxu(m, Afree[m], -1);  // its last tile of this chunk
           }
+          for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
+            if (!moved[size_t(i)]) continue;
+            const Item& it = items[size_t(i)];
+            const int f = int(n_it - 1 - i);
+            const std::string mu = fmt::format("mxu{}", f);
+            const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
+            for (int64_t q = nsteps - moved[size_t(i)]; q < nsteps; ++q) {
+              const int64_t kk = q / int64_t(passes.size());
+              const auto [pa, pw] = passes[size_t(q) % passes.size()];
+              mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + it.m * D) * esz), uint64_t(pw_elems * esz), mdt);
+              if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(it.m)], H[size_t(it.m)].produced);
+              ins("mxu.swap m{}", f);
+              mxu_mm(true, f, acc_base(it.m, it.idx % S), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
+            }
+            signal_mxu(f, Acc[size_t(f)], -1);
+            acc_marks[size_t(it.m)].resize(size_t(it.idx + 1));
+            acc_marks[size_t(it.m)][size_t(it.idx)] = {{f, Acc[size_t(f)].produced}};
+            chunk_rows[size_t(it.m)].resize(size_t(it.idx + 1));
+            chunk_rows[size_t(it.m)][size_t(it.idx)] = rows;
+          }
+          // Drain in the order the items finish.
+          std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
+            auto done = [&](const Item& z) {
+              const auto [mu, total] = acc_marks[size_t(z.m)].at(size_t(z.idx)).back();
+              return Acc[size_t(mu)].when.at(size_t(total - 1));
+            };
+            return done(x) < done(y);
+          });
           // The VPU drains the previous block while the MXUs work on this one.
           if (held) drain_block(*held);
           held = Block{b, m0, rows, as, items};
@@ -1935,6 +2008,7 @@ void Emitter::matmul(const Kernel& k) {
   drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
     for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
+  for (Counter& c : H) wait("sc", c, c.produced);
 }
 
 }  // namespace
@@ -1957,6 +2031,8 @@ ScheduleHints schedule_hints(const std::string& preset_or_path) {
     h.dma_latency_cycles = hbm["latency_ns"].get<double>() * clock / 1e9 + 4;
   if (j.contains("dma") && j["dma"].contains("burst_bytes") && j["dma"]["burst_bytes"].is_number())
     h.dma_burst_bytes = std::max(1.0, j["dma"]["burst_bytes"].get<double>());
+  if (j.contains("dma") && j["dma"].contains("bursts_per_cycle") && j["dma"]["bursts_per_cycle"].is_number())
+    h.dma_bursts_per_cycle = std::max(1.0, j["dma"]["bursts_per_cycle"].get<double>());
   if (j.contains("vpu") && j["vpu"].contains("issue") && j["vpu"]["issue"].is_object()) {
     const auto& is = j["vpu"]["issue"];
     for (auto [key, field] : {std::pair{"width", &h.vpu_width}, {"load", &h.vpu_load}, {"store", &h.vpu_store}, {"alu", &h.vpu_alu}})

@@ -269,6 +269,39 @@ TEST_CASE("property: dot with batch and transposed contracting dimensions") {
   }
 }
 
+// Matmuls large enough for the end of the schedule to be staggered (the
+// last MXUs finish the first MXUs' items of the block before the last,
+// accumulating into the same rows): in the first group of tiles and in a
+// later one, with 3 MXUs busy, several passes (f32 at highest), s8, a batch.
+TEST_CASE("dot: staggered ends of large matmuls on v5e") {
+  const uint64_t seed = test::test_seed(606);
+  Gen g(seed);
+  struct Shape {
+    DType dt;
+    int64_t B, M, K, N;
+  };
+  for (const Shape& s : {Shape{DType::bf16, 0, 512, 1024, 512}, Shape{DType::bf16, 0, 1024, 256, 1024}, Shape{DType::bf16, 0, 600, 300, 384},
+                         Shape{DType::f32, 0, 512, 200, 512}, Shape{DType::s8, 0, 768, 512, 640}, Shape{DType::bf16, 2, 512, 128, 512}}) {
+    Function f;
+    std::vector<int64_t> ad = {s.M, s.K}, wd = {s.K, s.N};
+    if (s.B) ad.insert(ad.begin(), s.B), wd.insert(wd.begin(), s.B);
+    const int a = param(f, {s.dt, ad}), w = param(f, {s.dt, wd});
+    Op d;
+    d.kind = OpKind::dot;
+    d.operands = {a, w};
+    const int64_t off = s.B ? 1 : 0;
+    if (s.B) d.lhs_batch = {0}, d.rhs_batch = {0};
+    d.lhs_contract = {off + 1};
+    d.rhs_contract = {off};
+    d.type = {s.dt == DType::s8 ? DType::s32 : DType::f32, {}};
+    d.type.dims = ir::infer_type(f, d).dims;
+    f.results = {add_op(f, d)};
+    const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+    check_against_interpreter(f, in, "v5e", s.dt == DType::s8 ? 0 : 1e-5,
+                              fmt::format("seed {} dot B={} M={} K={} N={} {}", seed, s.B, s.M, s.K, s.N, ir::dtype_name(s.dt)));
+  }
+}
+
 TEST_CASE("property: convolution with stride, padding and dilation") {
   const uint64_t seed = test::test_seed(202);
   Gen g(seed);
