@@ -1838,13 +1838,29 @@ void Emitter::matmul(const Kernel& k) {
       // A arrives block by block (one work item's rows), so the MXUs start
       // after the first block rather than the whole chunk.
       // Blocks of Mb rows; the last is halved when the halves still cover
-      // the weight loads (2N rows), so less is left to drain at the end.
+      // the weight loads (2N rows), and a last block shorter than that takes
+      // rows from the one before: less is left to drain at the end, and no
+      // stream is too short to hide the next weight load.
       std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
       for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) blocks.push_back({m0, std::min(Mb, c0 + crows - m0)});
       if (blocks.back().second >= 4 * D) {
         const int64_t m0 = blocks.back().first, rows = blocks.back().second, half = ceil_div(rows / 2, D) * D;
         blocks.back().second = half;
         blocks.push_back({m0 + half, rows - half});
+      }
+      if (blocks.size() >= 2 && blocks.back().second < 2 * D && blocks.end()[-2].second + blocks.back().second >= 4 * D) {
+        auto& pen = blocks.end()[-2];
+        pen.second += blocks.back().second - 2 * D;
+        blocks.back() = {pen.first + pen.second, 2 * D};
+      }
+      // The last group of tiles, when it is not the first (which sets how A
+      // arrives), also cuts 2N rows off a long block before the last: the
+      // staggered end (below) then moves steps of 2N rows.
+      std::vector<std::pair<int64_t, int64_t>> blocks_end = blocks;
+      if (blocks.size() >= 2 && blocks.end()[-2].second >= 4 * D && blocks.back().second >= 2 * D) {
+        const auto pen = blocks.end()[-2];
+        blocks_end.end()[-2].second = pen.second - 2 * D;
+        blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
       }
       // A slice arrives in pieces of `piece` rows, each counted once on Ca
       // (the first block's in pieces of kPiece rows, below).
@@ -1897,9 +1913,10 @@ void Emitter::matmul(const Kernel& k) {
       for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
       for (int64_t g = 0; g < groups; ++g) {
         if (g + nslots - 1 < groups) load_group(g + nslots - 1);
-        for (size_t bi = 0; bi < blocks.size(); ++bi) {
-          const auto [m0, rows] = blocks[bi];
-          const bool first_block = bi == 0, last_block = bi + 1 == blocks.size();
+        const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
+        for (size_t bi = 0; bi < gblocks.size(); ++bi) {
+          const auto [m0, rows] = gblocks[bi];
+          const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
           std::vector<Item> items;
           for (int m = 0; m < nmu && g * nmu + m < nt; ++m) items.push_back({m, g * nmu + m, items_on[m]++});
           // Staggered ends: in the last group, the block before the last
@@ -1911,7 +1928,7 @@ void Emitter::matmul(const Kernel& k) {
           // others still compute instead of all of them at the end.
           std::vector<int64_t> moved(size_t(nmu), 0);
           const int64_t n_it = int64_t(items.size());
-          if (b == B - 1 && c0 + crows >= M && g == groups - 1 && bi + 2 == blocks.size() && rows >= 2 * D && n_it >= 2)
+          if (b == B - 1 && c0 + crows >= M && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2)
             for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
           for (const Item& it : items) {  // MXU
             const int m = it.m;
