@@ -98,7 +98,6 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
     : sc_core::sc_module(name),
       hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles()),
       clk("clk", rc.period()),
-      cfg_(cfg),
       opts_(opts),
       rc_(rc),
       trace_(trace) {

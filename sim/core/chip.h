@@ -67,7 +67,6 @@ class Chip : public sc_core::sc_module {
   void monitor();
   void sample_counters(uint64_t now);
 
-  const MachineConfig& cfg_;
   const SimOptions& opts_;
   RunControl& rc_;
   TraceWriter* trace_;

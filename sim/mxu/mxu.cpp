@@ -27,7 +27,6 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
          SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
     : sc_core::sc_module(name),
       QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
-      cfg_(cfg),
       n_(uint32_t(cfg.target.mxu_dim)),
       index_(index),
       vmem_(vmem),

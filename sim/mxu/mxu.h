@@ -80,7 +80,6 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   void read_operands(uint64_t addr, bool int8, uint32_t* out);
   bool check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint64_t rows, bool int8);
 
-  const MachineConfig& cfg_;
   const uint32_t n_;
   const int index_;
   SparseMemory& vmem_;
