@@ -44,7 +44,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 const char* vty(DType d) {  // load/store suffix
   switch (d) {
     case DType::f32: return "f32";
-    case DType::s32: return "s32";
+    case DType::s32:
+    case DType::u32: return "s32";  // the same 32 bits (lower-unsigned leaves only bit-level u32 ops)
     case DType::bf16: return "bf16";
     default: return "s8";
   }
@@ -58,7 +59,7 @@ uint32_t lane_bits(DType d, double v) {
     std::memcpy(&b, &f, 4);
     return b;
   }
-  return uint32_t(int32_t(int64_t(v)));
+  return uint32_t(uint64_t(int64_t(v)));
 }
 
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
@@ -868,6 +869,7 @@ class Emitter {
       }
     };
     switch (n.kind) {
+      case OpKind::bitcast_convert: ins("vmov v{}, v{}", d, a[0]); return;
       case OpKind::convert: {
         const bool sf = is_float(n.src);
         if (n.dtype == DType::pred) {

@@ -177,7 +177,12 @@ class Parser {
       while (pos_ < s_.size() && depth > 0) depth += s_[pos_] == '(' ? 1 : s_[pos_] == ')' ? -1 : 0, ++pos_;
       expect('-');
       expect('>');
-      shape();
+      // The result shape runs to the body's '{', the line's last character
+      // (a layout after it would look like the body: "-> f32[] {").
+      const size_t eol = s_.find('\n', pos_);
+      const size_t brace = s_.find_last_of('{', eol == std::string::npos ? std::string::npos : eol);
+      if (brace == std::string::npos || brace < pos_) fail("expected '{' after the computation's signature");
+      pos_ = brace;
     }
     expect('{');
     for (skip_space(); pos_ < s_.size() && s_[pos_] != '}'; skip_space()) c.instructions.push_back(instruction());
@@ -267,6 +272,7 @@ const Computation* Module::entry() const {
 }
 
 const Computation* Module::find(std::string_view n) const {
+  if (!n.empty() && n[0] == '%') n.remove_prefix(1);  // to_apply=%region_0.4 (older JAX)
   for (const auto& c : computations)
     if (c.name == n) return &c;
   return nullptr;

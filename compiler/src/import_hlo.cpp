@@ -73,7 +73,8 @@ class Importer {
     if (s == "s32") return DType::s32;
     if (s == "bf16") return DType::bf16;
     if (s == "f32") return DType::f32;
-    unsupported(i, fmt::format("element type {} (tpuc handles pred, s8, s32, bf16, f32)", s));
+    if (s == "u32") return DType::u32;
+    unsupported(i, fmt::format("element type {} (tpuc handles pred, s8, s32, u32, bf16, f32)", s));
   }
 
   Type tensor_type(const hlo::Shape& s, const Instruction& i) const {
@@ -436,7 +437,15 @@ class Importer {
         {"ceil", OpKind::ceil}, {"round-nearest-even", OpKind::round_nearest_even}, {"sign", OpKind::sign},
         {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
         {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
-        {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape}};
+        {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape},
+        {"bitcast-convert", OpKind::bitcast_convert}};
+    if (opc == "bitcast-convert") {
+      if (op.operands.size() != 1) malformed(i, "bitcast-convert takes one operand");
+      const Type& xt = f_.ops[size_t(op.operands[0])].type;
+      if (!is_32bit(xt.dtype) || !is_32bit(op.type.dtype) || xt.dims != op.type.dims)
+        unsupported(i, fmt::format("bitcast-convert from {} to {} (tpuc reinterprets between s32, u32 and f32 of one shape)", xt.str(),
+                                   op.type.str()));
+    }
     // Ops the IR spells with others: expm1(x) = exp(x) - 1, log1p(x) =
     // log(x + 1) (less accurate than XLA's for |x| << 1), is-finite(x) =
     // (x - x == 0).
@@ -642,7 +651,7 @@ class Importer {
     const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
     const size_t r = ot0.dims.size();
     if (!is_float(ot0.dtype)) unsupported(i, "gather of integer values (it is a one-hot dot on this machine)");
-    if (it.dtype != DType::s32 && it.dtype != DType::s8) malformed(i, "gather indices must be integers");
+    if (it.dtype != DType::s32 && it.dtype != DType::s8 && it.dtype != DType::u32) malformed(i, "gather indices must be integers");
     if (sim.size() != 1) unsupported(i, "gather with a start index over several dimensions");
     if (sizes.size() != r || obd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) ||
         (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
@@ -977,7 +986,7 @@ class Importer {
     const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
     const size_t r = ot.dims.size();
     if (!is_float(ot.dtype) || ut.dtype != ot.dtype || op.type != ot) unsupported(i, "scatter of integer values (it is a one-hot dot on this machine)");
-    if (it.dtype != DType::s32 && it.dtype != DType::s8) malformed(i, "scatter indices must be integers");
+    if (it.dtype != DType::s32 && it.dtype != DType::s8 && it.dtype != DType::u32) malformed(i, "scatter indices must be integers");
     if (sdod.size() != 1) unsupported(i, "scatter with an index over several dimensions");
     if (ibd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) || (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
       malformed(i, "inconsistent scatter dimensions");

@@ -49,12 +49,25 @@ double unary(OpKind k, DType from, DType to, double x) {
       if (fl) {  // float -> integer: toward zero, saturating, NaN -> 0 (as vcvt.s32.f32)
         if (std::isnan(f)) return 0;
         const double t = std::trunc(double(f));
+        if (to == DType::u32) return t >= 4294967295.0 ? 4294967295.0 : t <= 0 ? 0.0 : t;
         const double r = t >= 2147483647.0 ? 2147483647.0 : t <= -2147483648.0 ? -2147483648.0 : t;
         return to == DType::s8 ? double(int8_t(int32_t(r))) : r;
       }
       return x;  // integer -> integer wraps in canonicalize_value
+    case OpKind::bitcast_convert: {  // the same 32 bits, read as the other type
+      uint32_t bits = uint32_t(int64_t(x));
+      if (from == DType::f32) std::memcpy(&bits, &f, 4);
+      if (to == DType::f32) {
+        float r;
+        std::memcpy(&r, &bits, 4);
+        return r;
+      }
+      return to == DType::s32 ? double(int32_t(bits)) : double(bits);
+    }
     case OpKind::negate: return fl ? double(-f) : double(int32_t(0u - uint32_t(i32(x))));
-    case OpKind::abs: return fl ? double(std::fabs(f)) : double(int32_t(i32(x) < 0 ? 0u - uint32_t(i32(x)) : uint32_t(i32(x))));
+    case OpKind::abs:
+      if (from == DType::u32) return x;
+      return fl ? double(std::fabs(f)) : double(int32_t(i32(x) < 0 ? 0u - uint32_t(i32(x)) : uint32_t(i32(x))));
     case OpKind::exponential: return std::exp(f);
     case OpKind::log: return std::log(f);
     case OpKind::tanh: return std::tanh(f);
@@ -103,6 +116,20 @@ double binary(const Op& op, DType t, double a, double b) {
   }
   const int32_t x = i32(a), y = i32(b);
   const uint32_t ux = uint32_t(x), uy = uint32_t(y);
+  if (t == DType::u32) {  // unsigned: the ops whose result depends on the sign
+    switch (op.kind) {
+      case OpKind::divide: return uy == 0 ? 4294967295.0 : double(ux / uy);
+      case OpKind::maximum: return double(std::max(ux, uy));
+      case OpKind::minimum: return double(std::min(ux, uy));
+      case OpKind::power: {
+        uint32_t r = 1, base = ux;
+        for (uint32_t e = uy; e; e >>= 1, base *= base)
+          if (e & 1) r *= base;
+        return double(r);
+      }
+      default: break;
+    }
+  }
   switch (op.kind) {
     case OpKind::add: return int32_t(ux + uy);
     case OpKind::subtract: return int32_t(ux - uy);
@@ -138,8 +165,8 @@ double combine(Combiner c, DType t, double a, double b) {
     case Combiner::multiply: return fl ? a * b : double(int32_t(uint32_t(i32(a)) * uint32_t(i32(b))));
     case Combiner::maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case Combiner::minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Combiner::and_: return t == DType::pred ? double(a != 0 && b != 0) : double(i32(a) & i32(b));
-    case Combiner::or_: return t == DType::pred ? double(a != 0 || b != 0) : double(i32(a) | i32(b));
+    case Combiner::and_: return t == DType::pred ? double(a != 0 && b != 0) : canonicalize_value(t, double(i32(a) & i32(b)));
+    case Combiner::or_: return t == DType::pred ? double(a != 0 || b != 0) : canonicalize_value(t, double(i32(a) | i32(b)));
   }
   return 0;
 }
@@ -441,6 +468,7 @@ isa::Dtype isa_dtype(DType d) {
     case DType::s32: return isa::Dtype::s32;
     case DType::bf16: return isa::Dtype::bf16;
     case DType::f32: return isa::Dtype::f32;
+    case DType::u32: return isa::Dtype::u32;
   }
   return isa::Dtype::f32;
 }
@@ -458,6 +486,11 @@ std::vector<uint8_t> to_bytes(const Tensor& t) {
       case DType::s8: p[0] = uint8_t(int8_t(v)); break;
       case DType::s32: {
         const int32_t x = int32_t(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::u32: {
+        const uint32_t x = uint32_t(int64_t(v));
         std::memcpy(p, &x, 4);
         break;
       }
@@ -490,6 +523,12 @@ Tensor from_bytes(const Type& type, const std::vector<uint8_t>& b) {
       case DType::s8: t.v[i] = int8_t(p[0]); break;
       case DType::s32: {
         int32_t x;
+        std::memcpy(&x, p, 4);
+        t.v[i] = x;
+        break;
+      }
+      case DType::u32: {
+        uint32_t x;
         std::memcpy(&x, p, 4);
         t.v[i] = x;
         break;

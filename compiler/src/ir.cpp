@@ -18,10 +18,12 @@ const char* dtype_name(DType d) {
     case DType::s32: return "s32";
     case DType::bf16: return "bf16";
     case DType::f32: return "f32";
+    case DType::u32: return "u32";
   }
   return "?";
 }
 bool is_float(DType d) { return d == DType::bf16 || d == DType::f32; }
+bool is_32bit(DType d) { return d == DType::s32 || d == DType::u32 || d == DType::f32; }
 int dtype_bytes(DType d) {
   switch (d) {
     case DType::pred:
@@ -46,6 +48,7 @@ const char* op_name(OpKind k) {
   };
   switch (k) {
     case OpKind::round_nearest_even: return "round-nearest-even";
+    case OpKind::bitcast_convert: return "bitcast-convert";
     case OpKind::not_: return "not";
     case OpKind::and_: return "and";
     case OpKind::or_: return "or";
@@ -71,9 +74,9 @@ double combiner_identity(Combiner c, DType d) {
   switch (c) {
     case Combiner::add: return 0;
     case Combiner::multiply: return 1;
-    case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : d == DType::pred ? 0 : -2147483648.0;
-    case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : 2147483647.0;
-    case Combiner::and_: return d == DType::pred ? 1 : -1;
+    case Combiner::maximum: return is_float(d) ? -INFINITY : d == DType::s8 ? -128 : d == DType::pred || d == DType::u32 ? 0 : -2147483648.0;
+    case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : d == DType::u32 ? 4294967295.0 : 2147483647.0;
+    case Combiner::and_: return d == DType::pred ? 1 : d == DType::u32 ? 4294967295.0 : -1;
     case Combiner::or_: return 0;
   }
   return 0;
@@ -108,6 +111,7 @@ double canonicalize_value(DType d, double v) {
     case DType::pred: return v != 0 ? 1 : 0;
     case DType::s8: return double(int8_t(uint8_t(int64_t(v) & 0xff)));
     case DType::s32: return double(int32_t(uint32_t(int64_t(v) & 0xffffffff)));
+    case DType::u32: return double(uint32_t(int64_t(v) & 0xffffffff));
     case DType::f32: return double(float(v));
     case DType::bf16: {
       float f = float(v);
@@ -258,6 +262,10 @@ Type infer_type(const Function& f, const Op& op) {
       return operand(0);
     case OpKind::convert:
       need(1);
+      return {rd, operand(0).dims};
+    case OpKind::bitcast_convert:
+      need(1);
+      if (!is_32bit(rd) || !is_32bit(operand(0).dtype)) bad(op, "reinterprets 32-bit types only (s32, u32, f32)");
       return {rd, operand(0).dims};
     case OpKind::compare: {
       need(2);
@@ -637,7 +645,7 @@ class Parser {
     const std::string d = ident();
     Type t;
     static const std::pair<const char*, DType> names[] = {
-        {"pred", DType::pred}, {"s8", DType::s8}, {"s32", DType::s32}, {"bf16", DType::bf16}, {"f32", DType::f32}};
+        {"pred", DType::pred}, {"s8", DType::s8}, {"s32", DType::s32}, {"bf16", DType::bf16}, {"f32", DType::f32}, {"u32", DType::u32}};
     bool found = false;
     for (auto& [n, dt] : names)
       if (d == n) t.dtype = dt, found = true;

@@ -24,7 +24,8 @@ struct Builder {
   int add(Op op) {
     if (op.loc.empty()) op.loc = loc;
     const bool typed = op.kind == OpKind::parameter || op.kind == OpKind::constant || op.kind == OpKind::iota ||
-                       op.kind == OpKind::reshape || op.kind == OpKind::convert || op.kind == OpKind::broadcast ||
+                       op.kind == OpKind::reshape || op.kind == OpKind::convert || op.kind == OpKind::bitcast_convert ||
+                       op.kind == OpKind::broadcast ||
                        op.kind == OpKind::dot || op.kind == OpKind::convolution;
     const Type t = infer_type(f, op);
     if (!typed) op.type = t;
@@ -564,6 +565,106 @@ Function lower_select_and_scatter(const Function& in) {
   return out;
 }
 
+// ---------------------------------------------------------------- unsigned integers
+
+// u32 values are 32-bit patterns and the VPU's integer instructions are
+// signed. What depends only on the bits (add, subtract, multiply, and, or,
+// xor, not, shifts, negate, equality, select, layout, sums) stays as it is;
+// the rest becomes signed arithmetic: an order comparison compares x ^ 2^31
+// as s32, maximum/minimum/clamp select by it, u32 -> float converts the two
+// 16-bit halves (exact, one rounding), float -> u32 converts x or x - 2^31
+// (toward zero, saturating, NaN -> 0, as XLA), and conversions between u32
+// and the signed types reinterpret the bits (XLA wraps). Division, power and
+// maximum/minimum reductions of u32 values are refused.
+Function lower_unsigned(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    const bool ures = op.type.dtype == DType::u32;
+    auto is_u = [&](int v) { return b.type(v).dtype == DType::u32; };
+    auto refuse = [&](const std::string& what) -> int {
+      throw Error(fmt::format("{}: unsupported {} of u32 values", op.loc.empty() ? "<ir>" : op.loc, what));
+    };
+    auto splat = [&](DType d, double v, const std::vector<int64_t>& dims) { return b.broadcast(b.scalar(d, v), dims, {}); };
+    auto bitcast = [&](int x, DType d) {
+      if (b.type(x).dtype == d) return x;
+      Op c;
+      c.kind = OpKind::bitcast_convert, c.operands = {x}, c.type = {d, b.type(x).dims};
+      return b.add(std::move(c));
+    };
+    auto biased = [&](int x) { return bitcast(b.binary(OpKind::xor_, x, splat(DType::u32, 2147483648.0, b.type(x).dims)), DType::s32); };
+    auto compare = [&](int x, int y, Direction d) {
+      Op c;
+      c.kind = OpKind::compare, c.operands = {x, y}, c.direction = d;
+      return b.add(std::move(c));
+    };
+    auto ucompare = [&](int x, int y, Direction d) { return compare(biased(x), biased(y), d); };
+    auto select = [&](int p, int x, int y) {
+      Op s;
+      s.kind = OpKind::select, s.operands = {p, x, y};
+      return b.add(std::move(s));
+    };
+    auto full = [&](int x, const std::vector<int64_t>& dims) { return b.type(x).dims == dims ? x : b.broadcast(x, dims, {}); };
+    switch (op.kind) {
+      case OpKind::compare:
+        if (!is_u(op.operands[0]) || op.direction == Direction::EQ || op.direction == Direction::NE) return -1;
+        return ucompare(op.operands[0], op.operands[1], op.direction);
+      case OpKind::maximum:
+      case OpKind::minimum: {
+        if (!ures) return -1;
+        const int x = op.operands[0], y = op.operands[1];
+        return select(ucompare(x, y, op.kind == OpKind::maximum ? Direction::GT : Direction::LT), x, y);
+      }
+      case OpKind::clamp: {
+        if (!ures) return -1;
+        const int lo = full(op.operands[0], op.type.dims), x = op.operands[1], hi = full(op.operands[2], op.type.dims);
+        const int m = select(ucompare(x, lo, Direction::LT), lo, x);
+        return select(ucompare(m, hi, Direction::GT), hi, m);
+      }
+      case OpKind::abs: return ures ? op.operands[0] : -1;
+      case OpKind::sign: {
+        if (!ures) return -1;
+        const int x = op.operands[0];
+        return b.convert(compare(x, splat(DType::u32, 0, op.type.dims), Direction::NE), DType::u32);
+      }
+      case OpKind::divide: return ures ? refuse("divide") : -1;
+      case OpKind::power: return ures ? refuse("power") : -1;
+      case OpKind::dot:
+      case OpKind::convolution:
+        return is_u(op.operands[0]) || is_u(op.operands[1]) ? refuse(op_name(op.kind)) : -1;
+      case OpKind::select_and_scatter: return ures ? refuse("select-and-scatter") : -1;
+      case OpKind::reduce:
+      case OpKind::reduce_window:
+        return ures && (op.combiner == Combiner::maximum || op.combiner == Combiner::minimum) ? refuse(std::string(combiner_name(op.combiner)) + " reduction") : -1;
+      case OpKind::convert: {
+        const int x = op.operands[0];
+        const DType from = b.type(x).dtype, to = op.type.dtype;
+        if (from == DType::u32) {
+          if (to == DType::u32) return x;
+          if (to == DType::s32) return bitcast(x, DType::s32);
+          if (to == DType::s8) return b.convert(bitcast(x, DType::s32), DType::s8);
+          if (!is_float(to)) return -1;  // pred: x != 0, the same on the bits
+          const auto& d = op.type.dims;
+          const int hi = b.binary(OpKind::shift_right_logical, x, splat(DType::u32, 16, d));
+          const int lo = b.binary(OpKind::and_, x, splat(DType::u32, 65535, d));
+          const int fhi = b.convert(bitcast(hi, DType::s32), DType::f32), flo = b.convert(bitcast(lo, DType::s32), DType::f32);
+          return b.convert(b.binary(OpKind::add, b.binary(OpKind::multiply, fhi, splat(DType::f32, 65536, d)), flo), to);
+        }
+        if (to != DType::u32) return -1;
+        if (from == DType::s32) return bitcast(x, DType::u32);
+        if (!is_float(from)) return bitcast(b.convert(x, DType::s32), DType::u32);
+        const auto& d = op.type.dims;
+        const int t = b.binary(OpKind::maximum, b.convert(x, DType::f32), splat(DType::f32, 0, d));  // NaN stays NaN -> 0
+        const int two31 = splat(DType::f32, 2147483648.0, d);
+        const int low = b.convert(t, DType::s32);
+        const int high = b.binary(OpKind::xor_, b.convert(b.binary(OpKind::subtract, t, two31), DType::s32), splat(DType::s32, -2147483648.0, d));
+        return bitcast(select(compare(t, two31, Direction::GE), high, low), DType::u32);
+      }
+      default: return -1;
+    }
+  });
+  verify(out);
+  return out;
+}
+
 // ---------------------------------------------------------------- reduce
 
 Function canonicalize_reduce(const Function& in) {
@@ -682,6 +783,7 @@ Function split_f32_dots(const Function& in, std::optional<Precision> override) {
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
       {"canonicalize", canonicalize},
+      {"lower-unsigned", lower_unsigned},
       {"lower-convolution", lower_convolution},
       {"lower-reduce-window", lower_reduce_window},
       {"lower-select-and-scatter", lower_select_and_scatter},

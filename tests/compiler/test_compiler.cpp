@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "tpu/compiler/codegen.h"
@@ -206,6 +207,60 @@ TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {
   }
 }
 
+// u32 (JAX's PRNG keys and random bits): the interpreter's unsigned
+// semantics, and lower-unsigned rewriting them into signed ops and bitcasts
+// without changing a value.
+TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned type; lower-unsigned keeps them") {
+  const std::string text =
+      "HloModule m\n\nENTRY main {\n  a = u32[8]{0} parameter(0)\n  b = u32[8]{0} parameter(1)\n  x = f32[8]{0} parameter(2)\n"
+      "  lt = pred[8]{0} compare(a, b), direction=LT\n  mx = u32[8]{0} maximum(a, b)\n  fa = f32[8]{0} convert(a)\n"
+      "  ua = u32[8]{0} convert(x)\n  sa = s32[8]{0} convert(a)\n  ba = f32[8]{0} bitcast-convert(a)\n"
+      "  sr = u32[8]{0} shift-right-logical(a, b)\n  cl = u32[8]{0} clamp(b, a, mx)\n"
+      "  ROOT t = (pred[8]{0}, u32[8]{0}, f32[8]{0}, u32[8]{0}, s32[8]{0}, f32[8]{0}, u32[8]{0}, u32[8]{0}) tuple(lt, mx, fa, ua, sa, ba, sr, cl)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  CHECK(ir::print(ir::parse(ir::print(f), "u.ir")) == ir::print(f));
+  auto tensor = [](ir::DType dt, std::vector<double> v) {
+    ir::Tensor t;
+    t.type = {dt, {int64_t(v.size())}}, t.v = std::move(v);
+    return t;
+  };
+  const std::vector<double> a = {0, 1, 2147483648.0, 4294967295.0, 16777217, 4294967040.0, 3, 2147483647};
+  const std::vector<double> b = {4294967295.0, 0, 1, 4294967294.0, 3, 2147483648.0, 40, 2147483648.0};
+  const std::vector<double> x = {-1, 3.7, 2147483648.0, 4294967296.0, 1e10, NAN, 0.5, 4294967040.0};
+  const std::vector<Tensor> in = {tensor(DType::u32, a), tensor(DType::u32, b), tensor(DType::f32, x)};
+  const auto out = ir::interpret(f, in);
+  for (size_t k = 0; k < a.size(); ++k) {
+    INFO("a " << a[k] << " b " << b[k] << " x " << x[k]);
+    const uint32_t ua = uint32_t(a[k]), ub = uint32_t(b[k]);
+    CHECK(out[0].v[k] == double(ua < ub));
+    CHECK(out[1].v[k] == double(std::max(ua, ub)));
+    CHECK(float(out[2].v[k]) == float(ua));  // one rounding: 16777217 -> 16777216, 2^32 - 1 -> 2^32
+    const double want_u = std::isnan(x[k]) || x[k] <= 0 ? 0 : x[k] >= 4294967295.0 ? 4294967295.0 : std::trunc(x[k]);
+    CHECK(out[3].v[k] == want_u);
+    CHECK(out[4].v[k] == double(int32_t(ua)));
+    float fb;
+    std::memcpy(&fb, &ua, 4);
+    CHECK((std::isnan(fb) ? std::isnan(out[5].v[k]) : float(out[5].v[k]) == fb));
+    CHECK(out[6].v[k] == double(ub >= 32 ? 0u : ua >> ub));
+    CHECK(out[7].v[k] == double(std::min(std::max(ua, ub), std::max(ua, ub))));
+  }
+  // After lower-unsigned only bit-level ops touch u32 values, and every value is the same.
+  const ir::Function low = compiler::lower_unsigned(f);
+  for (const auto& op : low.ops)
+    if (op.type.dtype == DType::u32)
+      CHECK((op.kind != ir::OpKind::maximum && op.kind != ir::OpKind::minimum && op.kind != ir::OpKind::clamp && op.kind != ir::OpKind::convert));
+  const auto lowered = ir::interpret(low, in);
+  for (size_t r = 0; r < out.size(); ++r)
+    for (size_t k = 0; k < a.size(); ++k) {
+      INFO("result " << r << " element " << k);
+      CHECK((std::isnan(out[r].v[k]) ? std::isnan(lowered[r].v[k]) : lowered[r].v[k] == out[r].v[k]));
+    }
+  // What the VPU cannot do on unsigned values is refused with the line.
+  const std::string div =
+      "HloModule m\n\nENTRY main {\n  a = u32[8]{0} parameter(0)\n  ROOT d = u32[8]{0} divide(a, a)\n}\n";
+  CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(div, "d.hlo"), "d.hlo")), "d.hlo:5: unsupported divide of u32 values");
+}
+
 TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices out of range") {
   const std::string text =
       "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
@@ -334,8 +389,9 @@ TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {
     CHECK(!text.empty());
   };
   compiler::compile(compiler::load_module(kCorpus + "softmax/module.hlo"), o);
-  const std::vector<std::string> want = {"canonicalize",     "lower-convolution", "lower-reduce-window", "lower-select-and-scatter",
-                                         "canonicalize-reduce", "canonicalize-dot", "split-f32-dots", "canonicalize", "kernel plan"};
+  const std::vector<std::string> want = {"canonicalize",        "lower-unsigned",   "lower-convolution", "lower-reduce-window",
+                                         "lower-select-and-scatter", "canonicalize-reduce", "canonicalize-dot", "split-f32-dots",
+                                         "canonicalize",        "kernel plan"};
   CHECK(seen == want);
 }
 

@@ -182,6 +182,7 @@ struct Gen {
     for (double& v : x.v) {
       if (t.dtype == DType::s8) v = double(range(-128, 127));
       else if (t.dtype == DType::s32) v = double(range(-1000, 1000));
+      else if (t.dtype == DType::u32) v = double(range(0, 4294967295));
       else if (t.dtype == DType::pred) v = double(range(0, 1));
       else v = ir::canonicalize_value(t.dtype, u(rng));
     }
@@ -198,7 +199,8 @@ int param(Function& f, const Type& t) {
 }
 
 int add_op(Function& f, Op op) {
-  if (op.kind != OpKind::dot && op.kind != OpKind::convolution && op.kind != OpKind::convert && op.kind != OpKind::reshape &&
+  if (op.kind != OpKind::dot && op.kind != OpKind::convolution && op.kind != OpKind::convert && op.kind != OpKind::bitcast_convert &&
+      op.kind != OpKind::reshape &&
       op.kind != OpKind::broadcast && op.kind != OpKind::constant)
     op.type = ir::infer_type(f, op);
   return f.add(op);
@@ -461,6 +463,67 @@ TEST_CASE("property: element-wise chains with broadcasts") {
       std::vector<Tensor> in;
       for (int p : f.params()) in.push_back(g.random(f.ops[p].type));
       check_against_interpreter(f, in, preset, 1e-5, fmt::format("seed {} element-wise chain {}", seed, t.str()));
+    }
+  }
+}
+
+// u32 chains (what JAX's PRNG computes, and unsigned comparisons and
+// conversions): exact against the interpreter.
+TEST_CASE("property: u32 bit arithmetic, comparisons and conversions") {
+  const uint64_t seed = test::test_seed(707);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e"}) {
+    const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    for (int iter = 0; iter < 6; ++iter) {
+      const std::vector<int64_t> dims = {g.size(D), g.pick({1, 3, D, D + 1})};
+      const Type t{DType::u32, dims};
+      Function f;
+      std::vector<int> vals = {param(f, t), param(f, t)};
+      auto op1 = [&](OpKind k, int x, DType d) {
+        Op o;
+        o.kind = k, o.operands = {x}, o.type = {d, dims};
+        return add_op(f, o);
+      };
+      auto shift_amount = [&] {
+        Op c;
+        c.kind = OpKind::constant, c.type = t, c.literal = {double(g.pick({0, 1, 9, 13, 16, 31, 32}))};
+        return add_op(f, c);
+      };
+      const int steps = int(g.range(4, 12));
+      for (int s = 0; s < steps; ++s) {
+        const int x = vals[g.range(0, int64_t(vals.size()) - 1)], y = vals[g.range(0, int64_t(vals.size()) - 1)];
+        Op op;
+        switch (g.range(0, 11)) {
+          case 0: op.kind = OpKind::add, op.operands = {x, y}; break;
+          case 1: op.kind = OpKind::multiply, op.operands = {x, y}; break;
+          case 2: op.kind = OpKind::xor_, op.operands = {x, y}; break;
+          case 3: op.kind = OpKind::or_, op.operands = {x, y}; break;
+          case 4: op.kind = OpKind(g.pick({int64_t(OpKind::shift_left), int64_t(OpKind::shift_right_logical), int64_t(OpKind::shift_right_arithmetic)})), op.operands = {x, shift_amount()}; break;
+          case 5: op.kind = OpKind::maximum, op.operands = {x, y}; break;
+          case 6: op.kind = OpKind::minimum, op.operands = {x, y}; break;
+          case 7: {
+            Op c;
+            c.kind = OpKind::compare, c.operands = {x, y}, c.direction = ir::Direction(g.range(2, 5));  // LT LE GT GE
+            op.kind = OpKind::select, op.operands = {add_op(f, c), x, y};
+            break;
+          }
+          case 8: op.kind = OpKind::convert, op.operands = {op1(OpKind::convert, x, DType::f32)}, op.type = t; break;
+          case 9: op.kind = OpKind::convert, op.operands = {op1(OpKind::convert, x, DType::s32)}, op.type = t; break;
+          case 10: {  // through f32, with bit 30 clear: no NaN (the interpreter's doubles would quiet a signaling one)
+            Op m, c;
+            c.kind = OpKind::constant, c.type = t, c.literal = {double(0xBFFFFFFFu)};
+            m.kind = OpKind::and_, m.operands = {x, add_op(f, c)};
+            op.kind = OpKind::bitcast_convert, op.operands = {op1(OpKind::bitcast_convert, add_op(f, m), DType::f32)}, op.type = t;
+            break;
+          }
+          default: op.kind = OpKind::not_, op.operands = {x}; break;
+        }
+        vals.push_back(add_op(f, op));
+      }
+      f.results = {vals.back(), vals[vals.size() - 2], op1(OpKind::convert, vals.back(), DType::f32)};
+      std::vector<Tensor> in;
+      for (int p : f.params()) in.push_back(g.random(f.ops[p].type));
+      check_against_interpreter(f, in, preset, 0, fmt::format("seed {} u32 chain {}", seed, t.str()));
     }
   }
 }

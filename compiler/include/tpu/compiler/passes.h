@@ -17,6 +17,12 @@ namespace tpu::compiler {
 // folded, common subexpressions merged, dead code removed.
 ir::Function canonicalize(const ir::Function& f);
 
+// u32 ops whose result depends on more than the bits -> signed ones: order
+// comparisons on x ^ 2^31, maximum/minimum/clamp by select, conversions to
+// and from float in exact steps, to and from signed types as bitcasts;
+// division, power and maximum/minimum reductions of u32 are refused.
+ir::Function lower_unsigned(const ir::Function& f);
+
 // convolution -> pad + strided slices (im2col) + concatenate + reshape + dot;
 // feature groups become one convolution per group.
 ir::Function lower_convolution(const ir::Function& f);

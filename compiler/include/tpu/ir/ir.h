@@ -15,10 +15,11 @@
 
 namespace tpu::ir {
 
-enum class DType : uint8_t { pred, s8, s32, bf16, f32 };
+enum class DType : uint8_t { pred, s8, s32, bf16, f32, u32 };
 const char* dtype_name(DType d);
 bool is_float(DType d);
 int dtype_bytes(DType d);  // storage size in HBM and VMEM: pred and s8 take 1
+bool is_32bit(DType d);   // s32, u32, f32: what bitcast-convert reinterprets
 
 struct Type {
   DType dtype = DType::f32;
@@ -33,7 +34,7 @@ struct Type {
 #define TPU_IR_OPS(X)                                                                              \
   /* sources */ X(parameter) X(constant) X(iota)                                                   \
   /* layout */ X(broadcast) X(reshape) X(transpose) X(slice) X(pad) X(concatenate) X(reverse)        \
-  /* unary */ X(convert) X(negate) X(abs) X(exponential) X(log) X(tanh) X(logistic) X(rsqrt) X(sqrt) \
+  /* unary */ X(convert) X(bitcast_convert) X(negate) X(abs) X(exponential) X(log) X(tanh) X(logistic) X(rsqrt) X(sqrt) \
       X(floor) X(ceil) X(round_nearest_even) X(sign) X(not_)                                          \
   /* binary */ X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(and_)     \
       X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
