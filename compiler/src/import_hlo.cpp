@@ -633,6 +633,75 @@ class Importer {
     return sum;
   }
 
+  static bool is_int_index(DType d) { return d == DType::s32 || d == DType::s8 || d == DType::u32; }
+  // Column k of an index tensor's vector dimension ivd (its shape with that
+  // dimension 1), looking through concatenations along ivd so that a column
+  // built from a constant is seen to be constant.
+  int index_column(int v, int64_t ivd, int64_t k, const std::string& loc) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      const Op& o = f_.ops[size_t(v)];
+      if (o.kind != OpKind::concatenate || o.index != ivd) break;
+      int64_t off = 0;
+      for (int a : o.operands) {
+        const int64_t w = f_.ops[size_t(a)].type.dims[size_t(ivd)];
+        if (k < off + w) {
+          v = a, k -= off, moved = true;
+          break;
+        }
+        off += w;
+      }
+    }
+    const Type t = f_.ops[size_t(v)].type;
+    if (t.dims[size_t(ivd)] == 1) return v;
+    Op sl;
+    sl.kind = OpKind::slice, sl.operands = {v}, sl.lo.assign(t.dims.size(), 0), sl.hi = t.dims, sl.strides.assign(t.dims.size(), 1), sl.loc = loc;
+    sl.lo[size_t(ivd)] = k, sl.hi[size_t(ivd)] = k + 1;
+    sl.type = t, sl.type.dims[size_t(ivd)] = 1;
+    return f_.add(std::move(sl));
+  }
+  // Index components that count along a dimension of the index batch, as in
+  // x[jnp.arange(n), labels]: a compile-time constant column whose value is
+  // its own coordinate q (0 .. n-1, never out of range) pairs operand
+  // dimension map[k] with indices dimension q as batching dimensions, and
+  // leaves the window dimensions (`window`: collapsed or inserted). True
+  // when one component is left: `ind` becomes its column, `map` that one
+  // dimension; `cut` gets (operand dim, n) for each pair.
+  bool batch_counting_components(int& ind, int64_t ivd, std::vector<int64_t>& map, std::vector<int64_t>& window, std::vector<int64_t>& obd,
+                                 std::vector<int64_t>& ibd, std::vector<std::pair<int64_t, int64_t>>& cut, const std::string& loc) {
+    const Type it = f_.ops[size_t(ind)].type;
+    if (ivd >= int64_t(it.dims.size()) || it.dims[size_t(ivd)] != int64_t(map.size())) return false;
+    int rest = -1;
+    int64_t rest_dim = -1;
+    std::vector<int64_t> new_obd = obd, new_ibd = ibd, new_window = window;
+    std::vector<std::pair<int64_t, int64_t>> new_cut;
+    for (size_t k = 0; k < map.size(); ++k) {
+      const int col = index_column(ind, ivd, int64_t(k), loc);
+      const Tensor* t = constant_tensor(col);
+      int64_t found = -1;
+      for (size_t q = 0; t && q < it.dims.size() && found < 0; ++q) {
+        if (int64_t(q) == ivd || std::find(new_ibd.begin(), new_ibd.end(), int64_t(q)) != new_ibd.end()) continue;
+        int64_t inner = 1;  // row-major stride of dimension q in the column
+        for (size_t e = q + 1; e < it.dims.size(); ++e) inner *= int64_t(e) == ivd ? 1 : it.dims[e];
+        bool counts = true;
+        for (size_t x = 0; x < t->v.size() && counts; ++x) counts = t->v[x] == double((int64_t(x) / inner) % it.dims[q]);
+        if (counts) found = int64_t(q);
+      }
+      if (found < 0) {
+        if (rest >= 0) return false;  // two data-dependent components
+        rest = col, rest_dim = map[k];
+        continue;
+      }
+      new_obd.push_back(map[k]);
+      new_ibd.push_back(found);
+      new_window.erase(std::remove(new_window.begin(), new_window.end(), map[k]), new_window.end());
+      new_cut.push_back({map[k], it.dims[size_t(found)]});
+    }
+    if (rest < 0) return false;
+    ind = rest, map = {rest_dim}, obd = new_obd, ibd = new_ibd, window = new_window, cut = new_cut;
+    return true;
+  }
+
   // gather along one operand dimension d (start_index_map = {d}, one index
   // per slice; embedding lookups, take_along_axis with batching dims): the
   // machine has no data-dependent addressing, so the index becomes a
@@ -643,15 +712,28 @@ class Importer {
   // (An inf or NaN anywhere in the operand's gathered dimension spreads
   // through the dot: 0 x inf.)
   int gather(const Instruction& i, const Op& op) {
-    const int opnd0 = op.operands.at(0), ind = op.operands.at(1);
-    const Type ot0 = f_.ops[opnd0].type, it = f_.ops[ind].type;
+    int opnd0 = op.operands.at(0), ind = op.operands.at(1);
     const std::string& loc = op.loc;
-    const auto offset = ints(i, "offset_dims"), collapsed = ints(i, "collapsed_slice_dims"), sim = ints(i, "start_index_map");
-    const auto sizes = ints(i, "slice_sizes"), obd = ints(i, "operand_batching_dims", false), sibd = ints(i, "start_indices_batching_dims", false);
-    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
+    auto offset = ints(i, "offset_dims"), collapsed = ints(i, "collapsed_slice_dims"), sim = ints(i, "start_index_map");
+    auto sizes = ints(i, "slice_sizes"), obd = ints(i, "operand_batching_dims", false), sibd = ints(i, "start_indices_batching_dims", false);
+    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(f_.ops[ind].type.dims.size()));
+    if (!is_float(f_.ops[opnd0].type.dtype)) unsupported(i, "gather of integer values (it is a one-hot dot on this machine)");
+    if (!is_int_index(f_.ops[ind].type.dtype)) malformed(i, "gather indices must be integers");
+    std::vector<std::pair<int64_t, int64_t>> cut;
+    if (sim.size() > 1 && sizes.size() == f_.ops[opnd0].type.dims.size() &&
+        !batch_counting_components(ind, ivd, sim, collapsed, obd, sibd, cut, loc))
+      unsupported(i, "gather with a start index over several dimensions (other than counting ones, as x[arange(n), i])");
+    for (auto [e, n] : cut) {  // the counted operand dimension: its first n rows
+      const Type t = f_.ops[opnd0].type;
+      if (e < 0 || size_t(e) >= t.dims.size() || t.dims[size_t(e)] < n || sizes[size_t(e)] != 1) malformed(i, "gather index out of its dimension");
+      if (t.dims[size_t(e)] == n) continue;
+      Op sl;
+      sl.kind = OpKind::slice, sl.operands = {opnd0}, sl.lo.assign(t.dims.size(), 0), sl.hi = t.dims, sl.strides.assign(t.dims.size(), 1), sl.loc = loc;
+      sl.hi[size_t(e)] = n, sl.type = t, sl.type.dims[size_t(e)] = n;
+      opnd0 = f_.add(std::move(sl));
+    }
+    const Type ot0 = f_.ops[opnd0].type, it = f_.ops[ind].type;
     const size_t r = ot0.dims.size();
-    if (!is_float(ot0.dtype)) unsupported(i, "gather of integer values (it is a one-hot dot on this machine)");
-    if (it.dtype != DType::s32 && it.dtype != DType::s8 && it.dtype != DType::u32) malformed(i, "gather indices must be integers");
     if (sim.size() != 1) unsupported(i, "gather with a start index over several dimensions");
     if (sizes.size() != r || obd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) ||
         (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
@@ -978,15 +1060,22 @@ class Importer {
   // f32 as any f32 sum does).
   int scatter(const Instruction& i, const Op& op) {
     if (op.operands.size() != 3) unsupported(i, "scatter of several operands");
-    const int opnd = op.operands[0], ind = op.operands[1], upd = op.operands[2];
-    const Type ot = f_.ops[size_t(opnd)].type, it = f_.ops[size_t(ind)].type, ut = f_.ops[size_t(upd)].type;
+    int ind = op.operands[1];
+    const int opnd = op.operands[0], upd = op.operands[2];
     const std::string& l = op.loc;
-    const auto uwd = ints(i, "update_window_dims"), iwd = ints(i, "inserted_window_dims"), sdod = ints(i, "scatter_dims_to_operand_dims");
-    const auto ibd = ints(i, "input_batching_dims", false), sibd = ints(i, "scatter_indices_batching_dims", false);
-    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(it.dims.size()));
+    auto uwd = ints(i, "update_window_dims"), iwd = ints(i, "inserted_window_dims"), sdod = ints(i, "scatter_dims_to_operand_dims");
+    auto ibd = ints(i, "input_batching_dims", false), sibd = ints(i, "scatter_indices_batching_dims", false);
+    const int64_t ivd = one_int(i, "index_vector_dim", int64_t(f_.ops[size_t(ind)].type.dims.size()));
+    if (!is_int_index(f_.ops[size_t(ind)].type.dtype)) malformed(i, "scatter indices must be integers");
+    std::vector<std::pair<int64_t, int64_t>> cut;
+    if (sdod.size() > 1 && !batch_counting_components(ind, ivd, sdod, iwd, ibd, sibd, cut, l))
+      unsupported(i, "scatter with an index over several dimensions (other than counting ones, as x[arange(n), i])");
+    for (auto [e, n] : cut)
+      if (e < 0 || size_t(e) >= f_.ops[size_t(opnd)].type.dims.size() || f_.ops[size_t(opnd)].type.dims[size_t(e)] != n)
+        unsupported(i, "scatter whose counting index covers part of its dimension");
+    const Type ot = f_.ops[size_t(opnd)].type, it = f_.ops[size_t(ind)].type, ut = f_.ops[size_t(upd)].type;
     const size_t r = ot.dims.size();
     if (!is_float(ot.dtype) || ut.dtype != ot.dtype || op.type != ot) unsupported(i, "scatter of integer values (it is a one-hot dot on this machine)");
-    if (it.dtype != DType::s32 && it.dtype != DType::s8 && it.dtype != DType::u32) malformed(i, "scatter indices must be integers");
     if (sdod.size() != 1) unsupported(i, "scatter with an index over several dimensions");
     if (ibd.size() != sibd.size() || ivd < 0 || ivd > int64_t(it.dims.size()) || (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
       malformed(i, "inconsistent scatter dimensions");

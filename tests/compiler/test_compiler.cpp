@@ -261,6 +261,44 @@ TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned
   CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(div, "d.hlo"), "d.hlo")), "d.hlo:5: unsupported divide of u32 values");
 }
 
+// x[arange(n), labels] and x[arange(b)[:, None], arange(t), labels]: index
+// components that count along the index batch become batching dimensions.
+TEST_CASE("import: gather and scatter with counting index components (x[arange(n), labels])") {
+  const std::string text =
+      "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main {\n"
+      "  x = f32[2,4,5]{2,1,0} parameter(0)\n  lab = s32[2,4]{1,0} parameter(1)\n  u = f32[2,4]{1,0} parameter(2)\n"
+      "  ib = s32[2,4,1]{2,1,0} iota(), iota_dimension=0\n  it = s32[2,4,1]{2,1,0} iota(), iota_dimension=1\n"
+      "  l = s32[2,4,1]{2,1,0} reshape(lab)\n  idx = s32[2,4,3]{2,1,0} concatenate(it, l, ib), dimensions={2}\n"
+      "  g = f32[2,4]{1,0} gather(x, idx), offset_dims={}, collapsed_slice_dims={0,1,2}, start_index_map={1,2,0}, index_vector_dim=2, slice_sizes={1,1,1}\n"
+      "  z = f32[] constant(0)\n  zs = f32[2,4,5]{2,1,0} broadcast(z), dimensions={}\n"
+      "  s = f32[2,4,5]{2,1,0} scatter(zs, idx, u), update_window_dims={}, inserted_window_dims={0,1,2}, scatter_dims_to_operand_dims={1,2,0}, index_vector_dim=2, to_apply=add\n"
+      "  ROOT t = (f32[2,4]{1,0}, f32[2,4,5]{2,1,0}) tuple(g, s)\n}\n";
+  const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
+  auto tensor = [](DType dt, std::vector<int64_t> dims, std::vector<double> v) {
+    ir::Tensor t;
+    t.type = {dt, std::move(dims)}, t.v = std::move(v);
+    return t;
+  };
+  std::vector<double> xv, uv;
+  for (int k = 0; k < 40; ++k) xv.push_back(k * 0.5 - 3);
+  for (int k = 0; k < 8; ++k) uv.push_back(k + 1);
+  const ir::Tensor x = tensor(DType::f32, {2, 4, 5}, xv), lab = tensor(DType::s32, {2, 4}, {3, 0, 4, 9, -2, 1, 1, 2}),
+                   u = tensor(DType::f32, {2, 4}, uv);
+  const auto out = ir::interpret(f, {x, lab, u});
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 4; ++t) {
+      const int l = int(lab.v[size_t(b * 4 + t)]), clamped = std::clamp(l, 0, 4);
+      INFO("b " << b << " t " << t << " label " << l);
+      CHECK(out[0].v[size_t(b * 4 + t)] == x.v[size_t((b * 4 + t) * 5 + clamped)]);  // gather clamps
+      for (int c = 0; c < 5; ++c)  // scatter drops what is out of range
+        CHECK(out[1].v[size_t((b * 4 + t) * 5 + c)] == (c == l ? u.v[size_t(b * 4 + t)] : 0.0));
+    }
+  // Two data-dependent components stay unsupported.
+  std::string two = text;
+  two.replace(two.find("iota(), iota_dimension=1"), 24, "reshape(lab)");
+  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo"), Catch::Contains("unsupported gather with a start index over several dimensions"));
+}
+
 TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices out of range") {
   const std::string text =
       "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
