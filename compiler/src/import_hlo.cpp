@@ -366,6 +366,7 @@ class Importer {
       for (auto* t : tuples) a.push_back(*t);
       return computation(*callee, a);
     }
+    if (opc == "conditional") return conditional(i, tuples);
     if (opc == "while") {
       // Loops run at compile time: the condition must be a constant once
       // the state before it is known (counted loops: fori_loop, scan), and
@@ -801,6 +802,74 @@ class Importer {
     int res = f_.add(std::move(tr));
     if (op.type.dtype != DType::f32) res = emit(OpKind::convert, {res}, {op.type.dtype, tdims}, loc);
     return emit(OpKind::reshape, {res}, op.type, loc);
+  }
+
+  // conditional (lax.cond, lax.switch): branches are pure functions, so
+  // every branch is imported and the result selected by the predicate (true:
+  // the first) or the index (out of range: the last branch, as XLA); a
+  // predicate or index known at compile time imports its branch only.
+  std::vector<int> conditional(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    std::vector<const hlo::Computation*> branches;
+    std::vector<std::string> names;
+    if (const std::string* bc = i.attribute("branch_computations")) {
+      std::string cur;
+      for (char c : *bc) {
+        if (c == '{' || c == '}' || c == ' ') continue;
+        if (c == ',') names.push_back(cur), cur.clear();
+        else cur += c;
+      }
+      if (!cur.empty()) names.push_back(cur);
+    } else {
+      const std::string* t = i.attribute("true_computation");
+      const std::string* f = i.attribute("false_computation");
+      if (!t || !f) malformed(i, "conditional needs true_computation and false_computation, or branch_computations");
+      names = {*t, *f};
+    }
+    for (const std::string& n : names) {
+      const hlo::Computation* c = m_.find(n);
+      if (!c) malformed(i, fmt::format("conditional names unknown computation {}", n));
+      branches.push_back(c);
+    }
+    if (branches.empty() || tuples.size() != branches.size() + 1 || tuples[0]->size() != 1) malformed(i, "conditional operands do not match its branches");
+    const int sel = (*tuples[0])[0];
+    const Type st = f_.ops[size_t(sel)].type;
+    const bool by_pred = st.dtype == DType::pred;
+    if (!st.dims.empty() || (!by_pred && st.dtype != DType::s32) || (by_pred && branches.size() != 2))
+      malformed(i, "conditional selects by a pred (two branches) or an s32 index");
+    const int64_t nb = int64_t(branches.size());
+    auto branch_of = [&](double v) { return by_pred ? (v != 0 ? 0 : 1) : (v < 0 || v >= double(nb) ? nb - 1 : int64_t(v)); };
+    if (const std::optional<double> known = constant_scalar(sel)) {
+      const int64_t b = branch_of(*known);
+      return computation(*branches[size_t(b)], {*tuples[size_t(b) + 1]});
+    }
+    std::vector<std::vector<int>> results;
+    for (int64_t b = 0; b < nb; ++b) {
+      results.push_back(computation(*branches[size_t(b)], {*tuples[size_t(b) + 1]}));
+      if (results.back().size() != results[0].size()) malformed(i, "conditional branches return different values");
+      for (size_t k = 0; k < results[0].size(); ++k)
+        if (f_.ops[size_t(results.back()[k])].type != f_.ops[size_t(results[0][k])].type) malformed(i, "conditional branches return different types");
+    }
+    const std::string l = loc(i);
+    std::vector<int> out = results[size_t(nb - 1)];
+    for (int64_t b = nb - 2; b >= 0; --b) {
+      int take = sel;  // pred: true takes branch 0
+      if (!by_pred) {
+        Op eq;
+        eq.kind = OpKind::compare, eq.direction = Direction::EQ, eq.operands = {sel, splat(st, double(b), l)}, eq.type = {DType::pred, {}}, eq.loc = l;
+        take = f_.add(std::move(eq));
+      }
+      for (size_t k = 0; k < out.size(); ++k) {
+        const Type t = f_.ops[size_t(out[k])].type;
+        int mask = take;
+        if (!t.dims.empty()) {
+          Op bm;
+          bm.kind = OpKind::broadcast, bm.operands = {take}, bm.type = {DType::pred, t.dims}, bm.loc = l;
+          mask = f_.add(std::move(bm));
+        }
+        out[k] = emit(OpKind::select, {mask, results[size_t(b)][k], out[k]}, t, l);
+      }
+    }
+    return out;
   }
 
   static constexpr int64_t kMaxIterations = 4096;

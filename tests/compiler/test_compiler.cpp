@@ -299,6 +299,29 @@ TEST_CASE("import: gather and scatter with counting index components (x[arange(n
   CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo"), Catch::Contains("unsupported gather with a start index over several dimensions"));
 }
 
+// lax.cond and lax.switch: every branch computed, the result selected.
+TEST_CASE("import: conditional selects its branch by predicate or index (out of range: the last)") {
+  const ir::Function f = compiler::load_module(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo/cond_switch.hlo");
+  for (double s : {1.5, -2.0})
+    for (double k : {0.0, 1.0, 2.0, 7.0, -1.0}) {
+      INFO("s " << s << " k " << k);
+      ir::Tensor ts, tx, tk;
+      ts.type = {DType::f32, {}}, ts.v = {s};
+      tk.type = {DType::s32, {}}, tk.v = {k};
+      tx.type = {DType::f32, {4, 8}};
+      for (int e = 0; e < 32; ++e) tx.v.push_back(double(float(e * 0.25 - 4)));
+      const auto out = ir::interpret(f, {ts, tx, tk});
+      for (int e = 0; e < 32; ++e) {
+        const float x = float(tx.v[size_t(e)]);
+        CHECK(float(out[0].v[size_t(e)]) == (s > 0 ? x * float(s) : -x));
+        const int b = k >= 0 && k < 3 ? int(k) : 2;
+        const float w = b == 0 ? std::tanh(x) : b == 1 ? std::exp(x) : std::fabs(x);
+        CHECK(float(out[1].v[size_t(e)]) == w - x);  // plus the constant-false cond: -x
+      }
+      CHECK(float(out[2].v[0]) == (s > 0 ? float(s) : std::exp(float(s))));
+    }
+}
+
 TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices out of range") {
   const std::string text =
       "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
