@@ -356,6 +356,7 @@ class Importer {
       if (k < 0 || size_t(k) >= sizes.size()) malformed(i, "tuple index out of range");
       size_t start = 0;
       for (int64_t e = 0; e < k; ++e) start += sizes[e];
+      if (start + sizes[k] > t.size()) malformed(i, "operand holds fewer values than its tuple shape");
       return std::vector<int>(t.begin() + start, t.begin() + start + sizes[k]);
     }
     if (opc == "call") {

@@ -82,6 +82,17 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[5]{0} negate(p)\n").find("m.hlo:5:") == 0);
   CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} all-reduce(p), replica_groups={{0,1}}, to_apply=x\n")
             .find("m.hlo:5: unsupported all-reduce across devices") == 0);
+  // A tuple shape that promises more values than its producer gives.
+  try {
+    ir::import_hlo(hlo::parse("HloModule m\n\nf {\n  p = f32[4]{0} parameter(0)\n  ROOT q = f32[4]{0} negate(p)\n}\n\nENTRY main {\n"
+                              "  x = f32[4]{0} parameter(0)\n  c = (f32[4]{0}, f32[4]{0}) call(x), to_apply=f\n"
+                              "  ROOT g = f32[4]{0} get-tuple-element(c), index=1\n}\n",
+                              "t.hlo"),
+                   "t.hlo");
+    FAIL("a short tuple imported");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "t.hlo:11: g: operand holds fewer values than its tuple shape");
+  }
   const std::string pmap = ir::print(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
   CHECK(!pmap.empty());
   try {
