@@ -18,7 +18,7 @@ mkdir -p build-fuzz/crashes
 for t in "${TARGETS[@]}"; do
   case $t in
     fuzz_asm) seeds=(examples/asm tests/asm) ;;
-    fuzz_hlo) seeds=(tests/corpus tests/compiler/hlo) ;;
+    fuzz_hlo) seeds=(tests/corpus tests/compiler/hlo tests/fuzz/corpus/hlo) ;;
     *) seeds=(tests/fuzz/corpus/${t#fuzz_}) ;;
   esac
   work=build-fuzz/corpus/$t

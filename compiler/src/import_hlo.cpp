@@ -453,7 +453,8 @@ class Importer {
     // (x - x == 0).
     // Ops the IR spells with others (helpers below).
     if (opc == "erf" || opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
-      const int x = op.operands.at(0);
+      need_operands(i, op, 1);
+      const int x = op.operands[0];
       const Type xt = f_.ops[x].type;
       if (!is_float(xt.dtype)) malformed(i, opc + " needs a float operand");
       auto un = [&](OpKind k, int a) { return emit(k, {a}, xt, op.loc); };
@@ -477,9 +478,9 @@ class Importer {
       const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
       return {bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)))};
     }
-    if (opc == "remainder" || opc == "round-nearest-afz") return {rounding(i, op, opc)};
-    if (opc == "sine" || opc == "cosine") return {sin_cos(i, op, opc == "cosine")};
-    if (opc == "gather") return {gather(i, op)};
+    if (opc == "remainder" || opc == "round-nearest-afz") return need_operands(i, op, opc == "remainder" ? 2 : 1), std::vector<int>{rounding(i, op, opc)};
+    if (opc == "sine" || opc == "cosine") return need_operands(i, op, 1), std::vector<int>{sin_cos(i, op, opc == "cosine")};
+    if (opc == "gather") return need_operands(i, op, 2), std::vector<int>{gather(i, op)};
     if (opc == "scatter") return {scatter(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
@@ -635,6 +636,9 @@ class Importer {
     return sum;
   }
 
+  void need_operands(const Instruction& i, const Op& op, size_t n) const {
+    if (op.operands.size() != n) malformed(i, fmt::format("{} takes {} operand(s), has {}", i.opcode, n, op.operands.size()));
+  }
   static bool is_int_index(DType d) { return d == DType::s32 || d == DType::s8 || d == DType::u32; }
   // Column k of an index tensor's vector dimension ivd (its shape with that
   // dimension 1), looking through concatenations along ivd so that a column
