@@ -180,7 +180,7 @@ class Parser {
       // The result shape runs to the body's '{', the line's last character
       // (a layout after it would look like the body: "-> f32[] {").
       const size_t eol = s_.find('\n', pos_);
-      const size_t brace = s_.find_last_of('{', eol == std::string::npos ? std::string::npos : eol);
+      const size_t brace = eol == std::string_view::npos ? s_.find('{', pos_) : s_.find_last_of('{', eol);
       if (brace == std::string::npos || brace < pos_) fail("expected '{' after the computation's signature");
       pos_ = brace;
     }

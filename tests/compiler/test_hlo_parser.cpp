@@ -96,6 +96,20 @@ TEST_CASE("tuples, nested attribute values and strings", "[hlo]") {
   CHECK(m.attributes.at(0).first == "entry_computation_layout");
 }
 
+TEST_CASE("the older text style: % names and computation signatures", "[hlo]") {
+  const auto m = hlo::parse(
+      "HloModule m\n\n%r.1 (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+      "  ROOT %c = f32[] add(f32[] %a, f32[] %b)\n}\n\n"
+      "ENTRY %e (p: f32[2]) -> f32[] {\n  %p = f32[2]{0} parameter(0)\n  %z = f32[] constant(0)\n"
+      "  ROOT %s = f32[] reduce(f32[2]{0} %p, f32[] %z), dimensions={0}, to_apply=%r.1\n}\n",
+      "old.hlo");
+  REQUIRE(m.computations.size() == 2);
+  const hlo::Computation* r = m.find(*m.entry()->find("s")->attribute("to_apply"));
+  REQUIRE(r != nullptr);
+  CHECK(r->root()->opcode == "add");
+  CHECK(m.entry()->root()->operands.size() == 2);
+}
+
 TEST_CASE("malformed HLO is one line with file and line", "[hlo]") {
   auto err = [](const std::string& text) {
     try {
