@@ -161,7 +161,7 @@ TEST_CASE("import: argmax/argmin reductions are recognised by what their region 
   }
 }
 
-TEST_CASE("import: counted while loops unroll; dynamic slices with known starts become slices") {
+TEST_CASE("import: counted while loops unroll, dynamic slices with known starts become slices") {
   const std::string loop =
       "HloModule m\n\nbody {\n  p = (s32[], f32[3]{0}) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
       "  x = f32[3]{0} get-tuple-element(p), index=1\n  two = f32[] constant(2)\n  tb = f32[3]{0} broadcast(two), dimensions={}\n"
@@ -221,7 +221,7 @@ TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {
 // u32 (JAX's PRNG keys and random bits): the interpreter's unsigned
 // semantics, and lower-unsigned rewriting them into signed ops and bitcasts
 // without changing a value.
-TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned type; lower-unsigned keeps them") {
+TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned type, and lower-unsigned keeps them") {
   const std::string text =
       "HloModule m\n\nENTRY main {\n  a = u32[8]{0} parameter(0)\n  b = u32[8]{0} parameter(1)\n  x = f32[8]{0} parameter(2)\n"
       "  lt = pred[8]{0} compare(a, b), direction=LT\n  mx = u32[8]{0} maximum(a, b)\n  fa = f32[8]{0} convert(a)\n"
@@ -269,7 +269,7 @@ TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned
   // What the VPU cannot do on unsigned values is refused with the line.
   const std::string div =
       "HloModule m\n\nENTRY main {\n  a = u32[8]{0} parameter(0)\n  ROOT d = u32[8]{0} divide(a, a)\n}\n";
-  CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(div, "d.hlo"), "d.hlo")), "d.hlo:5: unsupported divide of u32 values");
+  CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(div, "d.hlo"), "d.hlo")), "d.hlo:5 d: unsupported divide of u32 values");
 }
 
 // x[arange(n), labels] and x[arange(b)[:, None], arange(t), labels]: index

@@ -130,7 +130,7 @@ TEST_CASE("corpus: every single-device program has a test") {
 // Compiled corpus programs with the Verilated RTL in the MXU's place: the
 // same outputs and cycles as the model (fast and PE-level paths); and MXU 0's
 // recorded command stream replayed through the RTL lockstep harness.
-TEST_CASE("corpus under the RTL MXU (tiny): identical outputs and cycles; recorded streams in lockstep") {
+TEST_CASE("corpus under the RTL MXU (tiny): identical outputs and cycles, recorded streams in lockstep") {
   const sim::MachineConfig cfg = sim::load_config("tiny");
   if (!sim::rtl_mxu_available(uint32_t(cfg.target.mxu_dim))) {
     WARN("the RTL MXU for tiny is not built (TPU_RTL_SIZES); skipped");

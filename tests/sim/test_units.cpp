@@ -145,7 +145,7 @@ TEST_CASE("MXU numerics: flushes, exact products, canonical NaN", "[mxu]") {
   CHECK(as_bits(daz(FLT_MIN / 4)) == 0u);
 }
 
-TEST_CASE("configs: presets load; every parameter is checked", "[config]") {
+TEST_CASE("configs: presets load, every parameter is checked", "[config]") {
   for (const auto& name : isa::preset_names()) {
     auto c = load_config(name);
     CHECK(c.target.name == name);
@@ -169,6 +169,9 @@ TEST_CASE("configs: presets load; every parameter is checked", "[config]") {
                     "c.json: vpu.latency.typo is not a known parameter");
   CHECK_THROWS_WITH(config_from_json(bad("\"burst_bytes\": 64", "\"burst_bytes\": -1"), "c.json"),
                     "c.json: dma.burst_bytes must be a non-negative integer");
+  CHECK_THROWS_WITH(config_from_json(bad("\"bursts_per_cycle\": 1", "\"bursts_per_cycle\": 0"), "c.json"),
+                    "c.json: dma.bursts_per_cycle = 0 is outside 1..64");
+  CHECK_THROWS_WITH(config_from_json(bad(",\n    \"bursts_per_cycle\": 1", ""), "c.json"), "c.json: dma.bursts_per_cycle is missing");
   CHECK_THROWS_WITH(config_from_json(bad("\"chips\": 1", "\"chips\": 2"), "c.json"),
                     "c.json: target.chips = 2: multi-chip systems are not modelled yet");
 }
