@@ -574,7 +574,15 @@ class Importer {
     o.kind = k, o.operands = std::move(operands), o.type = t, o.loc = loc;
     return f_.add(std::move(o));
   }
-  // A constant of t's dtype broadcast to t's shape.
+  // x[lo:hi] with unit strides.
+  int slice(int x, std::vector<int64_t> lo, std::vector<int64_t> hi, const std::string& loc) {
+    Op sl;
+    sl.kind = OpKind::slice, sl.operands = {x}, sl.strides.assign(lo.size(), 1), sl.loc = loc;
+    sl.type = {f_.ops[size_t(x)].type.dtype, {}};
+    for (size_t k = 0; k < lo.size(); ++k) sl.type.dims.push_back(hi[k] - lo[k]);
+    sl.lo = std::move(lo), sl.hi = std::move(hi);
+    return f_.add(std::move(sl));
+  }
   // The index batch of gather/scatter indices (their shape without the
   // index vector dimension) and, per index, a one-hot row over n positions:
   // hit[G..., v] = (index == v), with the index clamped into range first
@@ -660,11 +668,9 @@ class Importer {
     }
     const Type t = f_.ops[size_t(v)].type;
     if (t.dims[size_t(ivd)] == 1) return v;
-    Op sl;
-    sl.kind = OpKind::slice, sl.operands = {v}, sl.lo.assign(t.dims.size(), 0), sl.hi = t.dims, sl.strides.assign(t.dims.size(), 1), sl.loc = loc;
-    sl.lo[size_t(ivd)] = k, sl.hi[size_t(ivd)] = k + 1;
-    sl.type = t, sl.type.dims[size_t(ivd)] = 1;
-    return f_.add(std::move(sl));
+    std::vector<int64_t> lo(t.dims.size(), 0), hi = t.dims;
+    lo[size_t(ivd)] = k, hi[size_t(ivd)] = k + 1;
+    return slice(v, lo, hi, loc);
   }
   // Index components that count along a dimension of the index batch, as in
   // x[jnp.arange(n), labels]: a compile-time constant column whose value is
@@ -733,10 +739,9 @@ class Importer {
       const Type t = f_.ops[opnd0].type;
       if (e < 0 || size_t(e) >= t.dims.size() || t.dims[size_t(e)] < n || sizes[size_t(e)] != 1) malformed(i, "gather index out of its dimension");
       if (t.dims[size_t(e)] == n) continue;
-      Op sl;
-      sl.kind = OpKind::slice, sl.operands = {opnd0}, sl.lo.assign(t.dims.size(), 0), sl.hi = t.dims, sl.strides.assign(t.dims.size(), 1), sl.loc = loc;
-      sl.hi[size_t(e)] = n, sl.type = t, sl.type.dims[size_t(e)] = n;
-      opnd0 = f_.add(std::move(sl));
+      std::vector<int64_t> hi = t.dims;
+      hi[size_t(e)] = n;
+      opnd0 = slice(opnd0, std::vector<int64_t>(t.dims.size(), 0), hi, loc);
     }
     const Type ot0 = f_.ops[opnd0].type, it = f_.ops[ind].type;
     const size_t r = ot0.dims.size();
@@ -754,13 +759,7 @@ class Importer {
       if (sizes[e] < 0 || sizes[e] > ot0.dims[e] || (has(obd, int64_t(e)) && sizes[e] != 1)) malformed(i, "gather slice sizes out of range");
       if (!has(obd, int64_t(e))) lim[e] = sizes[e];
     }
-    int opnd = opnd0;
-    if (lim != ot0.dims) {
-      Op sl;
-      sl.kind = OpKind::slice, sl.operands = {opnd0}, sl.lo.assign(r, 0), sl.hi = lim, sl.strides.assign(r, 1), sl.loc = loc;
-      sl.type = {ot0.dtype, lim};
-      opnd = f_.add(std::move(sl));
-    }
+    const int opnd = lim != ot0.dims ? slice(opnd0, std::vector<int64_t>(r, 0), lim, loc) : opnd0;
     const Type ot = f_.ops[opnd].type;
     // The indices without their vector dimension: the batch shape G.
     const int64_t n = ot.dims[size_t(d)];
@@ -964,11 +963,7 @@ class Importer {
       hi[k] = lo[k] + sizes[k];
     }
     const std::string l = loc(i);
-    if (!update) {
-      Op sl;
-      sl.kind = OpKind::slice, sl.operands = {in[0]}, sl.lo = lo, sl.hi = hi, sl.strides.assign(r, 1), sl.type = {xt.dtype, sizes}, sl.loc = l;
-      return f_.add(std::move(sl));
-    }
+    if (!update) return slice(in[0], lo, hi, l);
     std::vector<int64_t> after(r), none(r, 0);
     for (size_t k = 0; k < r; ++k) after[k] = xt.dims[k] - hi[k];
     auto pad = [&](int x, int value, const Type& t) {

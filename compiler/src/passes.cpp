@@ -80,6 +80,17 @@ struct Builder {
     op.operands = {a, b};
     return add(std::move(op));
   }
+  int compare(Direction d, int a, int b) {
+    Op op;
+    op.kind = OpKind::compare, op.operands = {a, b}, op.direction = d;
+    return add(std::move(op));
+  }
+  int select(int p, int a, int b) {
+    Op op;
+    op.kind = OpKind::select, op.operands = {p, a, b};
+    return add(std::move(op));
+  }
+  int splat(DType d, double v, std::vector<int64_t> dims) { return broadcast(scalar(d, v), std::move(dims), {}); }
   int pad(int x, int value, std::vector<int64_t> lo, std::vector<int64_t> hi, std::vector<int64_t> interior) {
     bool none = true;
     for (size_t i = 0; i < lo.size(); ++i) none &= lo[i] == 0 && hi[i] == 0 && interior[i] == 0;
@@ -493,20 +504,9 @@ Function lower_select_and_scatter(const Function& in) {
       o.kind = k, o.operands = {a};
       return b.add(std::move(o));
     };
-    auto cmp = [&](Direction d, int a, int c) {
-      Op o;
-      o.kind = OpKind::compare, o.operands = {a, c}, o.direction = d;
-      return b.add(std::move(o));
-    };
-    auto sel = [&](int p, int a, int c) {
-      Op o;
-      o.kind = OpKind::select, o.operands = {p, a, c};
-      return b.add(std::move(o));
-    };
-    auto splat = [&](DType d, double v, const std::vector<int64_t>& dims) { return b.broadcast(b.scalar(d, v), dims, {}); };
     const std::vector<int64_t> none(n, 0), one(n, 1);
     const int xp = b.pad(x, b.scalar(dt, 0), op.lo, op.hi, none);
-    const int valid = b.pad(splat(DType::s32, 1, xt.dims), b.scalar(DType::s32, 0), op.lo, op.hi, none);
+    const int valid = b.pad(b.splat(DType::s32, 1, xt.dims), b.scalar(DType::s32, 0), op.lo, op.hi, none);
     const std::vector<int64_t> pdims = b.type(xp).dims;
     const int64_t taps = window_taps(op, op.window);
     std::vector<std::vector<int64_t>> starts;
@@ -523,29 +523,29 @@ Function lower_select_and_scatter(const Function& in) {
       for (size_t i = 0; i < n; ++i) limit[i] = start[i] + (st.dims[i] - 1) * op.strides[i] + 1;
       return b.slice(v, start, limit, op.strides);
     };
-    const int zero_i = splat(DType::s32, 0, st.dims);
+    const int zero_i = b.splat(DType::s32, 0, st.dims);
     int best = -1, which = -1, have = -1;
     for (int64_t t = 0; t < taps && st.elements() > 0; ++t) {
       const int v = view(xp, starts[size_t(t)]);
-      const int ok = cmp(Direction::NE, view(valid, starts[size_t(t)]), zero_i);
+      const int ok = b.compare(Direction::NE, view(valid, starts[size_t(t)]), zero_i);
       if (t == 0) {
         best = v, which = zero_i, have = ok;
         continue;
       }
       // A valid candidate is taken when nothing is selected yet or the
       // selected value does not win against it.
-      const int keep = cmp(op.direction, best, v);
+      const int keep = b.compare(op.direction, best, v);
       const int take = b.binary(OpKind::and_, ok, b.binary(OpKind::or_, unop(OpKind::not_, have), unop(OpKind::not_, keep)));
-      best = sel(take, v, best);
-      which = sel(take, splat(DType::s32, double(t), st.dims), which);
+      best = b.select(take, v, best);
+      which = b.select(take, b.splat(DType::s32, double(t), st.dims), which);
       have = b.binary(OpKind::or_, have, ok);
     }
     const OpKind k = combiner_op(op.combiner);
     const int ident = b.scalar(dt, combiner_identity(op.combiner, dt));
     int acc = -1;
     for (int64_t t = 0; t < taps && st.elements() > 0; ++t) {
-      const int mine = b.binary(OpKind::and_, have, cmp(Direction::EQ, which, splat(DType::s32, double(t), st.dims)));
-      const int part = sel(mine, src, b.broadcast(ident, st.dims, {}));
+      const int mine = b.binary(OpKind::and_, have, b.compare(Direction::EQ, which, b.splat(DType::s32, double(t), st.dims)));
+      const int part = b.select(mine, src, b.broadcast(ident, st.dims, {}));
       std::vector<int64_t> lo(n), hi(n), interior(n);
       for (size_t i = 0; i < n; ++i) {
         lo[i] = starts[size_t(t)][i];
@@ -583,24 +583,16 @@ Function lower_unsigned(const Function& in) {
     auto refuse = [&](const std::string& what) -> int {
       throw Error(fmt::format("{}: unsupported {} of u32 values", op.loc.empty() ? "<ir>" : op.loc, what));
     };
-    auto splat = [&](DType d, double v, const std::vector<int64_t>& dims) { return b.broadcast(b.scalar(d, v), dims, {}); };
     auto bitcast = [&](int x, DType d) {
       if (b.type(x).dtype == d) return x;
       Op c;
       c.kind = OpKind::bitcast_convert, c.operands = {x}, c.type = {d, b.type(x).dims};
       return b.add(std::move(c));
     };
-    auto biased = [&](int x) { return bitcast(b.binary(OpKind::xor_, x, splat(DType::u32, 2147483648.0, b.type(x).dims)), DType::s32); };
-    auto compare = [&](int x, int y, Direction d) {
-      Op c;
-      c.kind = OpKind::compare, c.operands = {x, y}, c.direction = d;
-      return b.add(std::move(c));
-    };
-    auto ucompare = [&](int x, int y, Direction d) { return compare(biased(x), biased(y), d); };
-    auto select = [&](int p, int x, int y) {
-      Op s;
-      s.kind = OpKind::select, s.operands = {p, x, y};
-      return b.add(std::move(s));
+    auto biased = [&](int x) { return bitcast(b.binary(OpKind::xor_, x, b.splat(DType::u32, 2147483648.0, b.type(x).dims)), DType::s32); };
+    auto ucompare = [&](int x, int y, Direction d) {
+      const int by = biased(y), bx = biased(x);  // y first, as the code generated so far has it
+      return b.compare(d, bx, by);
     };
     auto full = [&](int x, const std::vector<int64_t>& dims) { return b.type(x).dims == dims ? x : b.broadcast(x, dims, {}); };
     switch (op.kind) {
@@ -611,19 +603,19 @@ Function lower_unsigned(const Function& in) {
       case OpKind::minimum: {
         if (!ures) return -1;
         const int x = op.operands[0], y = op.operands[1];
-        return select(ucompare(x, y, op.kind == OpKind::maximum ? Direction::GT : Direction::LT), x, y);
+        return b.select(ucompare(x, y, op.kind == OpKind::maximum ? Direction::GT : Direction::LT), x, y);
       }
       case OpKind::clamp: {
         if (!ures) return -1;
         const int lo = full(op.operands[0], op.type.dims), x = op.operands[1], hi = full(op.operands[2], op.type.dims);
-        const int m = select(ucompare(x, lo, Direction::LT), lo, x);
-        return select(ucompare(m, hi, Direction::GT), hi, m);
+        const int m = b.select(ucompare(x, lo, Direction::LT), lo, x);
+        return b.select(ucompare(m, hi, Direction::GT), hi, m);
       }
       case OpKind::abs: return ures ? op.operands[0] : -1;
       case OpKind::sign: {
         if (!ures) return -1;
         const int x = op.operands[0];
-        return b.convert(compare(x, splat(DType::u32, 0, op.type.dims), Direction::NE), DType::u32);
+        return b.convert(b.compare(Direction::NE, x, b.splat(DType::u32, 0, op.type.dims)), DType::u32);
       }
       case OpKind::divide: return ures ? refuse("divide") : -1;
       case OpKind::power: return ures ? refuse("power") : -1;
@@ -643,20 +635,20 @@ Function lower_unsigned(const Function& in) {
           if (to == DType::s8) return b.convert(bitcast(x, DType::s32), DType::s8);
           if (!is_float(to)) return -1;  // pred: x != 0, the same on the bits
           const auto& d = op.type.dims;
-          const int hi = b.binary(OpKind::shift_right_logical, x, splat(DType::u32, 16, d));
-          const int lo = b.binary(OpKind::and_, x, splat(DType::u32, 65535, d));
+          const int hi = b.binary(OpKind::shift_right_logical, x, b.splat(DType::u32, 16, d));
+          const int lo = b.binary(OpKind::and_, x, b.splat(DType::u32, 65535, d));
           const int fhi = b.convert(bitcast(hi, DType::s32), DType::f32), flo = b.convert(bitcast(lo, DType::s32), DType::f32);
-          return b.convert(b.binary(OpKind::add, b.binary(OpKind::multiply, fhi, splat(DType::f32, 65536, d)), flo), to);
+          return b.convert(b.binary(OpKind::add, b.binary(OpKind::multiply, fhi, b.splat(DType::f32, 65536, d)), flo), to);
         }
         if (to != DType::u32) return -1;
         if (from == DType::s32) return bitcast(x, DType::u32);
         if (!is_float(from)) return bitcast(b.convert(x, DType::s32), DType::u32);
         const auto& d = op.type.dims;
-        const int t = b.binary(OpKind::maximum, b.convert(x, DType::f32), splat(DType::f32, 0, d));  // NaN stays NaN -> 0
-        const int two31 = splat(DType::f32, 2147483648.0, d);
+        const int t = b.binary(OpKind::maximum, b.convert(x, DType::f32), b.splat(DType::f32, 0, d));  // NaN stays NaN -> 0
+        const int two31 = b.splat(DType::f32, 2147483648.0, d);
         const int low = b.convert(t, DType::s32);
-        const int high = b.binary(OpKind::xor_, b.convert(b.binary(OpKind::subtract, t, two31), DType::s32), splat(DType::s32, -2147483648.0, d));
-        return bitcast(select(compare(t, two31, Direction::GE), high, low), DType::u32);
+        const int high = b.binary(OpKind::xor_, b.convert(b.binary(OpKind::subtract, t, two31), DType::s32), b.splat(DType::s32, -2147483648.0, d));
+        return bitcast(b.select(b.compare(Direction::GE, t, two31), high, low), DType::u32);
       }
       default: return -1;
     }

@@ -29,6 +29,16 @@ using test::multi_device;
 
 double rel_error(const Tensor& got, const Tensor& ref) { return ir::compare(got, ref).relative; }
 
+Tensor tensor(DType dt, std::vector<int64_t> dims, std::vector<double> v) {
+  Tensor t;
+  t.type = {dt, std::move(dims)}, t.v = std::move(v);
+  return t;
+}
+Tensor tensor(DType dt, std::vector<double> v) {  // 1-D
+  const int64_t n = int64_t(v.size());
+  return tensor(dt, {n}, std::move(v));
+}
+
 TEST_CASE("ir: every corpus program imports, prints and parses back identically") {
   for (const auto& name : corpus_programs()) {
     if (multi_device(name)) continue;
@@ -83,16 +93,11 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   CHECK(err("  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} all-reduce(p), replica_groups={{0,1}}, to_apply=x\n")
             .find("m.hlo:5: unsupported all-reduce across devices") == 0);
   // A tuple shape that promises more values than its producer gives.
-  try {
-    ir::import_hlo(hlo::parse("HloModule m\n\nf {\n  p = f32[4]{0} parameter(0)\n  ROOT q = f32[4]{0} negate(p)\n}\n\nENTRY main {\n"
-                              "  x = f32[4]{0} parameter(0)\n  c = (f32[4]{0}, f32[4]{0}) call(x), to_apply=f\n"
-                              "  ROOT g = f32[4]{0} get-tuple-element(c), index=1\n}\n",
-                              "t.hlo"),
-                   "t.hlo");
-    FAIL("a short tuple imported");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()) == "t.hlo:11: g: operand holds fewer values than its tuple shape");
-  }
+  const std::string short_tuple =
+      "HloModule m\n\nf {\n  p = f32[4]{0} parameter(0)\n  ROOT q = f32[4]{0} negate(p)\n}\n\nENTRY main {\n"
+      "  x = f32[4]{0} parameter(0)\n  c = (f32[4]{0}, f32[4]{0}) call(x), to_apply=f\n"
+      "  ROOT g = f32[4]{0} get-tuple-element(c), index=1\n}\n";
+  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(short_tuple, "t.hlo"), "t.hlo"), "t.hlo:11: g: operand holds fewer values than its tuple shape");
   const std::string pmap = ir::print(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
   CHECK(!pmap.empty());
   try {
@@ -116,11 +121,6 @@ TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
       "  k = f32[2,3,1,4]{3,2,1,0} gather(t, ids), offset_dims={2,3}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,4}\n"
       "  ROOT r = (f32[2,3,5]{2,1,0}, f32[3,1]{1,0}, f32[2,3,1,4]{3,2,1,0}) tuple(e, p, k)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
-  auto tensor = [](ir::DType dt, std::vector<int64_t> dims, std::vector<double> v) {
-    ir::Tensor x;
-    x.type = {dt, std::move(dims)}, x.v = std::move(v);
-    return x;
-  };
   std::vector<double> t(35), lg(21);
   for (size_t i = 0; i < t.size(); ++i) t[i] = double(float(0.1 * double(i) - 1.7 + 1e-7 * double(i * i)));  // f32 values not exact in bf16
   for (size_t i = 0; i < lg.size(); ++i) lg[i] = double(float(std::sin(double(i)) * 3.3));
@@ -201,11 +201,6 @@ TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {
       "  j = s32[12]{0} parameter(3)\n  r = f32[12]{0} remainder(x, y)\n  ri = s32[12]{0} remainder(i, j)\n"
       "  a = f32[12]{0} round-nearest-afz(x)\n  ROOT t = (f32[12]{0}, s32[12]{0}, f32[12]{0}) tuple(r, ri, a)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
-  auto tensor = [](ir::DType dt, std::vector<double> v) {
-    ir::Tensor t;
-    t.type = {dt, {int64_t(v.size())}}, t.v = std::move(v);
-    return t;
-  };
   const std::vector<double> x = {5.5, -5.5, 2.5, -2.5, 0.5, -0.5, double(0.49999997f), 7, -7.25, 1e6 + 0.5, 8388609, -0.0};
   const std::vector<double> y = {2, 2, -2, -2, double(0.3f), double(0.3f), 1, 3, 2.5, 3, 5, 1};
   const std::vector<double> i = {7, -7, 7, -7, 0, 5, 13, -13, 2, 100, -1, 3}, j = {3, 3, -3, -3, 4, 5, 4, 4, 7, 7, 2, -2};
@@ -230,11 +225,6 @@ TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned
       "  ROOT t = (pred[8]{0}, u32[8]{0}, f32[8]{0}, u32[8]{0}, s32[8]{0}, f32[8]{0}, u32[8]{0}, u32[8]{0}) tuple(lt, mx, fa, ua, sa, ba, sr, cl)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
   CHECK(ir::print(ir::parse(ir::print(f), "u.ir")) == ir::print(f));
-  auto tensor = [](ir::DType dt, std::vector<double> v) {
-    ir::Tensor t;
-    t.type = {dt, {int64_t(v.size())}}, t.v = std::move(v);
-    return t;
-  };
   const std::vector<double> a = {0, 1, 2147483648.0, 4294967295.0, 16777217, 4294967040.0, 3, 2147483647};
   const std::vector<double> b = {4294967295.0, 0, 1, 4294967294.0, 3, 2147483648.0, 40, 2147483648.0};
   const std::vector<double> x = {-1, 3.7, 2147483648.0, 4294967296.0, 1e10, NAN, 0.5, 4294967040.0};
@@ -285,11 +275,6 @@ TEST_CASE("import: gather and scatter with counting index components (x[arange(n
       "  s = f32[2,4,5]{2,1,0} scatter(zs, idx, u), update_window_dims={}, inserted_window_dims={0,1,2}, scatter_dims_to_operand_dims={1,2,0}, index_vector_dim=2, to_apply=add\n"
       "  ROOT t = (f32[2,4]{1,0}, f32[2,4,5]{2,1,0}) tuple(g, s)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
-  auto tensor = [](DType dt, std::vector<int64_t> dims, std::vector<double> v) {
-    ir::Tensor t;
-    t.type = {dt, std::move(dims)}, t.v = std::move(v);
-    return t;
-  };
   std::vector<double> xv, uv;
   for (int k = 0; k < 40; ++k) xv.push_back(k * 0.5 - 3);
   for (int k = 0; k < 8; ++k) uv.push_back(k + 1);
@@ -316,12 +301,10 @@ TEST_CASE("import: conditional selects its branch by predicate or index (out of 
   for (double s : {1.5, -2.0})
     for (double k : {0.0, 1.0, 2.0, 7.0, -1.0}) {
       INFO("s " << s << " k " << k);
-      ir::Tensor ts, tx, tk;
-      ts.type = {DType::f32, {}}, ts.v = {s};
-      tk.type = {DType::s32, {}}, tk.v = {k};
-      tx.type = {DType::f32, {4, 8}};
-      for (int e = 0; e < 32; ++e) tx.v.push_back(double(float(e * 0.25 - 4)));
-      const auto out = ir::interpret(f, {ts, tx, tk});
+      std::vector<double> xv;
+      for (int e = 0; e < 32; ++e) xv.push_back(double(float(e * 0.25 - 4)));
+      const Tensor tx = tensor(DType::f32, {4, 8}, xv);
+      const auto out = ir::interpret(f, {tensor(DType::f32, {}, {s}), tx, tensor(DType::s32, {}, {k})});
       for (int e = 0; e < 32; ++e) {
         const float x = float(tx.v[size_t(e)]);
         CHECK(float(out[0].v[size_t(e)]) == (s > 0 ? x * float(s) : -x));
@@ -344,11 +327,6 @@ TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices 
       "  s = f32[5,3]{1,0} scatter(base, ids, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set\n"
       "  ROOT r = (f32[5,3]{1,0}, f32[2,5]{1,0}, f32[5,3]{1,0}) tuple(e, t, s)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo");
-  auto tensor = [](ir::DType dt, std::vector<int64_t> dims, std::vector<double> v) {
-    ir::Tensor x;
-    x.type = {dt, std::move(dims)}, x.v = std::move(v);
-    return x;
-  };
   std::vector<double> base(15), upd(12), lg(10);
   for (size_t i = 0; i < base.size(); ++i) base[i] = double(i) - 7.5;
   for (size_t i = 0; i < upd.size(); ++i) upd[i] = double(float(0.37 * double(i) + 0.01));  // not exact in bf16
