@@ -122,8 +122,20 @@ class Parser {
     }
   }
 
+  // Unary operators and parentheses nest by recursion: bounded, so no input
+  // overflows the stack.
+  static constexpr int kMaxNesting = 256;
+  struct Nest {
+    explicit Nest(Parser& p, const Token& t) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) fail(t, fmt::format("expression nested more than {} deep", kMaxNesting));
+    }
+    ~Nest() { --p_.nesting_; }
+    Parser& p_;
+  };
+
   int64_t unary() {
     const Token& t = peek();
+    const Nest nest(*this, t);
     if (accept(Tok::Minus)) return static_cast<int64_t>(0 - static_cast<uint64_t>(unary()));
     if (accept(Tok::Plus)) return unary();
     if (accept(Tok::Tilde)) return ~unary();
@@ -142,6 +154,7 @@ class Parser {
     fail(t, fmt::format("expected an expression, found {}", describe(t)));
   }
 
+  int nesting_ = 0;
   const std::vector<Token>& toks_;
   size_t pos_;
   Lookup lookup_;

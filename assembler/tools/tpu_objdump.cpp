@@ -1,6 +1,5 @@
 // tpu-objdump PROG.tpu [-o FILE]: prints assembly that tpu-as turns back into
 // the identical binary.
-#include <fstream>
 #include <iostream>
 
 #include "cli_common.h"
@@ -16,12 +15,11 @@ int main(int argc, char** argv) {
   try {
     const std::string text = tpu::as::disassemble(tpu::isa::load_file(input));
     if (output.empty()) {
-      std::cout << text;
-      return std::cout.good() ? 0 : 1;
+      std::cout << text << std::flush;
+      if (!std::cout) throw tpu::Error("cannot write to standard output");
+      return 0;
     }
-    std::ofstream out(output, std::ios::binary);
-    out << text;
-    if (!out) throw tpu::Error(output + ": cannot write");
+    tpu::isa::write_file(output, text);
     return 0;
   } catch (const tpu::Error& e) {
     std::cerr << "tpu-objdump: error: " << e.what() << "\n";

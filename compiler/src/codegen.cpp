@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <array>
-#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -371,37 +370,60 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
 
 void Plan::make_kernels() {
   const size_t n = f.ops.size();
-  // Split expressions that would need too many registers: materialise the
-  // root's largest element-wise operand and try again.
-  for (bool again = true; again;) {
-    again = false;
-    for (size_t i = 0; i < n && !again; ++i) {
-      if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
-      std::vector<int> inputs;
-      bool big = false;
-      Expr e = build_expr(int(i), inputs, big);
-      if (!big) continue;
-      // The non-materialised element-wise operand subtree with the most nodes.
-      std::function<int(int)> size = [&](int v) -> int {
-        if (mat[v] || !is_elementwise(op(v).kind)) return 0;
-        int s = 1;
-        for (int a : op(v).operands) s += size(a);
-        return s;
-      };
-      int best = -1, best_size = 0;
-      std::function<void(int)> walk = [&](int v) {
-        for (int a : op(v).operands)
-          if (!mat[a] && is_elementwise(op(a).kind)) {
-            if (size(a) > best_size) best = a, best_size = size(a);
-            walk(a);
-          }
-      };
-      walk(int(i));
-      // Prefer the largest subtree at most half the expression.
-      if (best < 0) throw Error(fmt::format("{}: internal error: cannot split a large expression", op(int(i)).loc));
-      mat[best] = true;
-      again = true;
+  // Long element-wise chains first: a bottom-up estimate of each fused
+  // expression's nodes (shared subtrees counted once per use, so it is an
+  // upper bound) materialises the largest operand until the estimate is
+  // small. Linear in the ops, and it bounds the expressions the exact split
+  // below builds (its recursion depth and its cost); expressions already
+  // this small are untouched.
+  constexpr int64_t kMaxEstimate = 16 * kMaxExprRegs;
+  std::vector<int64_t> est(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    for (;;) {
+      int64_t e = 1, largest = 0;
+      int arg = -1;
+      for (int a : op(int(i)).operands) {
+        e += est[a] ? est[a] : 1;
+        if (est[a] > largest) largest = est[a], arg = a;
+      }
+      est[i] = e;
+      if (e <= kMaxEstimate || arg < 0) break;
+      mat[arg] = true;
+      est[arg] = 0;
     }
+  }
+  // Split expressions that would need too many registers: materialise the
+  // root's largest element-wise operand and try again. A split at root i
+  // leaves the roots before the split value unchanged and only shrinks the
+  // others, so the scan resumes at the split value (a new root).
+  for (size_t i = 0; i < n; ++i) {
+    if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    std::vector<int> inputs;
+    bool big = false;
+    Expr e = build_expr(int(i), inputs, big);
+    if (!big) continue;
+    // The non-materialised element-wise operand subtree with the most nodes.
+    std::map<int, int> sizes;
+    std::function<int(int)> size = [&](int v) -> int {
+      if (mat[v] || !is_elementwise(op(v).kind)) return 0;
+      if (auto it = sizes.find(v); it != sizes.end()) return it->second;
+      int s = 1;
+      for (int a : op(v).operands) s += size(a);
+      return sizes[v] = s;
+    };
+    int best = -1, best_size = 0;
+    std::function<void(int)> walk = [&](int v) {
+      for (int a : op(v).operands)
+        if (!mat[a] && is_elementwise(op(a).kind)) {
+          if (size(a) > best_size) best = a, best_size = size(a);
+          walk(a);
+        }
+    };
+    walk(int(i));
+    if (best < 0) throw std::logic_error(fmt::format("{}: internal error: cannot split a large expression", op(int(i)).loc));
+    mat[best] = true;
+    i = size_t(best) - 1;  // ++i: resume at the new root
   }
   // Epilogue fusion: an element-wise root whose one tensor input is a
   // single-use matmul and whose other leaves are splats, scalars and rows.
@@ -833,12 +855,15 @@ class Emitter {
   uint64_t vmem(uint64_t bytes) {
     const uint64_t a = vmem_top_;
     vmem_top_ = align_up(vmem_top_ + bytes + uint64_t(L_) * 4, 64);  // a vector of slack
-    if (vmem_top_ > p_.t.vmem_bytes) throw std::logic_error(fmt::format("internal error: VMEM plan exceeds {} bytes (asked for {})", p_.t.vmem_bytes, bytes));
+    if (vmem_top_ > p_.t.vmem_bytes)
+      throw Error(fmt::format("{}: the kernel computing it does not fit in target.vmem_bytes = {} (it needs more than {} bytes)",
+                              kernel_loc_, p_.t.vmem_bytes, vmem_top_));
     return a;
   }
   uint64_t vmem_budget() const { return p_.t.vmem_bytes - vmem_top_; }
 
   void kernel(size_t idx, const Kernel& k) {
+    kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
     vmem_top_ = 0;
     next_sem_ = 0;
     static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
@@ -1578,6 +1603,7 @@ class Emitter {
   uint64_t stamp_[32] = {};
   uint64_t clock_ = 0;
   uint64_t vmem_top_ = 0;
+  std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
   int next_sem_ = 0;
 };
 
@@ -1593,8 +1619,11 @@ void Emitter::matmul(const Kernel& k) {
   const char* mdt = in == DType::s8 ? "s8" : "bf16";
   const int64_t D = D_, B = k.B, M = k.M, K = k.K, N = k.N;
   const int64_t Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
-  // Up to 4 MXUs: each takes 6 semaphores (sem31 is the barrier).
-  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), 4, nt}));
+  // Up to 4 MXUs: each takes 6 semaphores (sem31 is the barrier), and two
+  // accumulator slots of at least one row.
+  if (p_.t.acc_rows < 2)
+    throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", kernel_loc_, p_.t.acc_rows));
+  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), 4, nt, int64_t(p_.t.acc_rows) / 2}));
   std::vector<int> aparts, wparts;
   std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
   for (auto [a, w] : k.passes) {
@@ -2035,28 +2064,17 @@ void Emitter::matmul(const Kernel& k) {
 
 Backend::Backend(const Function& f, const isa::Target& t, const ScheduleHints& hints) : plan_(new Plan(f, t)), hints_(hints) {}
 
-ScheduleHints schedule_hints(const std::string& preset_or_path) {
+ScheduleHints schedule_hints(const isa::MachineConfig& c) {
   ScheduleHints h;
-  std::string text;
-  if (auto p = isa::preset_text(preset_or_path)) text = std::string(*p);
-  else text = isa::read_text_file(preset_or_path);
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.contains("clock_hz") || !j.contains("hbm")) return h;
-  const double clock = j["clock_hz"].is_number() ? j["clock_hz"].get<double>() : 0;
-  const auto& hbm = j["hbm"];
-  if (clock > 0 && hbm.contains("bandwidth_bytes_per_s") && hbm["bandwidth_bytes_per_s"].is_number())
-    h.dma_bytes_per_cycle = std::max(1.0, hbm["bandwidth_bytes_per_s"].get<double>() / clock);
-  if (clock > 0 && hbm.contains("latency_ns") && hbm["latency_ns"].is_number())
-    h.dma_latency_cycles = hbm["latency_ns"].get<double>() * clock / 1e9 + 4;
-  if (j.contains("dma") && j["dma"].contains("burst_bytes") && j["dma"]["burst_bytes"].is_number())
-    h.dma_burst_bytes = std::max(1.0, j["dma"]["burst_bytes"].get<double>());
-  if (j.contains("dma") && j["dma"].contains("bursts_per_cycle") && j["dma"]["bursts_per_cycle"].is_number())
-    h.dma_bursts_per_cycle = std::max(1.0, j["dma"]["bursts_per_cycle"].get<double>());
-  if (j.contains("vpu") && j["vpu"].contains("issue") && j["vpu"]["issue"].is_object()) {
-    const auto& is = j["vpu"]["issue"];
-    for (auto [key, field] : {std::pair{"width", &h.vpu_width}, {"load", &h.vpu_load}, {"store", &h.vpu_store}, {"alu", &h.vpu_alu}})
-      if (is.contains(key) && is[key].is_number()) *field = std::max(1.0, is[key].get<double>());
-  }
+  const double clock = double(c.clock_hz);
+  h.dma_bytes_per_cycle = std::max(1.0, double(c.hbm.bandwidth_bytes_per_s) / clock);
+  h.dma_latency_cycles = double(c.hbm.latency_ns) * clock / 1e9 + 4;
+  h.dma_burst_bytes = c.dma.burst_bytes;
+  h.dma_bursts_per_cycle = c.dma.bursts_per_cycle;
+  h.vpu_width = c.vpu.issue.width;
+  h.vpu_load = c.vpu.issue.load;
+  h.vpu_store = c.vpu.issue.store;
+  h.vpu_alu = c.vpu.issue.alu;
   return h;
 }
 Backend::~Backend() { delete plan_; }

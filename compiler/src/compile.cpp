@@ -11,7 +11,25 @@
 
 namespace tpu::compiler {
 
+namespace {
+
+// What a .tpu program can carry: inputs and outputs of at most isa::kMaxRank
+// dimensions, and a machine the back end can use.
+void check_interface(const ir::Function& f) {
+  auto check = [&](int v, const char* what) {
+    const ir::Op& op = f.ops[v];
+    if (op.type.dims.size() > isa::kMaxRank)
+      throw Error(fmt::format("{}: unsupported {} of rank {} ({}): a .tpu program's inputs and outputs have at most rank {}",
+                              op.loc.empty() ? "<ir>" : op.loc, what, op.type.dims.size(), op.type.str(), isa::kMaxRank));
+  };
+  for (int p : f.params()) check(p, "input");
+  for (int r : f.results) check(r, "output");
+}
+
+}  // namespace
+
 Compiled compile(const ir::Function& f, const CompileOptions& options) {
+  check_interface(f);
   Compiled c;
   c.lowered = f;
   for (const auto& pass : ir_pipeline(options.precision)) {

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <unordered_map>
 
 #include "tpu/hlo/hlo.h"
 
@@ -17,7 +18,15 @@ class Parser {
     expect_word("HloModule");
     m.name = name();
     while (accept(',')) m.attributes.push_back(attribute());
-    for (skip_space(); pos_ < s_.size(); skip_space()) m.computations.push_back(computation());
+    for (skip_space(); pos_ < s_.size(); skip_space()) {
+      Computation c = computation();
+      if (const Computation* other = m.find(c.name))
+        throw Error(fmt::format("{}:{}: computation '{}' is defined twice (first at line {})", file_, c.line, c.name, other->line));
+      if (const Computation* other = c.entry ? m.entry() : nullptr)
+        throw Error(fmt::format("{}:{}: a second ENTRY computation '{}' (the first is '{}' at line {})", file_, c.line, c.name,
+                                other->name, other->line));
+      m.computations.push_back(std::move(c));
+    }
     if (!m.entry()) throw Error(fmt::format("{}: no ENTRY computation", file_));
     return m;
   }
@@ -118,12 +127,14 @@ class Parser {
     skip_blanks();
     Shape sh;
     if (accept('(')) {
+      if (++tuple_depth_ > kMaxTupleDepth) fail(fmt::format("tuple shapes nested more than {} deep", kMaxTupleDepth));
       sh.tuple = true;
       if (!accept(')')) {
         do sh.elements.push_back(shape());
         while (accept(','));
         expect(')');
       }
+      --tuple_depth_;
       return sh;
     }
     const size_t start = pos_;
@@ -185,7 +196,16 @@ class Parser {
       pos_ = brace;
     }
     expect('{');
-    for (skip_space(); pos_ < s_.size() && s_[pos_] != '}'; skip_space()) c.instructions.push_back(instruction());
+    std::unordered_map<std::string, int> lines;  // instruction name -> its line
+    std::string root;
+    for (skip_space(); pos_ < s_.size() && s_[pos_] != '}'; skip_space()) {
+      c.instructions.push_back(instruction());
+      const Instruction& in = c.instructions.back();
+      if (auto [it, fresh] = lines.emplace(in.name, in.line); !fresh)
+        fail(fmt::format("'{}' is defined twice in computation '{}' (first at line {})", in.name, c.name, it->second));
+      if (in.root && !root.empty()) fail(fmt::format("a second ROOT in computation '{}' (the first is '{}')", c.name, root));
+      if (in.root) root = in.name;
+    }
     if (!accept('}')) fail(fmt::format("computation '{}' is not closed", c.name));
     if (c.instructions.empty()) fail(fmt::format("computation '{}' is empty", c.name));
     if (!c.root()) c.instructions.back().root = true;  // the last instruction is the root unless marked
@@ -230,10 +250,13 @@ class Parser {
     return in;
   }
 
+  static constexpr int kMaxTupleDepth = 64;  // XLA's own programs nest a few levels
+
   std::string_view s_;
   std::string file_;
   size_t pos_ = 0;
   int line_ = 1;
+  int tuple_depth_ = 0;
 };
 
 }  // namespace

@@ -150,6 +150,17 @@ class Importer {
     unsupported(i, fmt::format("select-and-scatter whose select ({}) is not one compare of its parameters", *name));
   }
 
+  static bool integer_fits(DType d, double x) {
+    if (x != std::floor(x)) return false;
+    switch (d) {
+      case DType::pred: return x == 0 || x == 1;
+      case DType::s8: return x >= -128 && x <= 127;
+      case DType::s32: return x >= -2147483648.0 && x <= 2147483647.0;
+      case DType::u32: return x >= 0 && x <= 4294967295.0;
+      default: return true;
+    }
+  }
+
   std::vector<double> literal(const Instruction& i, const Type& t) const {
     std::vector<double> v;
     const std::string& s = i.literal;
@@ -183,7 +194,11 @@ class Importer {
     }
     if (int64_t(v.size()) != t.elements() && !(v.size() == 1 && t.elements() == 1))
       malformed(i, fmt::format("constant has {} values for {}", v.size(), t.str()));
-    for (double& x : v) x = canonicalize_value(t.dtype, x);
+    for (double& x : v) {
+      if (!is_float(t.dtype) && !integer_fits(t.dtype, x))
+        malformed(i, fmt::format("constant value {} does not fit {}", x, dtype_name(t.dtype)));
+      x = canonicalize_value(t.dtype, x);
+    }
     return v;
   }
 
@@ -314,7 +329,11 @@ class Importer {
     if (++depth_ > 64) throw Error(fmt::format("{}:{}: calls nest deeper than 64", file_, c.line));
     std::map<std::string, std::vector<int>> env;
     current_.push_back(&c);
-    for (const auto& inst : c.instructions) env[inst.name] = instruction(inst, env, args);
+    for (const auto& inst : c.instructions) {
+      std::vector<int> values = instruction(inst, env, args);
+      check_declared_shape(inst, values);
+      env[inst.name] = std::move(values);
+    }
     current_.pop_back();
     --depth_;
     const Instruction* root = c.root();
@@ -1313,6 +1332,32 @@ class Importer {
     Op b;
     b.kind = OpKind::broadcast, b.operands = {f_.add(std::move(c))}, b.type = t, b.loc = loc;
     return f_.add(std::move(b));
+  }
+
+  // What an instruction computes must be what its shape declares (a
+  // get-tuple-element of the wrong element, a region parameter of the wrong
+  // type, a call whose callee returns something else).
+  void check_declared_shape(const Instruction& i, const std::vector<int>& values) const {
+    std::vector<const hlo::Shape*> want;
+    std::vector<const hlo::Shape*> pending = {&i.shape};
+    while (!pending.empty()) {
+      const hlo::Shape* s = pending.back();
+      pending.pop_back();
+      if (!s->tuple) {
+        want.push_back(s);
+        continue;
+      }
+      for (auto e = s->elements.rbegin(); e != s->elements.rend(); ++e) pending.push_back(&*e);
+    }
+    if (want.size() != values.size())
+      malformed(i, fmt::format("its shape {} declares {} value(s), the {} computes {}", i.shape.to_string(), want.size(), i.opcode,
+                               values.size()));
+    for (size_t k = 0; k < want.size(); ++k) {
+      const Type got = f_.ops[values[k]].type;
+      if (want[k]->dtype != dtype_name(got.dtype) || want[k]->dims != got.dims)
+        malformed(i, fmt::format("its shape {} does not match the {} computed{}", want[k]->to_string(), got.str(),
+                                 want.size() > 1 ? fmt::format(" (tuple element {})", k) : std::string()));
+    }
   }
 
   std::vector<size_t> tuple_leaf_counts(const Instruction& i) {

@@ -447,6 +447,7 @@ Difference compare(const Tensor& got, const Tensor& ref) {
       const bool same = (std::isnan(r) && std::isnan(g)) || r == g;
       unmatched |= !same;
       d.differing += !same;
+      if (!same) d.max_abs = INFINITY;  // inf against a number, or a NaN against anything else
       continue;
     }
     num += (g - r) * (g - r), den += r * r;

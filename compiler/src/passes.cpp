@@ -772,8 +772,39 @@ Function split_f32_dots(const Function& in, std::optional<Precision> override) {
   return out;
 }
 
+Function fold_empty(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind == OpKind::parameter) return -1;
+    const DType d = op.type.dtype;
+    // No elements: nothing to compute (the back end emits no code for it).
+    if (op.type.elements() == 0) return b.splat(d, 0, op.type.dims);
+    auto empty = [&](int v) { return b.type(v).elements() == 0; };
+    switch (op.kind) {
+      case OpKind::dot:
+      case OpKind::convolution:  // a sum over no products (or over zero padding only)
+        if (empty(op.operands[0]) || empty(op.operands[1])) return b.splat(d, 0, op.type.dims);
+        return -1;
+      case OpKind::reduce:
+      case OpKind::reduce_window:  // every window holds only the init (XLA pads with it)
+      case OpKind::pad:            // all padding
+        if (empty(op.operands[0])) return b.broadcast(op.operands[1], op.type.dims, {});
+        return -1;
+      case OpKind::concatenate: {
+        std::vector<int> parts;
+        for (int v : op.operands)
+          if (!empty(v)) parts.push_back(v);
+        if (parts.size() == op.operands.size()) return -1;
+        return b.concat(parts, op.index);
+      }
+      default: return -1;
+    }
+  });
+  return dead_code(out);
+}
+
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
+      {"fold-empty", fold_empty},
       {"canonicalize", canonicalize},
       {"lower-unsigned", lower_unsigned},
       {"lower-convolution", lower_convolution},

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
   try {
     const auto ref = load(ref_path), got = load(got_path);
-    if (ref.type.dims != got.type.dims)
-      throw tpu::Error(fmt::format("shapes differ: {} and {}", ref.type.str(), got.type.str()));
+    if (ref.type != got.type)
+      throw tpu::Error(fmt::format("{} differ: {} and {}", ref.type.dims != got.type.dims ? "shapes" : "dtypes", ref.type.str(),
+                                   got.type.str()));
     const auto d = tpu::ir::compare(got, ref);
     fmt::print("rel_err {:.3g} max_abs {:.3g} differing {}/{}\n", d.relative, d.max_abs, d.differing, ref.v.size());
     if (tol >= 0 && (d.relative > tol || (tol == 0 && d.differing))) return 1;

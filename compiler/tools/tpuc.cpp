@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "cli_common.h"
@@ -16,12 +15,11 @@ namespace {
 
 void write_text(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
-    std::cout << text;
+    std::cout << text << std::flush;
+    if (!std::cout) throw tpu::Error("cannot write to standard output");
     return;
   }
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f) throw tpu::Error(fmt::format("cannot write {}", path));
+  tpu::isa::write_file(path, text);
 }
 
 }  // namespace
@@ -73,8 +71,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     compiler::CompileOptions opts;
-    opts.target = isa::load_target(config);
-    opts.hints = compiler::schedule_hints(config);
+    const isa::MachineConfig machine = isa::load_config(config);
+    opts.target = machine.target;
+    opts.hints = compiler::schedule_hints(machine);
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
+#include "tpu/isa/file.h"
+
 
 namespace tpu::isa {
 namespace {
@@ -58,19 +58,18 @@ size_t descr_size(const std::string& descr) {
 }  // namespace
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open file", path));
-  std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string b = read_file(path, kMaxBinaryFileBytes);
+  auto byte = [&](size_t i) { return size_t(uint8_t(b[i])); };
   if (b.size() < 10 || std::string(b.begin(), b.begin() + 6) != "\x93NUMPY")
     throw Error(fmt::format("{}: not a .npy file (bad magic)", path));
-  const int major = b[6];
+  const int major = int(byte(6));
   size_t header_len, header_at;
   if (major == 1) {
-    header_len = size_t(b[8]) | size_t(b[9]) << 8;
+    header_len = byte(8) | byte(9) << 8;
     header_at = 10;
   } else if (major == 2 || major == 3) {
     if (b.size() < 12) throw Error(fmt::format("{}: truncated .npy header", path));
-    header_len = size_t(b[8]) | size_t(b[9]) << 8 | size_t(b[10]) << 16 | size_t(b[11]) << 24;
+    header_len = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
     header_at = 12;
   } else {
     throw Error(fmt::format("{}: .npy format version {} is not supported", path, major));
@@ -97,14 +96,12 @@ void write_npy(const std::string& path, const NpyArray& a) {
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("{}: cannot open for writing", path));
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
-  out.write(len, 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(a.data.data()), std::streamsize(a.data.size()));
-  if (!out) throw Error(fmt::format("{}: write error", path));
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(a.data.data()), a.data.size());
+  write_file(path, bytes);
 }
 
 std::string npy_descr(Dtype d) {

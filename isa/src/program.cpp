@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "tpu/isa/file.h"
+
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <set>
@@ -274,10 +275,7 @@ std::vector<uint8_t> save(const Program& p) {
 
 void save_file(const Program& p, const std::string& path) {
   std::vector<uint8_t> bytes = save(p);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("{}: cannot open for writing", path));
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!out) throw Error(fmt::format("{}: write error", path));
+  write_file(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 Program load(const uint8_t* bytes, size_t size) {
@@ -366,12 +364,9 @@ Program load(const uint8_t* bytes, size_t size) {
 }
 
 Program load_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open file", path));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(fmt::format("{}: read error", path));
+  const std::string bytes = read_file(path, kMaxBinaryFileBytes);
   try {
-    return load(bytes.data(), bytes.size());
+    return load(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }

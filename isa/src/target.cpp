@@ -2,12 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "tpu/isa/isa.h"
+#include "tpu/isa/machine.h"
 
 namespace tpu::generated {
 extern const std::vector<std::pair<std::string_view, std::string_view>> kPresetConfigs;
@@ -74,7 +73,7 @@ Target target_from_json(std::string_view json_text, std::string_view where) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range (1e400)
     throw Error(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
   if (!j.is_object()) throw Error(fmt::format("{}: a config must be a JSON object", where));
@@ -103,22 +102,8 @@ Target target_from_json(std::string_view json_text, std::string_view where) {
   return t;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(fmt::format("{}: read error", path));
-  return ss.str();
-}
+std::string read_text_file(const std::string& path) { return read_file(path, kMaxTextFileBytes); }
 
-Target load_target(std::string_view preset_or_path) {
-  if (auto text = preset_text(preset_or_path))
-    return target_from_json(*text, fmt::format("preset '{}'", preset_or_path));
-  std::string path(preset_or_path);
-  if (path.find('/') == std::string::npos && path.find(".json") == std::string::npos)
-    throw Error(fmt::format("unknown preset '{}' (presets: {})", path, fmt::join(preset_names(), ", ")));
-  return target_from_json(read_text_file(path), path);
-}
+Target load_target(std::string_view preset_or_path) { return load_config(std::string(preset_or_path)).target; }
 
 }  // namespace tpu::isa

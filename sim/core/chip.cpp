@@ -181,11 +181,15 @@ void Chip::monitor() {
   if (!busy && !flight && sems_quiet) {
     std::vector<std::string> reports;
     for (const auto& c : cores) reports.push_back(c->blocked_report());
-    rc_.fault(fmt::format("deadlock at cycle {}: no unit can make progress; {}", now, fmt::join(reports, " | ")));
+    rc_.stop(RunStatus::deadlock, fmt::format("deadlock at cycle {}: no unit can make progress; {}", now, fmt::join(reports, " | ")));
     return;
   }
   if (opts_.max_cycles && now + 1 >= opts_.max_cycles) {
-    rc_.fault(fmt::format("cycle limit of {} reached (core 0 scalar at pc {})", opts_.max_cycles, cores[0]->scalar.pc()));
+    rc_.stop(RunStatus::cycle_limit, fmt::format("cycle limit of {} reached (core 0 scalar at pc {})", opts_.max_cycles, cores[0]->scalar.pc()));
+    return;
+  }
+  if (opts_.interrupt && (now & 0x3ff) == 0 && *opts_.interrupt) {
+    rc_.stop(RunStatus::interrupted, fmt::format("interrupted at cycle {} (core 0 scalar at pc {})", now, cores[0]->scalar.pc()));
     return;
   }
   if (opts_.progress && (now & 0xffff) == 0 && now > 0) {

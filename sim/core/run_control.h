@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "tpu/sim/simulator.h"
+
 namespace tpu::sim {
 
 class RunControl {
@@ -19,16 +21,23 @@ class RunControl {
   sc_core::sc_time period() const { return period_; }
 
   // A fault in the program (not in the simulator): the first one ends the run.
-  void fault(const std::string& message) {
-    if (!fault_) fault_ = message;
+  void fault(const std::string& message) { stop(RunStatus::fault, message); }
+  // Ends the run early for `why` (not finished); the first reason stands.
+  void stop(RunStatus why, const std::string& message) {
+    if (!fault_) {
+      fault_ = message;
+      status_ = why;
+    }
     sc_core::sc_stop();
   }
   const std::optional<std::string>& fault_message() const { return fault_; }
   bool faulted() const { return fault_.has_value(); }
+  RunStatus status() const { return status_; }
 
  private:
   sc_core::sc_time period_;
   std::optional<std::string> fault_;
+  RunStatus status_ = RunStatus::finished;
 };
 
 }  // namespace tpu::sim

@@ -12,6 +12,17 @@
 
 namespace tpu::sim {
 
+const char* status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::finished: return "finished";
+    case RunStatus::cycle_limit: return "cycle_limit";
+    case RunStatus::fault: return "fault";
+    case RunStatus::deadlock: return "deadlock";
+    case RunStatus::interrupted: return "interrupted";
+  }
+  return "?";
+}
+
 std::string target_mismatch(const isa::Target& program, const isa::Target& machine) {
   std::vector<std::string> diffs;
   for (const auto& f : isa::target_fields())
@@ -46,7 +57,7 @@ nlohmann::json unit_json(const UnitStats& s, uint64_t cycles) {
           {"instructions", s.instructions}};
 }
 
-std::string stats_json(const MachineConfig& cfg, const Chip& chip, uint64_t cycles, double wall) {
+std::string stats_json(const MachineConfig& cfg, const Chip& chip, RunStatus status, uint64_t cycles, double wall) {
   using nlohmann::json;
   json units = json::object();
   json by_class = {{"scalar", 0}, {"sync", 0}, {"dma", 0}, {"mxu", 0}, {"vpu", 0}};
@@ -82,6 +93,7 @@ std::string stats_json(const MachineConfig& cfg, const Chip& chip, uint64_t cycl
   const double bytes_per_cycle = double(cfg.hbm_bytes_per_cycle_fp()) / 1024.0;
   const uint64_t rd = chip.hbm.bytes_read(), wr = chip.hbm.bytes_written();
   json j = {
+      {"status", status_name(status)},
       {"config", cfg.target.name},
       {"cycles", cycles},
       {"frequency_hz", cfg.clock_hz},
@@ -108,10 +120,14 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   for (uint64_t w : program_.code) dp.insns.push_back(isa::decode(w));
 
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_WARNING, sc_core::SC_DO_NOTHING);
+  // An error inside a process reaches the caller as an exception, printed once by the tool, not on stdout.
+  sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_FATAL, sc_core::SC_THROW);
   RunControl rc(sc_core::sc_time(1, sc_core::SC_NS));
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
-    trace = std::make_unique<TraceWriter>(program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));
+    trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));
   Chip chip("chip", config_, dp, options_, rc, trace.get());
 
   SparseMemory& hbm = chip.hbm.memory();
@@ -148,16 +164,21 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
 
   RunResult r;
   r.fault = rc.fault_message();
+  r.status = rc.status();
   r.cycles = chip.done() ? chip.end_cycle() : rc.cycle() + 1;
-  if (!r.fault && !chip.done()) r.fault = "internal error: the simulation stopped before the program finished";
+  if (!r.fault && !chip.done()) throw std::logic_error("internal error: the simulation stopped before the program finished");
   for (const auto* o : program_.outputs()) {
     std::vector<uint8_t> bytes(o->bytes());
     hbm.read(o->hbm_addr, bytes.data(), bytes.size());
     r.outputs.push_back(std::move(bytes));
   }
-  r.stats_json = stats_json(config_, chip, r.cycles, wall);
+  r.stats_json = stats_json(config_, chip, r.status, r.cycles, wall);
   if (vcd) vcd->close(r.cycles);
-  if (trace) trace->write(options_.trace_path);
+  if (trace) trace->finish();
+  if (record.is_open()) {
+    record.close();
+    if (!record) throw Error(fmt::format("{}: write error", options_.record_mxu_path));
+  }
   return r;
 }
 

@@ -1,8 +1,12 @@
 // Chrome / Perfetto trace-event JSON: one process per core, one track
 // (thread) per unit, one complete event per instruction with its text and
-// operands in args, and counter tracks for queue depths.
+// operands in args, and counter tracks for queue depths. Events go to the
+// file as they happen, so a long run does not hold them in memory, and the
+// file is closed as valid JSON however the run ends (finish(), or the
+// destructor when an error unwinds).
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -13,28 +17,27 @@ namespace tpu::sim {
 
 class TraceWriter : public TraceSink {
  public:
-  TraceWriter(const isa::Program& program, uint64_t clock_hz, int cores, int mxus);
+  // Opens path for writing; throws Error when it cannot.
+  TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int cores, int mxus);
+  ~TraceWriter() override;
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
   void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle) override;
   void counter(int track, const char* name, uint64_t cycle, int64_t value) override;
-  void write(const std::string& path) const;
+  // Closes the JSON and the file; throws Error when anything failed to reach it.
+  void finish();
 
  private:
-  struct Event {
-    int track;
-    uint32_t pc;
-    uint64_t start, end;
-  };
-  struct Counter {
-    int track;
-    const char* name;
-    uint64_t cycle;
-    int64_t value;
-  };
+  void put(const std::string& json_object);
+  const std::string& text_of(uint32_t pc);
+
+  std::string path_;
   const isa::Program& program_;
-  uint64_t clock_hz_;
-  int cores_, mxus_;
-  std::vector<Event> events_;
-  std::vector<Counter> counters_;
+  double us_per_cycle_;
+  std::FILE* out_ = nullptr;
+  bool first_ = true;
+  std::vector<std::string> text_;  // disassembly by pc, filled on first use
 };
 
 }  // namespace tpu::sim

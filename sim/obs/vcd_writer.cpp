@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <sstream>
 
 #include "tpu/isa/error.h"
+#include "tpu/isa/file.h"
 
 namespace tpu::sim {
 namespace {
@@ -105,7 +107,8 @@ void VcdWriter::close(uint64_t end_cycle) {
   const uint64_t last = std::min(end_cycle, end_);
   if (last_time_written_ == ~uint64_t(0) || last > last_time_written_) out_ << '#' << last * period_ps_ << '\n';
   out_.close();
-  std::ofstream g(path_ + ".gtkw", std::ios::trunc);
+  if (!out_) throw Error(fmt::format("{}: write error", path_));
+  std::ostringstream g;
   g << "[*] GTKWave save file written by tpusim: one group per unit\n";
   g << "[dumpfile] \"" << path_ << "\"\n";
   std::string group;
@@ -120,6 +123,7 @@ void VcdWriter::close(uint64_t end_cycle) {
     g << "\n";
   }
   if (!group.empty()) g << "@1000200\n-" << group << "\n";
+  isa::write_file(path_ + ".gtkw", g.str());
 }
 
 }  // namespace tpu::sim

@@ -3,10 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <csignal>
 #include <cstdlib>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <systemc>
 
@@ -15,6 +16,23 @@
 #include "tpu/sim/simulator.h"
 
 namespace {
+
+// Set by SIGINT/SIGTERM: the run stops at the next check, and stats, trace
+// and VCD are written as for any other end.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+uint64_t parse_cycles(const char* flag, const std::string& s) {
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) v = std::stoull(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size()) throw tpu::Error(fmt::format("{} '{}' is not a cycle count (0..2^64-1)", flag, s));
+  return v;
+}
 
 std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   const auto colon = w.find(':');
@@ -36,11 +54,6 @@ std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   return {a, b};
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw tpu::Error(fmt::format("{}: cannot write", path));
-}
 
 }  // namespace
 
@@ -55,7 +68,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
   std::vector<std::string> inputs;
-  uint64_t max_cycles = 0;
+  std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
   bool quiet = false;
   app.add_option("program", program_path, "program (.tpu)")->required();
   app.add_option("--config", config,
@@ -67,7 +80,8 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.add_option("--vcd", vcd_path, "waveforms (VCD); a GTKWave save file grouping them by unit goes to FILE.gtkw (FILE: the whole VCD path)");
   app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
-  app.add_option("--max-cycles", max_cycles, "stop with an error after N cycles (0: no limit)");
+  app.add_option("--max-cycles", max_cycles,
+                 fmt::format("stop with an error (exit 3) after N cycles; 0: no limit (default {})", tpu::sim::kDefaultMaxCycles));
   app.add_option("--mxu", mxu,
                  "MXU model: fast (whole rows at once), pe (every PE register every cycle) or rtl (the Verilated RTL "
                  "of hw/, for the array sizes it was built for)")
@@ -107,19 +121,27 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
     opts.rtl_mxu = mxu == "rtl";
     opts.rtl_trace_path = rtl_trace;
     opts.record_mxu_path = record_mxu;
-    opts.max_cycles = max_cycles;
+    opts.max_cycles = parse_cycles("--max-cycles", max_cycles);
+    if (!vcd_window.empty() && vcd_path.empty()) throw tpu::Error("--vcd-window needs --vcd FILE");
+    opts.interrupt = &g_interrupted;
     opts.vcd_path = vcd_path;
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);
     opts.trace_path = trace_path;
     opts.progress = !quiet && isatty(STDERR_FILENO);
 
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
     tpu::sim::Simulator sim(cfg, program, opts);
     tpu::sim::RunResult r = sim.run(in_bytes);
 
     if (!stats_path.empty()) {
-      write_text(stats_path, r.stats_json);
+      tpu::isa::write_file(stats_path, r.stats_json);
       std::filesystem::path p(stats_path);
-      write_text((p.parent_path() / (p.stem().string() + ".config.json")).string(), cfg.to_json());
+      tpu::isa::write_file((p.parent_path() / (p.stem().string() + ".config.json")).string(), cfg.to_json());
+    }
+    if (r.status == tpu::sim::RunStatus::interrupted) {
+      std::cerr << "tpusim: " << *r.fault << "\n";
+      return 130;
     }
     if (r.fault) {
       std::cerr << "tpusim: " << *r.fault << "\n";
@@ -142,5 +164,11 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   } catch (const std::filesystem::filesystem_error& e) {
     std::cerr << "tpusim: error: " << e.what() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tpusim: error: out of host memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tpusim: internal error: " << e.what() << "\n";
+    return 4;
   }
 }

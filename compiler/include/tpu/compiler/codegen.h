@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tpu/ir/ir.h"
+#include "tpu/isa/machine.h"
 #include "tpu/isa/target.h"
 
 namespace tpu::compiler {
@@ -22,10 +23,9 @@ struct ScheduleHints {
   // VPU instructions per cycle, and of them loads, stores and arithmetic.
   double vpu_width = 1, vpu_load = 1, vpu_store = 1, vpu_alu = 1;
 };
-// From a config (preset name or file): HBM bandwidth and latency per cycle,
-// the DMA burst and the VPU's issue slots.
-// Missing fields keep the defaults.
-ScheduleHints schedule_hints(const std::string& preset_or_path);
+// From a validated config: HBM bandwidth and latency per cycle, the DMA
+// burst and the VPU's issue slots.
+ScheduleHints schedule_hints(const isa::MachineConfig& config);
 
 struct Backend {
   explicit Backend(const ir::Function& f, const isa::Target& t, const ScheduleHints& hints = {});

@@ -12,6 +12,12 @@
 
 namespace tpu::compiler {
 
+// Tensors without elements: an op producing none becomes a broadcast of a
+// constant; dots and convolutions of an empty operand become zeros, reduce,
+// reduce-window and pad of one the init or pad value; empty concatenate
+// operands are dropped. The back end then meets no empty work.
+ir::Function fold_empty(const ir::Function& f);
+
 // Inline-free cleanups: constant folding (small results), identity
 // reshape/transpose/convert/broadcast removal, reshape and broadcast chains
 // folded, common subexpressions merged, dead code removed.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tpu/isa/error.h"
+#include "tpu/isa/file.h"
 
 namespace tpu::isa {
 
@@ -54,10 +55,11 @@ std::optional<std::string_view> preset_text(std::string_view name);
 // Reads the "target" object of a config in JSON text; `where` names it in errors.
 Target target_from_json(std::string_view json_text, std::string_view where);
 
-// A preset name or a path to a config file.
+// The target of a preset or config file, after the whole config is validated
+// (load_config in machine.h): tpuc, tpu-as and tpusim accept the same files.
 Target load_target(std::string_view preset_or_path);
 
-// Reads a whole file; throws Error with the path on failure.
+// read_file with the limit for text files; throws Error with the path on failure.
 std::string read_text_file(const std::string& path);
 
 }  // namespace tpu::isa

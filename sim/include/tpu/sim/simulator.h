@@ -2,6 +2,7 @@
 // process: create one Simulator per process and call run() once.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,12 +13,24 @@
 
 namespace tpu::sim {
 
+// How a run ended (stats.json "status").
+enum class RunStatus { finished, cycle_limit, fault, deadlock, interrupted };
+const char* status_name(RunStatus s);
+
+// Cycles a run may take when SimOptions::max_cycles is not given: far above
+// any program of the test suite and benchmarks (a 4096^3 GEMM on v5e takes
+// about 1e6), and reached in seconds by a program that never halts.
+inline constexpr uint64_t kDefaultMaxCycles = 200'000'000;
+
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
   std::string rtl_trace_path;   // with rtl_mxu: the RTL's own VCD, on the model VCD's time base
   std::string record_mxu_path;  // core 0 MXU 0's command stream with the rows it reads (lockstep replay)
-  uint64_t max_cycles = 0;      // 0: no limit
+  uint64_t max_cycles = kDefaultMaxCycles;  // 0: no limit
+  // Set (by a signal handler) to end the run early with status interrupted;
+  // outputs, stats, trace and VCD are still written.
+  const volatile std::sig_atomic_t* interrupt = nullptr;
   std::string vcd_path;         // waveforms (and vcd_path + ".gtkw")
   uint64_t vcd_start = 0;       // window of cycles [start, end)
   uint64_t vcd_end = UINT64_MAX;
@@ -26,7 +39,8 @@ struct SimOptions {
 };
 
 struct RunResult {
-  std::optional<std::string> fault;  // the program's fault, deadlock or cycle limit; one line
+  RunStatus status = RunStatus::finished;
+  std::optional<std::string> fault;  // unless finished: the fault, deadlock, cycle limit or interruption; one line
   uint64_t cycles = 0;
   std::vector<std::vector<uint8_t>> outputs;  // one per output symbol, in order
   std::string stats_json;

@@ -1,11 +1,12 @@
-#include "tpu/sim/config.h"
+#include "tpu/isa/machine.h"
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
-namespace tpu::sim {
+namespace tpu::isa {
 namespace {
 
 using nlohmann::json;
@@ -27,8 +28,10 @@ class Section {
       if (required) fail(name(key), "is missing");
       return;
     }
-    if (!it->is_number_unsigned() && !(it->is_number_float() && it->get<double>() >= 0 && it->get<double>() == double(uint64_t(it->get<double>()))))
-      fail(name(key), "must be a non-negative integer");
+    // A float is taken when it is a whole number an uint64 holds (1e9 for a clock).
+    const bool whole_float = it->is_number_float() && it->get<double>() >= 0 && it->get<double>() < 0x1p64 &&
+                             it->get<double>() == std::floor(it->get<double>());
+    if (!it->is_number_unsigned() && !whole_float) fail(name(key), "must be a non-negative integer");
     uint64_t v = it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t(it->get<double>());
     if (v < lo || v > hi) fail(name(key), fmt::format("= {} is outside {}..{}", v, lo, hi));
     out = static_cast<T>(v);
@@ -77,7 +80,7 @@ uint64_t MachineConfig::hbm_bytes_per_cycle_fp() const {
 
 MachineConfig config_from_json(const std::string& text, const std::string& where) {
   MachineConfig c;
-  c.target = isa::target_from_json(text, where);
+  c.target = target_from_json(text, where);
   json j = json::parse(text);  // already validated as JSON above
   Section top(j, "", where);
   top.skip("name");
@@ -134,15 +137,16 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
 }
 
 MachineConfig load_config(const std::string& preset_or_path) {
-  if (auto text = isa::preset_text(preset_or_path))
+  if (auto text = preset_text(preset_or_path))
     return config_from_json(std::string(*text), fmt::format("preset '{}'", preset_or_path));
-  isa::load_target(preset_or_path);  // the same "unknown preset" / file errors as the assembler
-  return config_from_json(isa::read_text_file(preset_or_path), preset_or_path);
+  if (preset_or_path.find('/') == std::string::npos && preset_or_path.find(".json") == std::string::npos)
+    throw Error(fmt::format("unknown preset '{}' (presets: {})", preset_or_path, fmt::join(preset_names(), ", ")));
+  return config_from_json(read_text_file(preset_or_path), preset_or_path);
 }
 
 std::string MachineConfig::to_json() const {
   json t;
-  for (const auto& f : isa::target_fields()) t[f.key] = target.*f.member;
+  for (const auto& f : target_fields()) t[f.key] = target.*f.member;
   json j = {{"name", target.name},
             {"description", description},
             {"target", t},
@@ -163,4 +167,4 @@ std::string MachineConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
-}  // namespace tpu::sim
+}  // namespace tpu::isa
