@@ -30,9 +30,11 @@ struct SymbolDef {
 };
 
 // One statement kept for pass 2.
+// A statement pass 2 encodes. Its line is lexed again there rather than its
+// tokens kept: a listing of millions of lines then needs tens of bytes a
+// line, not hundreds.
 struct Stmt {
   int line;                 // index into lines
-  std::vector<Token> toks;  // the whole line's tokens
   size_t pos;               // first token after labels
   Section section;
   int64_t location;         // instruction index, or HBM address in data
@@ -202,7 +204,7 @@ class Assembler {
   AssembleResult run() {
     // The target's parameters are symbols (target.mxu_dim, ...) from the
     // moment it is known: the start, unless the file has a .target directive.
-    const bool has_directive = std::any_of(lines_.begin(), lines_.end(), [](const std::string& l) {
+    const bool has_directive = std::any_of(lines_.begin(), lines_.end(), [](std::string_view l) {
       const size_t at = l.find_first_not_of(" \t");
       return at != std::string::npos && l.compare(at, 7, ".target") == 0 && (l.size() == at + 7 || !std::isalnum(static_cast<unsigned char>(l[at + 7])));
     });
@@ -299,15 +301,15 @@ class Assembler {
       if (isa::find_mnemonic(head.text) == nullptr)
         throw SyntaxError{head.col, fmt::format("unknown instruction '{}'{}", head.text, suggest_mnemonic(head.text))};
       if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
-      keep(line, toks, pos);
+      keep(line, pos);
       ++code_count_;
     } catch (const SyntaxError& e) {
       error(line, e.col, e.message);
     }
   }
 
-  void keep(int line, const std::vector<Token>& toks, size_t pos) {
-    stmts_.push_back(Stmt{line, toks, pos, section_, location(), section_ == Section::Data ? int(program_.data.size()) - 1 : -1});
+  void keep(int line, size_t pos) {
+    stmts_.push_back(Stmt{line, pos, section_, location(), section_ == Section::Data ? int(program_.data.size()) - 1 : -1});
   }
 
   static size_t data_width(std::string_view d) {
@@ -341,14 +343,14 @@ class Assembler {
       if (section_ != Section::Data) throw SyntaxError{head.col, fmt::format("{} outside a .data section", d)};
       size_t count = 1;
       for (size_t i = pos + 1; toks[i].kind != Tok::End; ++i) count += toks[i].kind == Tok::Comma;
-      keep(line, toks, pos);
+      keep(line, pos);
       advance_data(head, count * w);
     } else if (d == ".zero") {
       if (section_ != Section::Data) throw SyntaxError{head.col, ".zero outside a .data section"};
       int64_t n = p.expr();
       p.expect_end();
       if (n < 0) throw SyntaxError{toks[pos + 1].col, fmt::format(".zero {} is negative", n)};
-      keep(line, toks, pos);
+      keep(line, pos);
       advance_data(head, static_cast<uint64_t>(n));
     } else if (d == ".target") {
       target_directive(line, head, p);
@@ -357,10 +359,10 @@ class Assembler {
         if (section_ != Section::Text) throw SyntaxError{head.col, ".inst outside .text"};
         if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
         ++code_count_;
-        stmts_.push_back(Stmt{line, toks, pos, Section::Text, int64_t(code_count_) - 1, -1});
+        stmts_.push_back(Stmt{line, pos, Section::Text, int64_t(code_count_) - 1, -1});
         return;
       }
-      keep(line, toks, pos);
+      keep(line, pos);
     } else {
       throw SyntaxError{head.col, fmt::format("unknown directive '{}'", d)};
     }
@@ -375,8 +377,9 @@ class Assembler {
   }
 
   void pass2(const Stmt& s) {
-    Parser p(s.toks, s.pos + 1, [this](const std::string& n) { return lookup(n); }, s.location);
-    const Token& head = s.toks[s.pos];
+    const std::vector<Token> toks = lex_line(lines_[static_cast<size_t>(s.line)]);
+    Parser p(toks, s.pos + 1, [this](const std::string& n) { return lookup(n); }, s.location);
+    const Token& head = toks[s.pos];
     if (head.text[0] == '.') return directive2(s, head, p);
     const isa::InsnSpec* spec = isa::find_mnemonic(head.text);
     const auto& ops = isa::format_spec(spec->format).operands;
@@ -573,7 +576,7 @@ class Assembler {
 
   std::string file_;
   AssembleOptions options_;
-  std::vector<std::string> lines_;
+  std::vector<std::string_view> lines_;  // views into the source, which outlives the assembler
   std::vector<Stmt> stmts_;
   std::unordered_map<std::string, SymbolDef> symbols_;
   std::vector<Diagnostic> errors_;

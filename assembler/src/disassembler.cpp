@@ -48,6 +48,15 @@ std::string disassemble(const isa::Program& p) {
   for (const auto& d : p.data) {
     out += fmt::format(".data {:#x}\n", d.hbm_addr);
     for (size_t i = 0; i < d.bytes.size(); i += 16) {
+      // A run of whole zero lines is one .zero (the same bytes, a short listing).
+      size_t zeros = i;
+      while (zeros < d.bytes.size() && d.bytes[zeros] == 0) ++zeros;
+      if ((zeros - i) / 16 >= 2) {
+        const size_t run = (zeros - i) / 16 * 16;
+        out += fmt::format("    .zero {:#x}\n", run);
+        i += run - 16;
+        continue;
+      }
       out += "    .byte ";
       for (size_t j = i; j < std::min(i + 16, d.bytes.size()); ++j)
         out += fmt::format("{}{:#04x}", j == i ? "" : ", ", d.bytes[j]);

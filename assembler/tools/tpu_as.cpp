@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
                  "target preset (tiny, v1, v4, v5e) or config file; a .target directive in the file must agree "
                  "(default: the file's .target, else v5e)");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
+  return tpu::cli::run("tpu-as", [&] {
     tpu::as::AssembleOptions opts;
     if (!config.empty()) opts.target = tpu::isa::load_target(config);
     const std::string source = tpu::isa::read_text_file(input);
@@ -28,8 +28,5 @@ int main(int argc, char** argv) {
     }
     tpu::isa::save_file(*result.program, output);
     return 0;
-  } catch (const tpu::Error& e) {
-    std::cerr << "tpu-as: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   app.add_option("program", input, "program (.tpu)")->required();
   app.add_option("-o,--output", output, "write the assembly here instead of stdout");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
-  try {
+  return tpu::cli::run("tpu-objdump", [&] {
     const std::string text = tpu::as::disassemble(tpu::isa::load_file(input));
     if (output.empty()) {
       std::cout << text << std::flush;
@@ -21,8 +21,5 @@ int main(int argc, char** argv) {
     }
     tpu::isa::write_file(output, text);
     return 0;
-  } catch (const tpu::Error& e) {
-    std::cerr << "tpu-objdump: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -43,14 +43,14 @@ int main(int argc, char** argv) {
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   using namespace tpu;
-  try {
+  return cli::run("tpuc", [&] {
     ir::Function f = compiler::load_module(input);
     if (dump) std::cerr << "// ----- after import\n" << ir::print(f);
     if (interpret) {
-      if (outputs_dir.empty()) throw Error("--interpret needs --outputs DIR");
+      if (outputs_dir.empty()) throw cli::UsageError("--interpret needs --outputs DIR");
       const auto params = f.params();
       if (inputs.size() != params.size())
-        throw Error(fmt::format("{} takes {} inputs, {} given with --inputs", input, params.size(), inputs.size()));
+        throw cli::UsageError(fmt::format("{} takes {} inputs, {} given with --inputs", input, params.size(), inputs.size()));
       std::vector<ir::Tensor> in;
       for (size_t i = 0; i < params.size(); ++i) in.push_back(ir::from_npy(isa::read_npy(inputs[i]), f.ops[params[i]].type, inputs[i]));
       const auto out = ir::interpret(f, in);
@@ -81,14 +81,8 @@ int main(int argc, char** argv) {
       write_text(output, c.assembly);
       return 0;
     }
-    if (output.empty()) throw Error("--emit bin needs -o PROG.tpu");
+    if (output.empty()) throw cli::UsageError("--emit bin needs -o PROG.tpu");
     isa::save_file(c.program, output);
-  } catch (const Error& e) {
-    std::cerr << "tpuc: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "tpuc: internal error: " << e.what() << "\n";
-    return 4;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -59,7 +59,20 @@ const std::string& TraceWriter::text_of(uint32_t pc) {
   return text_[pc];
 }
 
+bool TraceWriter::full(uint64_t cycle) {
+  if (events_ > kMaxEvents) return true;
+  if (++events_ <= kMaxEvents) return false;
+  put(nlohmann::json{{"ph", "i"},
+                     {"s", "g"},
+                     {"name", fmt::format("trace full: events after the first {} are not recorded", kMaxEvents)},
+                     {"pid", 0},
+                     {"ts", double(cycle) * us_per_cycle_}}
+          .dump());
+  return true;
+}
+
 void TraceWriter::instruction(int track, uint32_t pc, uint64_t start, uint64_t end) {
+  if (full(start)) return;
   const std::string& t = text_of(pc);
   put(nlohmann::json{{"ph", "X"},
                      {"name", t.substr(0, t.find(' '))},
@@ -73,6 +86,7 @@ void TraceWriter::instruction(int track, uint32_t pc, uint64_t start, uint64_t e
 }
 
 void TraceWriter::counter(int track, const char* name, uint64_t cycle, int64_t value) {
+  if (full(cycle)) return;
   put(nlohmann::json{{"ph", "C"},
                      {"name", name},
                      {"pid", track / 16},

@@ -28,7 +28,12 @@ class TraceWriter : public TraceSink {
   // Closes the JSON and the file; throws Error when anything failed to reach it.
   void finish();
 
+  // Events a trace holds at most; later ones are dropped and the file says
+  // so (a program that never halts would otherwise fill the disk).
+  static constexpr uint64_t kMaxEvents = 4'000'000;
+
  private:
+  bool full(uint64_t cycle);
   void put(const std::string& json_object);
   const std::string& text_of(uint32_t pc);
 
@@ -37,6 +42,7 @@ class TraceWriter : public TraceSink {
   double us_per_cycle_;
   std::FILE* out_ = nullptr;
   bool first_ = true;
+  uint64_t events_ = 0;
   std::vector<std::string> text_;  // disassembly by pc, filled on first use
 };
 

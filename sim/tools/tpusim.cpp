@@ -30,13 +30,13 @@ uint64_t parse_cycles(const char* flag, const std::string& s) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (s.empty() || used != s.size()) throw tpu::Error(fmt::format("{} '{}' is not a cycle count (0..2^64-1)", flag, s));
+  if (s.empty() || used != s.size()) throw tpu::cli::UsageError(fmt::format("{} '{}' is not a cycle count (0..2^64-1)", flag, s));
   return v;
 }
 
 std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   const auto colon = w.find(':');
-  if (colon == std::string::npos) throw tpu::Error(fmt::format("--vcd-window '{}' is not START:END", w));
+  if (colon == std::string::npos) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}' is not START:END", w));
   auto num = [&](const std::string& s, uint64_t dflt) -> uint64_t {
     if (s.empty()) return dflt;
     size_t used = 0;
@@ -46,11 +46,11 @@ std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != s.size() || s[0] == '-') throw tpu::Error(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
+    if (used != s.size() || s[0] == '-') throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
     return v;
   };
   const uint64_t a = num(w.substr(0, colon), 0), b = num(w.substr(colon + 1), UINT64_MAX);
-  if (a >= b) throw tpu::Error(fmt::format("--vcd-window '{}': START must be below END", w));
+  if (a >= b) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': START must be below END", w));
   return {a, b};
 }
 
@@ -92,14 +92,14 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
-  try {
+  return tpu::cli::run("tpusim", [&] {
     tpu::isa::Program program = tpu::isa::load_file(program_path);
     if (config.empty()) config = tpu::isa::preset_text(program.target.name) ? program.target.name : "v5e";
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config);
 
     const auto ins = program.inputs();
     if (inputs.size() != ins.size())
-      throw tpu::Error(fmt::format("{} takes {} input(s) ({}), {} given with --inputs", program_path, ins.size(),
+      throw tpu::cli::UsageError(fmt::format("{} takes {} input(s) ({}), {} given with --inputs", program_path, ins.size(),
                                    [&] {
                                      std::vector<std::string> n;
                                      for (auto* s : ins) n.push_back(s->name);
@@ -122,7 +122,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
     opts.rtl_trace_path = rtl_trace;
     opts.record_mxu_path = record_mxu;
     opts.max_cycles = parse_cycles("--max-cycles", max_cycles);
-    if (!vcd_window.empty() && vcd_path.empty()) throw tpu::Error("--vcd-window needs --vcd FILE");
+    if (!vcd_window.empty() && vcd_path.empty()) throw tpu::cli::UsageError("--vcd-window needs --vcd FILE");
     opts.interrupt = &g_interrupted;
     opts.vcd_path = vcd_path;
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);
@@ -144,7 +144,8 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
       return 130;
     }
     if (r.fault) {
-      std::cerr << "tpusim: " << *r.fault << "\n";
+      const bool limit = r.status == tpu::sim::RunStatus::cycle_limit;
+      std::cerr << "tpusim: " << *r.fault << (limit ? "; --max-cycles N raises the limit, 0 removes it" : "") << "\n";
       return 3;
     }
     if (!outputs_dir.empty()) {
@@ -158,17 +159,5 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
                                double(r.cycles) / double(cfg.clock_hz) * 1e6, double(cfg.clock_hz) / 1e9, cfg.target.name,
                                outputs_dir.empty() ? "" : ", outputs in " + outputs_dir);
     return 0;
-  } catch (const tpu::Error& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::filesystem::filesystem_error& e) {
-    std::cerr << "tpusim: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "tpusim: error: out of host memory\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "tpusim: internal error: " << e.what() << "\n";
-    return 4;
-  }
+  });
 }

@@ -8,9 +8,10 @@ using namespace tpu;
 
 namespace {
 
-std::string fault_of(const std::string& src, const sim::SimOptions& o = {}) {
+std::string fault_of(const std::string& src, const sim::SimOptions& o = {}, sim::RunStatus status = sim::RunStatus::fault) {
   auto r = test::simulate(src, "tiny", {}, o);
   REQUIRE(r.fault);
+  CHECK(r.stats.value("status", "") == sim::status_name(status));
   CHECK(r.fault->find('\n') == std::string::npos);
   return *r.fault;
 }
@@ -43,8 +44,8 @@ TEST_CASE("MXU protocol errors", "[faults]") {
 }
 
 TEST_CASE("deadlocks name the waiting units", "[faults]") {
-  CHECK(fault_of("wait sc, sem4, 1\nhalt\n") == "deadlock at cycle 1: no unit can make progress; core 0: scalar at pc 0");
-  const std::string f = fault_of("wait vpu, sem1, 2\nvli v0, 0\nwait sc, sem2, 1\nhalt\n");
+  CHECK(fault_of("wait sc, sem4, 1\nhalt\n", {}, sim::RunStatus::deadlock) == "deadlock at cycle 1: no unit can make progress; core 0: scalar at pc 0");
+  const std::string f = fault_of("wait vpu, sem1, 2\nvli v0, 0\nwait sc, sem2, 1\nhalt\n", {}, sim::RunStatus::deadlock);
   CHECK(f.find("deadlock at cycle") == 0);
   CHECK(f.find("vpu pc 0: wait sem1 >= 2 (it is 0)") != std::string::npos);
   CHECK(f.find("scalar at pc 2") != std::string::npos);
@@ -53,7 +54,7 @@ TEST_CASE("deadlocks name the waiting units", "[faults]") {
 TEST_CASE("the cycle limit", "[faults]") {
   sim::SimOptions o;
   o.max_cycles = 100;
-  CHECK(fault_of("top: jmp top\n", o) == "cycle limit of 100 reached (core 0 scalar at pc 0)");
+  CHECK(fault_of("top: jmp top\n", o, sim::RunStatus::cycle_limit) == "cycle limit of 100 reached (core 0 scalar at pc 0)");
 }
 
 TEST_CASE("a program for another target is refused", "[faults]") {

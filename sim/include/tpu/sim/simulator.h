@@ -19,8 +19,8 @@ const char* status_name(RunStatus s);
 
 // Cycles a run may take when SimOptions::max_cycles is not given: far above
 // any program of the test suite and benchmarks (a 4096^3 GEMM on v5e takes
-// about 1e6), and reached in seconds by a program that never halts.
-inline constexpr uint64_t kDefaultMaxCycles = 200'000'000;
+// about 1e6), and reached in about 15 s by a program that never halts.
+inline constexpr uint64_t kDefaultMaxCycles = 50'000'000;
 
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
