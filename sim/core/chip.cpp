@@ -24,8 +24,8 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfi
                        MxuModel model, RunControl& rc, HbmSimple& hbm, const std::string& rtl_trace)
     : sc_core::sc_module(name),
       index(idx),
-      vmem(cfg.target.vmem_bytes),
-      smem(cfg.target.smem_bytes),
+      vmem(cfg.target.vmem_bytes, &rc.budget()),
+      smem(cfg.target.smem_bytes, &rc.budget()),
       acc(cfg.target.acc_rows, uint32_t(cfg.target.mxu_dim)),
       sems("sems"),
       dma("dma", idx, cfg, rc, sems, vmem, hbm),
@@ -96,7 +96,7 @@ std::string TensorCore::blocked_report() const {
 Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
            RunControl& rc, TraceWriter* trace)
     : sc_core::sc_module(name),
-      hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles()),
+      hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles(), rc.budget()),
       clk("clk", rc.period()),
       opts_(opts),
       rc_(rc),
@@ -186,6 +186,11 @@ void Chip::monitor() {
   }
   if (opts_.max_cycles && now + 1 >= opts_.max_cycles) {
     rc_.stop(RunStatus::cycle_limit, fmt::format("cycle limit of {} reached (core 0 scalar at pc {})", opts_.max_cycles, cores[0]->scalar.pc()));
+    return;
+  }
+  if (rc_.budget().exceeded()) {
+    rc_.fault(fmt::format("cycle {}: the program touched more simulated memory than the host memory budget of {} MiB allows",
+                          now, rc_.budget().limit() >> 20));
     return;
   }
   if (opts_.interrupt && (now & 0x3ff) == 0 && *opts_.interrupt) {

@@ -8,13 +8,14 @@
 #include <optional>
 #include <string>
 
+#include "../mem/memory.h"
 #include "tpu/sim/simulator.h"
 
 namespace tpu::sim {
 
 class RunControl {
  public:
-  explicit RunControl(sc_core::sc_time period) : period_(period) {}
+  RunControl(sc_core::sc_time period, uint64_t memory_budget_bytes) : period_(period), budget_(memory_budget_bytes) {}
 
   // The cycle whose rising edge is being evaluated (0-based).
   uint64_t cycle() const { return sc_core::sc_time_stamp().value() / period_.value(); }
@@ -33,11 +34,13 @@ class RunControl {
   const std::optional<std::string>& fault_message() const { return fault_; }
   bool faulted() const { return fault_.has_value(); }
   RunStatus status() const { return status_; }
+  MemoryBudget& budget() { return budget_; }
 
  private:
   sc_core::sc_time period_;
   std::optional<std::string> fault_;
   RunStatus status_ = RunStatus::finished;
+  MemoryBudget budget_;
 };
 
 }  // namespace tpu::sim

@@ -124,7 +124,11 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   // An error inside a process reaches the caller as an exception, printed once by the tool, not on stdout.
   sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
   sc_core::sc_report_handler::set_actions(sc_core::SC_FATAL, sc_core::SC_THROW);
-  RunControl rc(sc_core::sc_time(1, sc_core::SC_NS));
+  RunControl rc(sc_core::sc_time(1, sc_core::SC_NS), options_.memory_budget);
+  const uint64_t acc_bytes = config_.target.cores * config_.target.acc_rows * config_.target.mxu_dim * 4;
+  if (!rc.budget().take(acc_bytes))
+    throw Error(fmt::format("the accumulators of this machine take {} MiB of host memory, more than the budget of {} MiB",
+                            acc_bytes >> 20, options_.memory_budget >> 20));
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
     trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));

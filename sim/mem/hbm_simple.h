@@ -27,8 +27,8 @@ struct HbmBurst {
 
 class HbmSimple : public sc_core::sc_prim_channel {
  public:
-  HbmSimple(const char* name, uint64_t size, uint64_t bytes_per_cycle_fp, uint64_t latency_cycles)
-      : sc_core::sc_prim_channel(name), mem_(size), bw_fp_(bytes_per_cycle_fp), latency_(latency_cycles) {}
+  HbmSimple(const char* name, uint64_t size, uint64_t bytes_per_cycle_fp, uint64_t latency_cycles, MemoryBudget& budget)
+      : sc_core::sc_prim_channel(name), mem_(size, &budget), bw_fp_(bytes_per_cycle_fp), latency_(latency_cycles) {}
 
   SparseMemory& memory() { return mem_; }
   // `requester` orders requests of the same cycle; `burst` must stay valid

@@ -13,9 +13,33 @@
 
 namespace tpu::sim {
 
+// Host memory a run may use for the simulated memories' contents: shared by
+// every SparseMemory (and the dense accumulators) of one run. A page that
+// would pass the limit is not allocated; exceeded() tells the run to stop.
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  bool take(uint64_t bytes) {
+    if (bytes > limit_ - used_) {
+      exceeded_ = true;
+      return false;
+    }
+    used_ += bytes;
+    return true;
+  }
+  bool exceeded() const { return exceeded_; }
+  uint64_t limit() const { return limit_; }
+  uint64_t used() const { return used_; }
+
+ private:
+  uint64_t limit_;
+  uint64_t used_ = 0;
+  bool exceeded_ = false;
+};
+
 class SparseMemory {
  public:
-  explicit SparseMemory(uint64_t size) : size_(size) {}
+  explicit SparseMemory(uint64_t size, MemoryBudget* budget = nullptr) : size_(size), budget_(budget) {}
   uint64_t size() const { return size_; }
 
   void read(uint64_t addr, void* dst, uint64_t n) const {
@@ -62,6 +86,10 @@ class SparseMemory {
   }
   Page& page(uint64_t index) {
     if (const Page* p = find(index)) return *const_cast<Page*>(p);
+    if (budget_ && !budget_->take(kPageBytes)) {  // the run stops at the end of this cycle
+      if (!overflow_) overflow_ = std::make_unique<Page>();
+      return *overflow_;
+    }
     auto& slot = pages_[index];
     slot = std::make_unique<Page>();
     slot->fill(0);
@@ -71,6 +99,8 @@ class SparseMemory {
   }
 
   uint64_t size_;
+  MemoryBudget* budget_;
+  std::unique_ptr<Page> overflow_;  // takes writes past the budget
   std::unordered_map<uint64_t, std::unique_ptr<Page>> pages_;
   mutable uint64_t last_index_ = ~uint64_t(0);
   mutable Page* last_page_ = nullptr;

@@ -34,6 +34,22 @@ uint64_t parse_cycles(const char* flag, const std::string& s) {
   return v;
 }
 
+// "8G", "512M", "64K" or a number of bytes.
+uint64_t parse_bytes(const char* flag, const std::string& s) {
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) v = std::stoull(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used ? s.substr(used) : "";
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (!used || shift < 0 || v == 0 || v > (UINT64_MAX >> shift))
+    throw tpu::cli::UsageError(fmt::format("{} '{}' is not a size (bytes, or a number with K, M or G)", flag, s));
+  return v << shift;
+}
+
 std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   const auto colon = w.find(':');
   if (colon == std::string::npos) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}' is not START:END", w));
@@ -69,6 +85,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
   std::vector<std::string> inputs;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
+  std::string memory_budget = fmt::format("{}G", tpu::sim::kDefaultMemoryBudget >> 30);
   bool quiet = false;
   app.add_option("program", program_path, "program (.tpu)")->required();
   app.add_option("--config", config,
@@ -82,6 +99,9 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--max-cycles", max_cycles,
                  fmt::format("stop with an error (exit 3) after N cycles; 0: no limit (default {})", tpu::sim::kDefaultMaxCycles));
+  app.add_option("--memory-budget", memory_budget,
+                 "host memory the simulated memories may fill (8G, 512M, ...); a program touching more stops with exit 3 "
+                 "(default " + memory_budget + ")");
   app.add_option("--mxu", mxu,
                  "MXU model: fast (whole rows at once), pe (every PE register every cycle) or rtl (the Verilated RTL "
                  "of hw/, for the array sizes it was built for)")
@@ -122,6 +142,7 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
     opts.rtl_trace_path = rtl_trace;
     opts.record_mxu_path = record_mxu;
     opts.max_cycles = parse_cycles("--max-cycles", max_cycles);
+    opts.memory_budget = parse_bytes("--memory-budget", memory_budget);
     if (!vcd_window.empty() && vcd_path.empty()) throw tpu::cli::UsageError("--vcd-window needs --vcd FILE");
     opts.interrupt = &g_interrupted;
     opts.vcd_path = vcd_path;

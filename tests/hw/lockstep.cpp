@@ -102,7 +102,7 @@ Issued to_issued(const Cmd& c) {
 struct Bench : sc_core::sc_module {
   sc_core::sc_clock clk{"clk", sc_core::sc_time(1, sc_core::SC_NS)};
   MachineConfig cfg;
-  RunControl rc{sc_core::sc_time(1, sc_core::SC_NS)};
+  RunControl rc{sc_core::sc_time(1, sc_core::SC_NS), kDefaultMemoryBudget};
   SemaphoreFile sems{"sems"};
   SparseMemory vmem;
   Accumulators acc_model, acc_rtl;

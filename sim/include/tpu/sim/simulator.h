@@ -22,12 +22,18 @@ const char* status_name(RunStatus s);
 // about 1e6), and reached in about 15 s by a program that never halts.
 inline constexpr uint64_t kDefaultMaxCycles = 50'000'000;
 
+// Host memory the simulated memories' contents may take by default
+// (docs/robustness.md): touched 64 KiB pages of HBM, VMEM and SMEM, and the
+// accumulators.
+inline constexpr uint64_t kDefaultMemoryBudget = uint64_t(8) << 30;
+
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
   std::string rtl_trace_path;   // with rtl_mxu: the RTL's own VCD, on the model VCD's time base
   std::string record_mxu_path;  // core 0 MXU 0's command stream with the rows it reads (lockstep replay)
   uint64_t max_cycles = kDefaultMaxCycles;  // 0: no limit
+  uint64_t memory_budget = kDefaultMemoryBudget;  // bytes
   // Set (by a signal handler) to end the run early with status interrupted;
   // outputs, stats, trace and VCD are still written.
   const volatile std::sig_atomic_t* interrupt = nullptr;
