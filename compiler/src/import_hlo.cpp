@@ -116,6 +116,10 @@ class Importer {
       const Instruction* a = c->find(r->operands[0]);
       const Instruction* b = c->find(r->operands[1]);
       if (a && b && a->opcode == "parameter" && b->opcode == "parameter" && a != b) {
+        // The region works on scalars of the reduction's element type.
+        for (const Instruction* x : {a, b, r})
+          if (!i.shape.tuple && (x->shape.tuple || x->shape.dtype != i.shape.dtype || !x->shape.dims.empty()))
+            malformed(i, fmt::format("{} {} takes and returns {}[], not {}", attr, *name, i.shape.dtype, x->shape.to_string()));
         static const std::pair<const char*, Combiner> ops[] = {{"add", Combiner::add},         {"multiply", Combiner::multiply},
                                                                {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
                                                                {"and", Combiner::and_},        {"or", Combiner::or_}};

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# Hostile and extreme input, one class per group (docs/robustness.md): every
+# tool must answer with the documented exit status and, for bad input, one
+# line on stderr; never a signal, a hang or runaway memory.
+#
+#   tests/robustness/hostile.sh BIN_DIR WORK_DIR [GROUP...]
+#
+# Groups: files config empty size hlo asm writes runs compare (default: all).
+set -uo pipefail
+BIN="$(cd "$1" && pwd)" WORK=$2
+shift 2
+GROUPS_TO_RUN=("$@")
+[ ${#GROUPS_TO_RUN[@]} -gt 0 ] || GROUPS_TO_RUN=(files config empty size hlo asm writes runs compare)
+HERE="$(cd "$(dirname "$0")" && pwd)"
+SRC="$(cd "$HERE/../.." && pwd)"
+PY=${PYTHON:-python3}
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+# Address space per command: far above what these cases legitimately need,
+# far below the machine. Sanitizer builds reserve terabytes of shadow memory.
+MEM_KB=${HOSTILE_MEM_KB:-6000000}
+[ -n "${TPUSIM_SANITIZE:-}" ] && MEM_KB=unlimited
+
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect STATUS REGEX SECONDS CMD...: CMD exits with STATUS within SECONDS;
+# for a non-zero STATUS, stderr's first line matches REGEX and, unless
+# ONE_LINE=0, stderr is that one line.
+expect() {
+  local want=$1 regex=$2 secs=$3
+  shift 3
+  (ulimit -v "$MEM_KB"; timeout -s KILL "$secs" "$@") >out.txt 2>err.txt
+  local rc=$?
+  local first
+  first=$(head -n 1 err.txt)
+  if [ "$rc" -ne "$want" ]; then
+    fail "exit $rc (want $want): $* :: $(head -c 300 err.txt)"
+    return
+  fi
+  [ "$want" -eq 0 ] && return
+  if ! [[ "$first" =~ $regex ]]; then
+    fail "stderr '$first' does not match '$regex': $*"
+    return
+  fi
+  if [ "${ONE_LINE:-1}" = 1 ] && [ "$(wc -l <err.txt)" -ne 1 ]; then
+    fail "stderr is not one line: $* :: $(head -c 300 err.txt)"
+  fi
+}
+
+# npy NAME DESCR SHAPE: a .npy of zeros ("(4, 0)", "<f4").
+npy() {
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import sys, struct, ast
+name, descr, shape = sys.argv[1], sys.argv[2], ast.literal_eval(sys.argv[3])
+n = 1
+for d in shape: n *= d
+size = int(descr[2:])
+header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+with open(name, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * (n * size))
+PY
+}
+
+hlo() {  # hlo NAME BODY: a module with one ENTRY
+  printf 'HloModule m\n\n%s\n' "$2" >"$1"
+}
+
+group_files() {
+  mkdir -p dir
+  printf '.target tiny\nhalt\n' >good.s
+  "$BIN/tpu-as" good.s -o good.tpu
+  for f in dir /dev/zero /dev/null; do
+    expect 1 "^tpu-as: error: $f: (is a directory|is not a regular file)" 10 "$BIN/tpu-as" "$f" -o x.tpu
+    expect 1 "^tpu-objdump: error: $f: " 10 "$BIN/tpu-objdump" "$f"
+    expect 1 "^tpuc: error: $f" 10 "$BIN/tpuc" "$f" -o x.tpu
+    expect 1 "^tpusim: error: $f: " 10 "$BIN/tpusim" "$f"
+    expect 1 "^tpuc: error: .*$f" 10 "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o x.tpu --config "$f"
+    expect 1 "^tpusim: error: .*$f" 10 "$BIN/tpusim" good.tpu --config "$f"
+    expect 2 "^tpu-compare: error: $f" 10 "$BIN/tpu-compare" "$f" "$f"
+  done
+  expect 1 "^tpuc: error: .*dir" 10 "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" --interpret --inputs dir dir --outputs o
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" --config tiny -o mm.tpu
+  expect 1 "^tpusim: error: /dev/zero: is not a regular file" 10 "$BIN/tpusim" mm.tpu --inputs /dev/zero /dev/zero
+  expect 1 "^tpu-as: error: missing.s: cannot open file" 10 "$BIN/tpu-as" missing.s -o x.tpu
+}
+
+config_with() {  # config_with NAME SED-EXPRESSION: the tiny preset, edited
+  sed "$2" "$SRC/configs/tiny.json" >"$1"  # keeps the name "tiny"
+}
+
+group_config() {
+  config_with clk_huge.json 's/"clock_hz": [0-9.e]*/"clock_hz": 1e400/'
+  config_with clk_zero.json 's/"clock_hz": [0-9.e]*/"clock_hz": 0/'
+  config_with clk_frac.json 's/"clock_hz": [0-9.e]*/"clock_hz": 1.5e30/'
+  config_with no_hbm.json '/"hbm": {/,/}/d; s/"bursts_per_cycle": 1$/"bursts_per_cycle": 1/'
+  config_with acc1.json 's/"acc_rows": [0-9]*/"acc_rows": 1/'
+  config_with vmem64.json 's/"vmem_bytes": [0-9]*/"vmem_bytes": 64/'
+  config_with huge_acc.json 's/"acc_rows": [0-9]*/"acc_rows": 16777216/; s/"mxu_dim": 8/"mxu_dim": 1024/; s/"vpu_lanes": 8/"vpu_lanes": 1024/'
+  printf '.target tiny\nhalt\n' >good.s
+  "$BIN/tpu-as" good.s -o good.tpu
+  local mm="$SRC/tests/corpus/mlp_f32/module.hlo"
+  for c in clk_huge clk_zero clk_frac no_hbm; do
+    expect 1 "^tpuc: error: $c.json: " 20 "$BIN/tpuc" "$mm" -o x.tpu --config $c.json
+    expect 1 "^tpu-as: error: $c.json: " 10 "$BIN/tpu-as" good.s -o x.tpu --config $c.json
+    expect 1 "^tpusim: error: $c.json: " 10 "$BIN/tpusim" good.tpu --config $c.json
+  done
+  expect 1 "^tpuc: error: .*target.acc_rows = 1" 20 "$BIN/tpuc" "$mm" -o x.tpu --config acc1.json
+  expect 1 "^tpuc: error: .*does not fit in target.vmem_bytes = 64" 20 "$BIN/tpuc" "$mm" -o x.tpu --config vmem64.json
+  printf '.target "tiny", chips=1, cores=1, mxus_per_core=1, mxu_dim=1024, vpu_lanes=1024, vmem_bytes=262144, acc_rows=16777216, smem_bytes=16384, hbm_bytes=67108864\nhalt\n' >huge.s
+  "$BIN/tpu-as" huge.s -o huge.tpu --config huge_acc.json
+  expect 1 "^tpusim: error: the accumulators of this machine take" 20 "$BIN/tpusim" huge.tpu --config huge_acc.json
+}
+
+group_empty() {
+  hlo dot0.hlo 'ENTRY main {
+  a = f32[4,0]{1,0} parameter(0)
+  b = f32[0,4]{1,0} parameter(1)
+  ROOT d = f32[4,4]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}'
+  hlo dots8.hlo 'ENTRY main {
+  a = s8[4,0]{1,0} parameter(0)
+  b = s8[0,4]{1,0} parameter(1)
+  ROOT d = s32[4,4]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}'
+  hlo conv0.hlo 'ENTRY main {
+  a = f32[1,4,4,0]{3,2,1,0} parameter(0)
+  k = f32[3,3,0,2]{3,2,1,0} parameter(1)
+  ROOT c = f32[1,2,2,2]{3,2,1,0} convolution(a, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+}'
+  for comb in add:0 maximum:-inf minimum:inf; do
+    hlo "red_${comb%%:*}.hlo" "r {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] ${comb%%:*}(x, y)
+}
+
+ENTRY main {
+  a = f32[0,4]{1,0} parameter(0)
+  z = f32[] constant(${comb#*:})
+  ROOT r = f32[4]{0} reduce(a, z), dimensions={0}, to_apply=r
+}"
+  done
+  hlo empty_out.hlo 'ENTRY main {
+  a = f32[0,4]{1,0} parameter(0)
+  ROOT e = f32[0,4]{1,0} exponential(a)
+}'
+  npy f40.npy '<f4' '(4, 0)'
+  npy f04.npy '<f4' '(0, 4)'
+  npy s40.npy '|i1' '(4, 0)'
+  npy s04.npy '|i1' '(0, 4)'
+  npy f1440.npy '<f4' '(1, 4, 4, 0)'
+  npy k3302.npy '<f4' '(3, 3, 0, 2)'
+  check_run() {  # check_run NAME INPUTS...: tpusim's outputs are the interpreter's, exactly
+    local name=$1
+    shift
+    for cfg in tiny v5e; do
+      expect 0 "" 30 "$BIN/tpuc" "$name.hlo" -o "$name.tpu" --config $cfg || continue
+      expect 0 "" 30 "$BIN/tpusim" -q "$name.tpu" --inputs "$@" --outputs "sim_$name"
+      expect 0 "" 30 "$BIN/tpuc" "$name.hlo" --interpret --inputs "$@" --outputs "ref_$name"
+      expect 0 "" 10 "$BIN/tpu-compare" "ref_$name/out0.npy" "sim_$name/out0.npy" --tol 0
+    done
+  }
+  check_run dot0 f40.npy f04.npy
+  check_run dots8 s40.npy s04.npy
+  check_run conv0 f1440.npy k3302.npy
+  check_run red_add f04.npy
+  check_run red_maximum f04.npy
+  check_run red_minimum f04.npy
+  check_run empty_out f04.npy
+}
+
+group_size() {
+  "$PY" - <<'PY'
+n = 50000
+lines = ["HloModule m", "", "ENTRY main {", "  p0 = f32[8]{0} parameter(0)", "  p1 = f32[8]{0} parameter(1)",
+         "  v0 = f32[8]{0} add(p0, p1)"]
+lines += [f"  v{i} = f32[8]{{0}} multiply(v{i-1}, p1)" if i % 2 else f"  v{i} = f32[8]{{0}} add(v{i-1}, p0)" for i in range(1, n)]
+lines += [f"  ROOT r = f32[8]{{0}} add(v{n-1}, p0)", "}"]
+open("chain.hlo", "w").write("\n".join(lines) + "\n")
+d = 50000
+open("deep_tuple.hlo", "w").write("HloModule m\n\nENTRY main {\n  a = " + "(" * d + "f32[]" + ")" * d +
+                                  " parameter(0)\n  ROOT b = f32[] constant(1)\n}\n")
+open("deep_parens.s", "w").write(".target tiny\n  li s1, " + "(" * d + "1" + ")" * d + "\n  halt\n")
+open("deep_unary.s", "w").write(".target tiny\n  li s1, " + "-" * d + "1\n  halt\n")
+dims = [2, 1, 2, 1, 2, 1, 2, 1, 3]
+s = ",".join(map(str, dims)); lay = ",".join(map(str, range(8, -1, -1)))
+open("rank9.hlo", "w").write(f"HloModule m\n\nENTRY main {{\n  a = f32[{s}]{{{lay}}} parameter(0)\n"
+                             f"  ROOT c = f32[{s}]{{{lay}}} negate(a)\n}}\n")
+body = """HloModule m
+
+body {
+  p = (s32[], f32[72,72]{1,0}, f32[72,72]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[72,72]{1,0} get-tuple-element(p), index=1
+  w = f32[72,72]{1,0} get-tuple-element(p), index=2
+  y = f32[72,72]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT r = (s32[], f32[72,72]{1,0}, f32[72,72]{1,0}) tuple(i2, y, w)
+}
+
+cond {
+  p = (s32[], f32[72,72]{1,0}, f32[72,72]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(TRIPS)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  x = f32[72,72]{1,0} parameter(0)
+  w = f32[72,72]{1,0} parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[72,72]{1,0}, f32[72,72]{1,0}) tuple(z, x, w)
+  l = (s32[], f32[72,72]{1,0}, f32[72,72]{1,0}) while(init), condition=cond, body=body
+  ROOT o = f32[72,72]{1,0} get-tuple-element(l), index=1
+}
+"""
+open("loop.hlo", "w").write(body.replace("TRIPS", "1024"))
+PY
+  expect 0 "" 60 "$BIN/tpuc" chain.hlo -o chain.tpu --config tiny
+  expect 1 "^tpuc: error: deep_tuple.hlo:4: tuple shapes nested more than 64 deep" 20 "$BIN/tpuc" deep_tuple.hlo -o x.tpu
+  ONE_LINE=0 expect 1 "^deep_parens.s:2:[0-9]+: error: expression nested more than 256 deep" 20 "$BIN/tpu-as" deep_parens.s -o x.tpu
+  ONE_LINE=0 expect 1 "^deep_unary.s:2:[0-9]+: error: expression nested more than 256 deep" 20 "$BIN/tpu-as" deep_unary.s -o x.tpu
+  expect 1 "^tpuc: error: rank9.hlo:4 a: unsupported input of rank 9" 20 "$BIN/tpuc" rank9.hlo -o x.tpu
+  # Unrolled loops: 3.5 M lines of assembly, compiled and listed within the address-space limit.
+  MEM_KB=${HOSTILE_MEM_KB:-3000000} expect 0 "" 300 "$BIN/tpuc" loop.hlo -o loop.tpu --config tiny
+  printf '.target v5e\n.data 0x100000\n.zero 0x4000000\n.text\nhalt\n' >zero.s
+  expect 0 "" 30 "$BIN/tpu-as" zero.s -o zero.tpu
+  expect 0 "" 30 "$BIN/tpu-objdump" zero.tpu -o zero_list.s
+  MEM_KB=${HOSTILE_MEM_KB:-1000000} expect 0 "" 30 "$BIN/tpu-as" zero_list.s -o zero2.tpu
+  cmp -s zero.tpu zero2.tpu || fail "the listing of a 64 MiB .zero does not reassemble to the same program"
+}
+
+group_hlo() {
+  local p='  p = f32[4]{0} parameter(0)'
+  hlo dup_name.hlo "ENTRY main {
+$p
+  p = f32[4]{0} negate(p)
+  ROOT r = f32[4]{0} negate(p)
+}"
+  hlo two_roots.hlo "ENTRY main {
+$p
+  ROOT a = f32[4]{0} negate(p)
+  ROOT b = f32[4]{0} abs(p)
+}"
+  hlo two_entries.hlo "ENTRY main {
+$p
+  ROOT a = f32[4]{0} negate(p)
+}
+
+ENTRY other {
+$p
+  ROOT a = f32[4]{0} negate(p)
+}"
+  hlo gte_type.hlo "ENTRY main {
+$p
+  q = s32[4]{0} parameter(1)
+  t = (f32[4]{0}, s32[4]{0}) tuple(p, q)
+  ROOT g = f32[4]{0} get-tuple-element(t), index=1
+}"
+  hlo region_type.hlo "r {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
+}
+
+ENTRY main {
+$p
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=r
+}"
+  hlo s8_range.hlo 'ENTRY main {
+  ROOT c = s8[] constant(300)
+}'
+  hlo result_shape.hlo "ENTRY main {
+$p
+  ROOT r = f32[5]{0} negate(p)
+}"
+  expect 1 "^tpuc: error: dup_name.hlo:5: 'p' is defined twice" 10 "$BIN/tpuc" dup_name.hlo -o x.tpu
+  expect 1 "^tpuc: error: two_roots.hlo:6: a second ROOT" 10 "$BIN/tpuc" two_roots.hlo -o x.tpu
+  expect 1 "^tpuc: error: two_entries.hlo:[0-9]+: a second ENTRY" 10 "$BIN/tpuc" two_entries.hlo -o x.tpu
+  expect 1 "^tpuc: error: gte_type.hlo:7: g: its shape f32\[4\] does not match the s32\[4\]" 10 "$BIN/tpuc" gte_type.hlo -o x.tpu
+  expect 1 "^tpuc: error: region_type.hlo:" 10 "$BIN/tpuc" region_type.hlo -o x.tpu
+  expect 1 "^tpuc: error: s8_range.hlo:4: c: constant value 300 does not fit s8" 10 "$BIN/tpuc" s8_range.hlo -o x.tpu
+  expect 1 "^tpuc: error: result_shape.hlo:5" 10 "$BIN/tpuc" result_shape.hlo -o x.tpu
+}
+
+group_asm() {
+  printf '.target tiny\n.data 0x100\n.zero -1\n.text\nhalt\n' >neg_zero.s
+  ONE_LINE=0 expect 1 "^neg_zero.s:3:[0-9]+: error: " 10 "$BIN/tpu-as" neg_zero.s -o x.tpu
+  printf 'garbage' >garbage.tpu
+  expect 1 "^tpu-objdump: error: garbage.tpu: " 10 "$BIN/tpu-objdump" garbage.tpu
+  expect 1 "^tpusim: error: garbage.tpu: " 10 "$BIN/tpusim" garbage.tpu
+}
+
+group_writes() {
+  printf '.target tiny\nhalt\n' >good.s
+  "$BIN/tpu-as" good.s -o good.tpu
+  mkdir -p dir
+  expect 1 "^tpu-as: error: /dev/full: write error" 10 "$BIN/tpu-as" good.s -o /dev/full
+  expect 1 "^tpu-objdump: error: /dev/full: write error" 10 "$BIN/tpu-objdump" good.tpu -o /dev/full
+  expect 1 "^tpuc: error: /dev/full: write error" 20 "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o /dev/full
+  expect 1 "^tpuc: error: /dev/full: write error" 20 "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" --emit asm -o /dev/full
+  expect 1 "^tpu-as: error: dir: cannot open for writing" 10 "$BIN/tpu-as" good.s -o dir
+  for flag in --vcd --trace --stats --record-mxu; do
+    expect 1 "^tpusim: error: /dev/full: write error" 10 "$BIN/tpusim" good.tpu $flag /dev/full
+  done
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" --config tiny -o mm.tpu
+  local args=(--inputs "$SRC/tests/corpus/matmul_f32/arg0.npy" "$SRC/tests/corpus/matmul_f32/arg1.npy")
+  expect 1 "^tpusim: error: .*full" 30 "$BIN/tpusim" mm.tpu "${args[@]}" --outputs /dev/full
+  expect 1 "^tpu-objdump: error: cannot write to standard output" 10 sh -c "'$BIN/tpu-objdump' good.tpu >/dev/full"
+}
+
+group_runs() {
+  printf '.target tiny\nspin:\n  beq s0, s0, spin\n' >spin.s
+  "$BIN/tpu-as" spin.s -o spin.tpu
+  printf '.target tiny\nhalt\n' >good.s
+  "$BIN/tpu-as" good.s -o good.tpu
+  expect 2 "^tpusim: error: --max-cycles '-1' is not a cycle count" 10 "$BIN/tpusim" good.tpu --max-cycles -1
+  expect 2 "^tpusim: error: --max-cycles 'x' is not a cycle count" 10 "$BIN/tpusim" good.tpu --max-cycles x
+  expect 2 "^tpusim: error: --vcd-window needs --vcd" 10 "$BIN/tpusim" good.tpu --vcd-window 1:2
+  expect 2 "^tpusim: error: --memory-budget '12Q' is not a size" 10 "$BIN/tpusim" good.tpu --memory-budget 12Q
+  expect 2 "^tpusim: error: .* takes 0 input" 10 "$BIN/tpusim" good.tpu --inputs good.tpu
+  # A program that never halts stops at the default cycle limit, its trace bounded.
+  expect 3 "^tpusim: cycle limit of 50000000 reached" 300 "$BIN/tpusim" spin.tpu --stats spin.json
+  "$PY" -c "import json,sys; s=json.load(open('spin.json')); sys.exit(s['status'] != 'cycle_limit')" || fail "stats of a cycle-limited run"
+  expect 3 "^tpusim: cycle limit of 2000000 reached" 120 "$BIN/tpusim" spin.tpu --max-cycles 2000000 --trace spin_trace.json
+  "$PY" -c "import json; json.load(open('spin_trace.json'))" || fail "the trace of a cycle-limited run is not valid JSON"
+  # A program filling HBM stops at the memory budget.
+  printf '.target v5e\n  li s2, 4194304\n  li s3, 1\n  slli s3, s3, 32\nagain:\n  dma.st s1, s0, s2, sem1\n  add s1, s1, s2\n  bltu s1, s3, again\n  halt\n' >fill.s
+  "$BIN/tpu-as" fill.s -o fill.tpu
+  expect 3 "^tpusim: cycle [0-9]+: the program touched more simulated memory than the host memory budget of 512 MiB" 120 \
+    "$BIN/tpusim" fill.tpu --memory-budget 512M
+  # SIGINT mid-run: status interrupted, exit 130, stats/trace/VCD valid.
+  (
+    ulimit -v "$MEM_KB"
+    "$BIN/tpusim" spin.tpu --max-cycles 0 --stats int.json --trace int_trace.json --vcd int.vcd >/dev/null 2>int_err.txt &
+    pid=$!
+    sleep 2
+    kill -INT $pid
+    wait $pid
+    echo $? >int_rc.txt
+  )
+  [ "$(cat int_rc.txt)" = 130 ] || fail "SIGINT: exit $(cat int_rc.txt), want 130"
+  grep -q "^tpusim: interrupted at cycle" int_err.txt || fail "SIGINT: stderr $(cat int_err.txt)"
+  "$PY" -c "import json,sys; json.load(open('int_trace.json')); s=json.load(open('int.json')); sys.exit(s['status'] != 'interrupted')" ||
+    fail "SIGINT: the stats or trace are not valid"
+  tail -n 1 int.vcd | grep -q '^#[0-9]*$' || fail "SIGINT: the VCD does not end with a time stamp"
+}
+
+group_compare() {
+  "$PY" - <<'PY'
+import struct
+def npy(name, descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    open(name, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+npy("i32.npy", "<i4", (2,), struct.pack("<2i", 1, 2))
+npy("f32.npy", "<f4", (2,), struct.pack("<2f", 1, 2))
+npy("ninf.npy", "<f4", (2,), struct.pack("<2f", float("-inf"), 1))
+npy("zero.npy", "<f4", (2,), struct.pack("<2f", 0, 1))
+PY
+  expect 2 "^tpu-compare: error: dtypes differ: s32\[2\] and f32\[2\]" 10 "$BIN/tpu-compare" i32.npy f32.npy
+  "$BIN/tpu-compare" ninf.npy zero.npy >cmp.txt
+  grep -q "max_abs inf" cmp.txt || fail "tpu-compare -inf vs 0: $(cat cmp.txt)"
+  ONE_LINE=0 expect 1 "" 10 "$BIN/tpu-compare" ninf.npy zero.npy --tol 1e-3
+}
+
+for g in "${GROUPS_TO_RUN[@]}"; do
+  echo "== $g"
+  "group_$g"
+done
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all hostile cases behaved"
