@@ -15,10 +15,13 @@
 // Verilator's headers call sc_time_stamp() unqualified when SystemC is present.
 using sc_core::sc_time_stamp;
 #include "rtl_mxu_sizes.h"  // generated: the Vmxu_top_N headers and TPU_RTL_FOR_EACH_SIZE
+#if TPU_RTL_ANY
 #include "verilated_vcd_c.h"
 #include "rtl_driver.h"
+#endif
 
 namespace tpu::sim {
+#if TPU_RTL_ANY
 namespace {
 
 template <typename Rtl>
@@ -171,6 +174,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
 };
 
 }  // namespace
+#endif  // TPU_RTL_ANY
 
 bool rtl_mxu_available(uint32_t n) {
 #define TPU_RTL_AVAILABLE(N) \
@@ -191,7 +195,7 @@ std::unique_ptr<MxuUnit> make_rtl_mxu(const char* name, int core, int index, con
     return std::make_unique<RtlMxu<Vmxu_top_##N>>(name, core, index, cfg, rc, sems, vmem, acc, trace_path);
   TPU_RTL_FOR_EACH_SIZE(TPU_RTL_MAKE)
 #undef TPU_RTL_MAKE
-  (void)name, (void)core, (void)index, (void)rc, (void)sems, (void)vmem, (void)acc, (void)trace_path;
+  (void)name, (void)core, (void)index, (void)cfg, (void)rc, (void)sems, (void)vmem, (void)acc, (void)trace_path;
   throw std::logic_error("internal error: no RTL MXU of this size was built");
 }
 

@@ -93,7 +93,8 @@ class Gen:
     def step(self):
         rng = self.rng
         kind = rng.choice(["unary", "unary", "binary", "binary", "compare", "convert", "broadcast", "reshape",
-                           "transpose", "slice", "concat", "pad", "reverse", "reduce", "dot", "dot", "iota", "clamp"])
+                           "transpose", "slice", "concat", "pad", "reverse", "reduce", "dot", "dot", "iota", "clamp",
+                           "reduce_window", "conv", "bf16"])
         getattr(self, "op_" + kind)()
 
     def base(self, dt=None):
@@ -246,6 +247,48 @@ class Gen:
         c = 2 if batched else 1
         self.emit(out_dt, ([b] if batched else []) + [m, nn],
                   "dot(%s, %s), %slhs_contracting_dims={%d}, rhs_contracting_dims={%d}" % (x, y, bd, c, c - 1), False)
+
+    def op_reduce_window(self):
+        n, dt, dims, bounded = self.base("f32")
+        if len(dims) != 2 and len(dims) != 4:
+            return
+        if not bounded:
+            n = self.emit(dt, dims, "tanh(%s)" % n)
+        rng = self.rng
+        size = [rng.choice([1, 2, 3]) for _ in dims]
+        stride = [rng.choice([1, 2]) for _ in dims]
+        pad = [(rng.randint(0, 1), rng.randint(0, 1)) for _ in dims]
+        out = []
+        for d, w, st, (lo, hi) in zip(dims, size, stride, pad):
+            span = d + lo + hi
+            out.append(0 if span < w else (span - w) // st + 1)
+        op = rng.choice(["add", "maximum"])
+        c = self.emit(dt, [], "constant(%s)" % ("0" if op == "add" else "-inf"))
+        win = "size=%s stride=%s pad=%s" % ("x".join(map(str, size)), "x".join(map(str, stride)),
+                                            "x".join("%d_%d" % p for p in pad))
+        self.emit(dt, out, "reduce-window(%s, %s), window={%s}, to_apply=%s" % (n, c, win, self.region(op, dt)), op == "maximum")
+
+    def op_conv(self):
+        rng = self.rng
+        b, h, w, ci, co = rng.choice([0, 1, 2]), rng.choice([1, 3, 5, 8]), rng.choice([1, 4, 6]), rng.choice([0, 1, 3, 8]), rng.choice([1, 2, 9])
+        kh, kw = rng.choice([1, 2, 3]), rng.choice([1, 3])
+        x = self.operand("f32", [b, h, w, ci])
+        k = self.operand("f32", [kh, kw, ci, co])
+        ph, pw = rng.randint(0, kh - 1), rng.randint(0, kw - 1)
+        oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+        if oh < 0 or ow < 0:
+            return
+        self.emit("f32", [b, oh, ow, co], "convolution(%s, %s), window={size=%dx%d pad=%d_%dx%d_%d}, dim_labels=b01f_01io->b01f" %
+                  (x, k, kh, kw, ph, ph, pw, pw), False)
+
+    def op_bf16(self):
+        n, dt, dims, bounded = self.base("f32")
+        if not bounded:
+            n = self.emit(dt, dims, "tanh(%s)" % n)
+        h = self.emit("bf16", dims, "convert(%s)" % n)
+        op = self.rng.choice(["add", "multiply", "maximum", "negate", "abs"])
+        h = self.emit("bf16", dims, "%s(%s)" % (op, h) if op in ("negate", "abs") else "%s(%s, %s)" % (op, h, h))
+        self.emit("f32", dims, "convert(%s)" % h, True)
 
     def op_iota(self):
         dims = self.dims(self.rng.randint(1, 3))

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer: a
+# Debug build in build-asan/ (without the Verilated RTL, whose generated code
+# is checked by the release suite's lockstep tests), then CTest. Any report
+# fails the test that triggered it (-fno-sanitize-recover).
+#
+#   scripts/test-asan.sh [CTEST ARGS...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+CMAKE_ARGS="-DCMAKE_BUILD_TYPE=Debug -DTPUSIM_SANITIZE=ON -DTPU_RTL_SIZES=" scripts/setup.sh
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 TPUSIM_SANITIZE=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" "$@"
