@@ -393,49 +393,13 @@ Type infer_type(const Function& f, const Op& op) {
       break;
   }
   // Remaining unary and binary element-wise ops keep their operand's type.
-  // Element types each operation is defined for (XLA's shape inference).
-  auto element_type_check = [&](DType d) {
-    const bool fl = is_float(d);
-    switch (op.kind) {
-      case OpKind::exponential:
-      case OpKind::log:
-      case OpKind::tanh:
-      case OpKind::logistic:
-      case OpKind::rsqrt:
-      case OpKind::sqrt:
-      case OpKind::floor:
-      case OpKind::ceil:
-      case OpKind::round_nearest_even:
-        if (!fl) bad(op, fmt::format("is defined for floating-point operands, not {}", dtype_name(d)));
-        break;
-      case OpKind::negate:
-      case OpKind::abs:
-      case OpKind::sign:
-        if (d == DType::pred) bad(op, "is not defined for pred operands");
-        break;
-      case OpKind::not_:
-      case OpKind::and_:
-      case OpKind::or_:
-      case OpKind::xor_:
-        if (fl) bad(op, fmt::format("is defined for pred and integer operands, not {}", dtype_name(d)));
-        break;
-      case OpKind::shift_left:
-      case OpKind::shift_right_arithmetic:
-      case OpKind::shift_right_logical:
-        if (fl || d == DType::pred) bad(op, fmt::format("is defined for integer operands, not {}", dtype_name(d)));
-        break;
-      default: break;
-    }
-  };
   if (is_unary(op.kind)) {
     need(1);
-    element_type_check(operand(0).dtype);
     return operand(0);
   }
   if (is_binary(op.kind)) {
     need(2);
     if (operand(0) != operand(1)) bad(op, fmt::format("operands differ: {} and {}", operand(0).str(), operand(1).str()));
-    element_type_check(operand(0).dtype);
     return operand(0);
   }
   bad(op, "is not a known operation");
@@ -466,6 +430,9 @@ void verify(const Function& f) {
       case OpKind::and_: case OpKind::or_: case OpKind::xor_: case OpKind::not_: case OpKind::shift_left:
       case OpKind::shift_right_arithmetic: case OpKind::shift_right_logical:
         if (fl) bad(op, fmt::format("(%{}) needs an integer or pred type", i));
+        break;
+      case OpKind::negate: case OpKind::abs: case OpKind::sign:
+        if (t.dtype == DType::pred) bad(op, fmt::format("(%{}) needs a numeric type, not pred", i));
         break;
       default: break;
     }

@@ -133,7 +133,7 @@ TEST_CASE("corpus: every single-device program has a test") {
 TEST_CASE("corpus under the RTL MXU (tiny): identical outputs and cycles, recorded streams in lockstep") {
   const sim::MachineConfig cfg = sim::load_config("tiny");
   if (!sim::rtl_mxu_available(uint32_t(cfg.target.mxu_dim))) {
-    WARN("the RTL MXU for tiny is not built (TPU_RTL_SIZES); skipped");
+    WARN("SKIPPED: the RTL MXU for tiny is not built (TPU_RTL_SIZES)");
     return;
   }
   for (const std::string name : {"matmul_int8", "matmul_bf16", "mlp_f32"}) {

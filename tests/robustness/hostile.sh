@@ -18,8 +18,14 @@ rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 # Address space per command: far above what these cases legitimately need,
 # far below the machine. Sanitizer builds reserve terabytes of shadow memory.
+# Sanitizer builds (Debug) run several times slower: time limits stretch.
 MEM_KB=${HOSTILE_MEM_KB:-6000000}
-[ -n "${TPUSIM_SANITIZE:-}" ] && MEM_KB=unlimited
+SLOW=1
+if [ -n "${TPUSIM_SANITIZE:-}" ]; then
+  MEM_KB=unlimited SLOW=8
+fi
+# mem_kb KB: a tighter address-space limit for one case (none under sanitizers).
+mem_kb() { [ "$MEM_KB" = unlimited ] && echo unlimited || echo "$1"; }
 
 failures=0
 fail() {
@@ -33,7 +39,7 @@ fail() {
 expect() {
   local want=$1 regex=$2 secs=$3
   shift 3
-  (ulimit -v "$MEM_KB"; timeout -s KILL "$secs" "$@") >out.txt 2>err.txt
+  (ulimit -v "$MEM_KB"; timeout -s KILL "$((secs * SLOW))" "$@") >out.txt 2>err.txt
   local rc=$?
   local first
   first=$(head -n 1 err.txt)
@@ -228,11 +234,11 @@ PY
   ONE_LINE=0 expect 1 "^deep_unary.s:2:[0-9]+: error: expression nested more than 256 deep" 20 "$BIN/tpu-as" deep_unary.s -o x.tpu
   expect 1 "^tpuc: error: rank9.hlo:4 a: unsupported input of rank 9" 20 "$BIN/tpuc" rank9.hlo -o x.tpu
   # Unrolled loops: 3.5 M lines of assembly, compiled and listed within the address-space limit.
-  MEM_KB=${HOSTILE_MEM_KB:-3000000} expect 0 "" 300 "$BIN/tpuc" loop.hlo -o loop.tpu --config tiny
+  MEM_KB=$(mem_kb 3000000) expect 0 "" 300 "$BIN/tpuc" loop.hlo -o loop.tpu --config tiny
   printf '.target v5e\n.data 0x100000\n.zero 0x4000000\n.text\nhalt\n' >zero.s
   expect 0 "" 30 "$BIN/tpu-as" zero.s -o zero.tpu
   expect 0 "" 30 "$BIN/tpu-objdump" zero.tpu -o zero_list.s
-  MEM_KB=${HOSTILE_MEM_KB:-1000000} expect 0 "" 30 "$BIN/tpu-as" zero_list.s -o zero2.tpu
+  MEM_KB=$(mem_kb 1000000) expect 0 "" 30 "$BIN/tpu-as" zero_list.s -o zero2.tpu
   cmp -s zero.tpu zero2.tpu || fail "the listing of a 64 MiB .zero does not reassemble to the same program"
 }
 
@@ -341,7 +347,7 @@ group_runs() {
     ulimit -v "$MEM_KB"
     "$BIN/tpusim" spin.tpu --max-cycles 0 --stats int.json --trace int_trace.json --vcd int.vcd >/dev/null 2>int_err.txt &
     pid=$!
-    sleep 2
+    sleep $((2 * SLOW))
     kill -INT $pid
     wait $pid
     echo $? >int_rc.txt

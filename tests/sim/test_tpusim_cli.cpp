@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "../../sim/mxu/mxu_unit.h"
 #include "harness.h"
 #include "tpu/isa/npy.h"
 
@@ -207,6 +208,10 @@ TEST_CASE("bad invocations fail with one line", "[cli]") {
 }
 
 TEST_CASE("tpusim with the RTL MXU writes the same outputs and its own waveform", "[cli]") {
+  if (!sim::rtl_mxu_available(8)) {
+    WARN("SKIPPED: this build has no Verilated 8x8 MXU");
+    return;
+  }
   const fs::path dir = workdir("rtl");
   prepare(dir);
   auto fast = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --outputs fast", kBin), dir);
