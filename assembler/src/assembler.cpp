@@ -29,7 +29,6 @@ struct SymbolDef {
   int line;
 };
 
-// One statement kept for pass 2.
 // A statement pass 2 encodes. Its line is lexed again there rather than its
 // tokens kept: a listing of millions of lines then needs tens of bytes a
 // line, not hundreds.

@@ -14,7 +14,7 @@ namespace tpu::compiler {
 namespace {
 
 // What a .tpu program can carry: inputs and outputs of at most isa::kMaxRank
-// dimensions, and a machine the back end can use.
+// dimensions.
 void check_interface(const ir::Function& f) {
   auto check = [&](int v, const char* what) {
     const ir::Op& op = f.ops[v];
