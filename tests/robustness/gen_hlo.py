@@ -342,9 +342,14 @@ def write_npy(path, dt, dims, rng):
 
 
 def config(rng, presets_dir):
-    """tiny, or tiny/v5e with timing and memory parameters moved to legal extremes."""
-    base = rng.choice(["tiny", "tiny", "v5e"])
+    """tiny, v5e or v4, with timing and memory parameters moved to legal
+    extremes, or tiny with another array: 1x1 to 16x16, 1 to 4 MXUs, 1 or 2
+    cores."""
+    base = rng.choice(["tiny", "tiny", "v5e", "v4"])
     c = json.load(open(os.path.join(presets_dir, base + ".json")))
+    if base == "tiny" and rng.random() < 0.3:
+        n = rng.choice([1, 2, 3, 4, 5, 16])
+        c["target"].update(mxu_dim=n, vpu_lanes=n, mxus_per_core=rng.randint(1, 4), cores=rng.choice([1, 2]))
     if rng.random() < 0.5:
         c["core"]["queue_depth"] = rng.choice([1, 2, 64])
         c["core"]["issue_width"] = rng.choice([1, 2, 8])
