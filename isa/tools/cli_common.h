@@ -14,11 +14,12 @@
 
 namespace tpu::cli {
 
-// Returns -1 to continue, or the exit status to return now.
+// Adds --version; returns -1 to continue, or the exit status to return now.
 inline int parse(CLI::App& app, int argc, char** argv) {
+  app.set_version_flag("--version", app.get_name() + " (tpusim " TPUSIM_VERSION ")", "print the version and exit");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";

@@ -77,6 +77,10 @@ hlo() {  # hlo NAME BODY: a module with one ENTRY
 }
 
 group_files() {
+  for t in tpuc tpu-as tpu-objdump tpusim tpu-compare; do
+    expect 0 "" 10 "$BIN/$t" --version
+    grep -q "^$t (tpusim [0-9]" out.txt || fail "$t --version printed '$(cat out.txt)'"
+  done
   mkdir -p dir
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
