@@ -4,7 +4,6 @@
 
 #include "tpu/isa/file.h"
 
-
 namespace tpu::isa {
 namespace {
 
