@@ -27,7 +27,7 @@ fi
 # mem_kb KB: a tighter address-space limit for one case (none under sanitizers).
 mem_kb() { [ "$MEM_KB" = unlimited ] && echo unlimited || echo "$1"; }
 
-failures=0
+failures=0 cases=0
 fail() {
   echo "FAIL: $*"
   failures=$((failures + 1))
@@ -39,6 +39,7 @@ fail() {
 expect() {
   local want=$1 regex=$2 secs=$3
   shift 3
+  cases=$((cases + 1))
   (ulimit -v "$MEM_KB"; timeout -s KILL "$((secs * SLOW))" "$@") >out.txt 2>err.txt
   local rc=$?
   local first
@@ -386,7 +387,7 @@ for g in "${GROUPS_TO_RUN[@]}"; do
   "group_$g"
 done
 if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)"
+  echo "$failures failure(s) in $cases cases"
   exit 1
 fi
-echo "all hostile cases behaved"
+echo "all $cases hostile cases behaved"
