@@ -189,8 +189,8 @@ void Chip::monitor() {
     return;
   }
   if (rc_.budget().exceeded()) {
-    rc_.fault(fmt::format("cycle {}: the program touched more simulated memory than the host memory budget of {} MiB allows",
-                          now, rc_.budget().limit() >> 20));
+    rc_.fault(fmt::format("cycle {}: the program touched more simulated memory than the host memory budget of {} allows", now,
+                          MemoryBudget::text(rc_.budget().limit())));
     return;
   }
   if (opts_.interrupt && (now & 0x3ff) == 0 && *opts_.interrupt) {

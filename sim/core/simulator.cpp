@@ -127,8 +127,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   RunControl rc(sc_core::sc_time(1, sc_core::SC_NS), options_.memory_budget);
   const uint64_t acc_bytes = config_.target.cores * config_.target.acc_rows * config_.target.mxu_dim * 4;
   if (!rc.budget().take(acc_bytes))
-    throw Error(fmt::format("the accumulators of this machine take {} MiB of host memory, more than the budget of {} MiB",
-                            acc_bytes >> 20, options_.memory_budget >> 20));
+    throw Error(fmt::format("the accumulators of this machine take {} of host memory, more than the budget of {}",
+                            MemoryBudget::text(acc_bytes), MemoryBudget::text(options_.memory_budget)));
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
     trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));

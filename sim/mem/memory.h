@@ -29,6 +29,13 @@ class MemoryBudget {
   }
   bool exceeded() const { return exceeded_; }
   uint64_t limit() const { return limit_; }
+  // "8 GiB", "512 MiB", "1000 bytes": for messages.
+  static std::string text(uint64_t bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, ++u;
+    return std::to_string(bytes) + " " + units[u];
+  }
   uint64_t used() const { return used_; }
 
  private:

@@ -22,30 +22,30 @@ namespace {
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) { g_interrupted = 1; }
 
-uint64_t parse_cycles(const char* flag, const std::string& s) {
-  size_t used = 0;
-  uint64_t v = 0;
+// The unsigned number s starts with and the characters it takes (0 if none).
+std::pair<uint64_t, size_t> leading_number(const std::string& s) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return {0, 0};
   try {
-    if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) v = std::stoull(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
+    size_t used = 0;
+    const uint64_t v = std::stoull(s, &used);
+    return {v, used};
+  } catch (const std::exception&) {  // out of range
+    return {0, 0};
   }
-  if (s.empty() || used != s.size()) throw tpu::cli::UsageError(fmt::format("{} '{}' is not a cycle count (0..2^64-1)", flag, s));
+}
+
+uint64_t parse_cycles(const char* flag, const std::string& s) {
+  const auto [v, used] = leading_number(s);
+  if (used == 0 || used != s.size()) throw tpu::cli::UsageError(fmt::format("{} '{}' is not a cycle count (0..2^64-1)", flag, s));
   return v;
 }
 
 // "8G", "512M", "64K" or a number of bytes.
 uint64_t parse_bytes(const char* flag, const std::string& s) {
-  size_t used = 0;
-  uint64_t v = 0;
-  try {
-    if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) v = std::stoull(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = used ? s.substr(used) : "";
+  const auto [v, used] = leading_number(s);
+  const std::string unit = s.substr(used);
   const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-  if (!used || shift < 0 || v == 0 || v > (UINT64_MAX >> shift))
+  if (used == 0 || shift < 0 || v == 0 || v > (UINT64_MAX >> shift))
     throw tpu::cli::UsageError(fmt::format("{} '{}' is not a size (bytes, or a number with K, M or G)", flag, s));
   return v << shift;
 }
@@ -69,7 +69,6 @@ std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   if (a >= b) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': START must be below END", w));
   return {a, b};
 }
-
 
 }  // namespace
 
