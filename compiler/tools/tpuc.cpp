@@ -27,11 +27,13 @@ void write_text(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"tpuc: compile an XLA HLO module (as JAX emits it) or tpuc IR (*.ir) for the tpusim TPU", "tpuc"};
   std::string input, output, config = "v5e", precision, emit = "bin", outputs_dir;
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, settings;
   bool dump = false, interpret = false;
   app.add_option("module", input, "MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
   app.add_option("-o,--output", output, "output file (.tpu for --emit bin; '-' or none prints ir/asm)");
   app.add_option("--config", config, "target machine: a preset (tiny, v1, v4, v5e) or a config file; default v5e");
+  app.add_option("--set", settings, "KEY=VALUE: change one parameter of --config (hbm.latency_ns=200, target.mxu_dim=16); repeatable")
+      ->allow_extra_args(false);
   app.add_option("--precision", precision, "f32 dot passes: default (1), high (3), highest (6); default: each dot's precision_config")
       ->check(CLI::IsMember({"default", "high", "highest"}));
   app.add_option("--emit", emit, "what to write: ir (after the IR passes), asm, or bin (a .tpu program; the default)")
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     compiler::CompileOptions opts;
-    const isa::MachineConfig machine = isa::load_config(config);
+    const isa::MachineConfig machine = isa::load_config(config, settings);
     opts.target = machine.target;
     opts.hints = compiler::schedule_hints(machine);
     opts.precision = prec;

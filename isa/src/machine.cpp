@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -136,12 +137,49 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
   return c;
 }
 
-MachineConfig load_config(const std::string& preset_or_path) {
-  if (auto text = preset_text(preset_or_path))
-    return config_from_json(std::string(*text), fmt::format("preset '{}'", preset_or_path));
-  if (preset_or_path.find('/') == std::string::npos && preset_or_path.find(".json") == std::string::npos)
+namespace {
+
+// Replaces the value at a dotted path that the config already has.
+void apply_setting(json& j, const std::string& setting) {
+  const size_t eq = setting.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error(fmt::format("--set '{}' is not KEY=VALUE", setting));
+  const std::string key = setting.substr(0, eq), text = setting.substr(eq + 1);
+  json* at = &j;
+  for (size_t start = 0; start <= key.size();) {
+    const size_t dot = std::min(key.find('.', start), key.size());
+    const std::string part = key.substr(start, dot - start);
+    if (!at->is_object() || !at->contains(part)) throw Error(fmt::format("--set {}: the config has no parameter '{}'", setting, key));
+    at = &(*at)[part];
+    start = dot + 1;
+  }
+  if (at->is_object()) throw Error(fmt::format("--set {}: '{}' is a section, not a parameter", setting, key));
+  // A number or a JSON literal as written; anything else is a string (hbm.model=simple).
+  json value = json::parse(text, nullptr, false);
+  *at = value.is_discarded() ? json(text) : value;
+}
+
+}  // namespace
+
+MachineConfig load_config(const std::string& preset_or_path, const std::vector<std::string>& settings) {
+  std::string text, where;
+  if (auto preset = preset_text(preset_or_path)) {
+    text = std::string(*preset);
+    where = fmt::format("preset '{}'", preset_or_path);
+  } else if (preset_or_path.find('/') == std::string::npos && preset_or_path.find(".json") == std::string::npos) {
     throw Error(fmt::format("unknown preset '{}' (presets: {})", preset_or_path, fmt::join(preset_names(), ", ")));
-  return config_from_json(read_text_file(preset_or_path), preset_or_path);
+  } else {
+    text = read_text_file(preset_or_path);
+    where = preset_or_path;
+  }
+  if (settings.empty()) return config_from_json(text, where);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON: {}", where, e.what()));
+  }
+  for (const std::string& s : settings) apply_setting(j, s);
+  return config_from_json(j.dump(), fmt::format("{} with --set {}", where, fmt::join(settings, " --set ")));
 }
 
 std::string MachineConfig::to_json() const {

@@ -29,6 +29,10 @@ std::string target_mismatch(const isa::Target& program, const isa::Target& machi
     if (program.*f.member != machine.*f.member)
       diffs.push_back(fmt::format("{} {} vs {}", f.key, program.*f.member, machine.*f.member));
   if (diffs.empty()) return {};
+  if (program.name == machine.name)  // the same preset, changed by --set or a config file on one side
+    return fmt::format("the program was compiled for another variant of target '{}' ({}): run it with the --config and --set "
+                       "tpuc had, or recompile",
+                       program.name, fmt::join(diffs, ", "));
   return fmt::format("the program was compiled for target '{}', this machine is '{}' ({}): recompile for it",
                      program.name, machine.name, fmt::join(diffs, ", "));
 }

@@ -82,11 +82,17 @@ int main(int argc, char* argv[]) {
 int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, settings;
+  std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
   std::string memory_budget = fmt::format("{}G", tpu::sim::kDefaultMemoryBudget >> 30);
   bool quiet = false;
-  app.add_option("program", program_path, "program (.tpu)")->required();
+  app.add_option("program", program_path, "program (.tpu)");
+  app.add_option("--set", settings,
+                 "KEY=VALUE: change one parameter of the machine (hbm.bandwidth_bytes_per_s=1.6e12); repeatable; a target "
+                 "parameter must match the program's (give tpuc the same --set)")
+      ->allow_extra_args(false);
+  app.add_option("--print-config", print_config, "print the resolved config of a preset or file (with any --set) and exit");
   app.add_option("--config", config,
                  "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
                  "(default: the preset the program was compiled for, else v5e)");
@@ -112,9 +118,14 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   return tpu::cli::run("tpusim", [&] {
+    if (!print_config.empty()) {
+      std::cout << tpu::sim::load_config(print_config, settings).to_json();
+      return 0;
+    }
+    if (program_path.empty()) throw tpu::cli::UsageError("program is required");
     tpu::isa::Program program = tpu::isa::load_file(program_path);
     if (config.empty()) config = tpu::isa::preset_text(program.target.name) ? program.target.name : "v5e";
-    tpu::sim::MachineConfig cfg = tpu::sim::load_config(config);
+    tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
 
     const auto ins = program.inputs();
     if (inputs.size() != ins.size())

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "tpu/isa/isa.h"
+#include "tpu/isa/machine.h"
 #include "tpu/isa/program.h"
 
 using namespace tpu::isa;
@@ -132,4 +133,18 @@ TEST_CASE("presets load and validate", "[target]") {
   CHECK_THROWS_WITH(load_target("nope"), Catch::Contains("unknown preset 'nope'"));
   CHECK_THROWS_WITH(target_from_json("{\"name\":\"x\",\"target\":{}}", "cfg"), Catch::Contains("target.chips is missing"));
   CHECK_THROWS_WITH(target_from_json("{", "cfg"), Catch::Contains("not valid JSON"));
+}
+
+TEST_CASE("config settings (KEY=VALUE) change one parameter before validation", "[target]") {
+  const MachineConfig base = load_config("tiny");
+  const MachineConfig c = load_config("tiny", {"hbm.latency_ns=7", "hbm.bandwidth_bytes_per_s=1.6e12", "hbm.model=simple"});
+  CHECK(c.hbm.latency_ns == 7);
+  CHECK(c.hbm.bandwidth_bytes_per_s == 1600000000000ull);
+  CHECK(c.clock_hz == base.clock_hz);
+  CHECK(load_config("tiny", {"target.mxu_dim=4", "target.vpu_lanes=4"}).target.mxu_dim == 4);
+  CHECK_THROWS_WITH(load_config("tiny", {"hbm.typo=1"}), Catch::Contains("the config has no parameter 'hbm.typo'"));
+  CHECK_THROWS_WITH(load_config("tiny", {"vpu=1"}), Catch::Contains("'vpu' is a section"));
+  CHECK_THROWS_WITH(load_config("tiny", {"clock_hz"}), Catch::Contains("is not KEY=VALUE"));
+  CHECK_THROWS_WITH(load_config("tiny", {"core.queue_depth=0"}), Catch::Contains("core.queue_depth = 0 is outside 1..1024"));
+  CHECK_THROWS_WITH(load_config("tiny", {"hbm.latency_ns=fast"}), Catch::Contains("hbm.latency_ns must be a non-negative integer"));
 }

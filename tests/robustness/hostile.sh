@@ -120,6 +120,15 @@ group_config() {
     expect 1 "^tpu-as: error: $c.json: " 10 "$BIN/tpu-as" good.s -o x.tpu --config $c.json
     expect 1 "^tpusim: error: $c.json: " 10 "$BIN/tpusim" good.tpu --config $c.json
   done
+  # --set changes one parameter and goes through the same validation.
+  expect 1 "^tpuc: error: --set hbm.nope=1: the config has no parameter 'hbm.nope'" 10 "$BIN/tpuc" "$mm" -o x.tpu --set hbm.nope=1
+  expect 1 "^tpusim: error: --set hbm=1: 'hbm' is a section" 10 "$BIN/tpusim" good.tpu --set hbm=1
+  expect 1 "^tpusim: error: --set clock_hz: is not KEY=VALUE|^tpusim: error: --set 'clock_hz' is not KEY=VALUE" 10 "$BIN/tpusim" good.tpu --set clock_hz
+  expect 1 "^tpu-as: error: preset 'tiny' with --set clock_hz=0: clock_hz = 0 is outside" 10 "$BIN/tpu-as" good.s -o x.tpu --config tiny --set clock_hz=0
+  expect 1 "^tpusim: error: the program was compiled for another variant of target 'tiny' \\(mxu_dim 8 vs 4" 10 \
+    "$BIN/tpusim" good.tpu --set target.mxu_dim=4 --set target.vpu_lanes=4
+  expect 0 "" 10 "$BIN/tpusim" --print-config tiny --set hbm.latency_ns=7
+  grep -q '"latency_ns": 7' out.txt || fail "--print-config with --set: $(cat out.txt)"
   expect 1 "^tpuc: error: .*target.acc_rows = 1" 20 "$BIN/tpuc" "$mm" -o x.tpu --config acc1.json
   expect 1 "^tpuc: error: .*does not fit in target.vmem_bytes = 64" 20 "$BIN/tpuc" "$mm" -o x.tpu --config vmem64.json
   printf '.target "tiny", chips=1, cores=1, mxus_per_core=1, mxu_dim=1024, vpu_lanes=1024, vmem_bytes=262144, acc_rows=16777216, smem_bytes=16384, hbm_bytes=67108864\nhalt\n' >huge.s

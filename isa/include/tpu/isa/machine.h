@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tpu/isa/target.h"
 
@@ -70,9 +71,10 @@ struct MachineConfig {
   std::string to_json() const;  // the resolved config, every parameter
 };
 
-// A preset name or a path to a JSON config. Throws Error naming the
-// parameter and the file.
-MachineConfig load_config(const std::string& preset_or_path);
+// A preset name or a path to a JSON config, with `settings` ("KEY=VALUE",
+// KEY a dotted path the config has: hbm.bandwidth_bytes_per_s=1.6e12)
+// applied before validation. Throws Error naming the parameter and the file.
+MachineConfig load_config(const std::string& preset_or_path, const std::vector<std::string>& settings = {});
 MachineConfig config_from_json(const std::string& text, const std::string& where);
 
 }  // namespace tpu::isa
