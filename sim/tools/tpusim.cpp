@@ -55,14 +55,8 @@ std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
   if (colon == std::string::npos) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}' is not START:END", w));
   auto num = [&](const std::string& s, uint64_t dflt) -> uint64_t {
     if (s.empty()) return dflt;
-    size_t used = 0;
-    uint64_t v = 0;
-    try {
-      v = std::stoull(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || s[0] == '-') throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
+    const auto [v, used] = leading_number(s);
+    if (used == 0 || used != s.size()) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
     return v;
   };
   const uint64_t a = num(w.substr(0, colon), 0), b = num(w.substr(colon + 1), UINT64_MAX);

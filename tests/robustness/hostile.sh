@@ -58,18 +58,20 @@ expect() {
   fi
 }
 
-# npy NAME DESCR SHAPE: a .npy of zeros ("(4, 0)", "<f4").
+# npy NAME DESCR SHAPE [VALUES]: a .npy ("(4, 0)", "<f4", "1, float('-inf')"),
+# of zeros unless VALUES are given.
 npy() {
-  "$PY" - "$1" "$2" "$3" <<'PY'
+  "$PY" - "$@" <<'PY'
 import sys, struct, ast
 name, descr, shape = sys.argv[1], sys.argv[2], ast.literal_eval(sys.argv[3])
 n = 1
 for d in shape: n *= d
-size = int(descr[2:])
+values = eval("[" + sys.argv[4] + "]") if len(sys.argv) > 4 else [0] * n
+code = {"<f4": "f", "<i4": "i", "|i1": "b", "|b1": "?"}[descr]
 header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
 header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
 with open(name, "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * (n * size))
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + struct.pack("<%d%s" % (n, code), *values))
 PY
 }
 
@@ -374,17 +376,10 @@ group_runs() {
 }
 
 group_compare() {
-  "$PY" - <<'PY'
-import struct
-def npy(name, descr, shape, data):
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    open(name, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
-npy("i32.npy", "<i4", (2,), struct.pack("<2i", 1, 2))
-npy("f32.npy", "<f4", (2,), struct.pack("<2f", 1, 2))
-npy("ninf.npy", "<f4", (2,), struct.pack("<2f", float("-inf"), 1))
-npy("zero.npy", "<f4", (2,), struct.pack("<2f", 0, 1))
-PY
+  npy i32.npy '<i4' '(2,)' '1, 2'
+  npy f32.npy '<f4' '(2,)' '1, 2'
+  npy ninf.npy '<f4' '(2,)' "float('-inf'), 1"
+  npy zero.npy '<f4' '(2,)' '0, 1'
   expect 2 "^tpu-compare: error: dtypes differ: s32\[2\] and f32\[2\]" 10 "$BIN/tpu-compare" i32.npy f32.npy
   "$BIN/tpu-compare" ninf.npy zero.npy >cmp.txt
   grep -q "max_abs inf" cmp.txt || fail "tpu-compare -inf vs 0: $(cat cmp.txt)"
