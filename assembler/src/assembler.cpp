@@ -353,7 +353,7 @@ class Assembler {
       advance_data(head, static_cast<uint64_t>(n));
     } else if (d == ".target") {
       target_directive(line, head, p);
-    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".inst") {
+    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".check" || d == ".inst") {
       if (d == ".inst") {
         if (section_ != Section::Text) throw SyntaxError{head.col, ".inst outside .text"};
         if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
@@ -452,9 +452,65 @@ class Assembler {
       if (isa::decode(static_cast<uint64_t>(v)))
         throw SyntaxError{t.col, ".inst word decodes as an instruction: write the instruction instead"};
       program_.code.push_back(static_cast<uint64_t>(v));
+    } else if (d == ".check") {
+      check_directive(p);
     } else {
       symbol_directive(head, p);
     }
+  }
+
+  // .check KIND, ACTUAL, EXPECTED[, tolerance="X"][, min_ulp=N][, max_ulp=N]
+  // over two outputs declared before it.
+  void check_directive(Parser& p) {
+    const Token& kt = p.expect(Tok::Ident, "a check kind (expect_eq, expect_almost_eq, expect_close)");
+    const auto kind = isa::check_kind_from_name(kt.text);
+    if (!kind) Parser::fail(kt, fmt::format("unknown check kind '{}'", kt.text));
+    isa::Check c;
+    c.kind = *kind;
+    auto output = [&]() -> uint32_t {
+      p.expect(Tok::Comma, "','");
+      const Token& t = p.expect(Tok::Ident, "an output name");
+      uint32_t n = 0;
+      for (const auto& s : program_.symbols) {
+        if (s.kind != isa::SymbolKind::Output) continue;
+        if (s.name == t.text) return n;
+        ++n;
+      }
+      Parser::fail(t, fmt::format("'{}' is not an output declared before this .check", t.text));
+    };
+    c.actual = output();
+    c.expected = output();
+    if (c.kind == isa::CheckKind::expect_almost_eq) c.tolerance = 1e-3;
+    if (c.kind == isa::CheckKind::expect_close) c.max_ulp = 3;
+    std::map<std::string, bool> given;
+    while (p.accept(Tok::Comma)) {
+      const Token& key = p.expect(Tok::Ident, "tolerance, min_ulp or max_ulp");
+      p.expect(Tok::Eq, "'='");
+      const bool tol = key.text == "tolerance", ulp = key.text == "min_ulp" || key.text == "max_ulp";
+      if ((!tol && !ulp) || (tol && c.kind != isa::CheckKind::expect_almost_eq) || (ulp && c.kind != isa::CheckKind::expect_close))
+        Parser::fail(key, fmt::format("{} takes no parameter '{}'", kt.text, key.text));
+      if (given[key.text]) Parser::fail(key, fmt::format("'{}' is given twice", key.text));
+      given[key.text] = true;
+      if (tol) {
+        const Token& v = p.expect(Tok::String, "a quoted number, e.g. \"1e-3\"");
+        char* end = nullptr;
+        c.tolerance = std::strtod(v.text.c_str(), &end);
+        if (v.text.empty() || *end || !(c.tolerance >= 0 && c.tolerance <= 1e300))
+          Parser::fail(v, fmt::format("tolerance \"{}\" is not a finite number >= 0", v.text));
+      } else {
+        const Token& vt = p.peek();
+        const int64_t v = p.expr();
+        if (v < 0) Parser::fail(vt, fmt::format("{} must not be negative", key.text));
+        (key.text == "min_ulp" ? c.min_ulp : c.max_ulp) = uint64_t(v);
+      }
+    }
+    p.expect_end();
+    const auto outs = program_.outputs();
+    if (outs[c.actual]->dtype != outs[c.expected]->dtype || outs[c.actual]->dims != outs[c.expected]->dims)
+      Parser::fail(kt, fmt::format("'{}' and '{}' differ in dtype or shape", outs[c.actual]->name, outs[c.expected]->name));
+    if (c.min_ulp > c.max_ulp) Parser::fail(kt, fmt::format("min_ulp {} is above max_ulp {}", c.min_ulp, c.max_ulp));
+    if (program_.checks.size() == isa::kMaxChecks) Parser::fail(kt, fmt::format("more than {} checks", isa::kMaxChecks));
+    program_.checks.push_back(c);
   }
 
   void target_directive(int line, const Token& head, Parser& p) {

@@ -7,6 +7,13 @@
 
 namespace tpu::as {
 
+std::string check_directive(const isa::Check& c, std::string_view actual, std::string_view expected) {
+  std::string s = fmt::format(".check {}, {}, {}", isa::check_kind_name(c.kind), actual, expected);
+  if (c.kind == isa::CheckKind::expect_almost_eq) s += fmt::format(", tolerance=\"{}\"", c.tolerance);
+  if (c.kind == isa::CheckKind::expect_close) s += fmt::format(", min_ulp={}, max_ulp={}", c.min_ulp, c.max_ulp);
+  return s;
+}
+
 std::string disassemble(const isa::Program& p) {
   std::string out;
   out += fmt::format("# {} instructions, {} data segments, {} tensor symbols\n", p.code.size(), p.data.size(),
@@ -18,6 +25,8 @@ std::string disassemble(const isa::Program& p) {
     out += fmt::format("{} {}, {}[{}], {:#x}\n", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
                        fmt::join(s.dims, ", "), s.hbm_addr);
   }
+  const auto outs = p.outputs();
+  for (const auto& c : p.checks) out += check_directive(c, outs[c.actual]->name, outs[c.expected]->name) + "\n";
 
   // Name every branch target inside the program (or just past its end).
   std::vector<std::optional<isa::Instruction>> decoded;

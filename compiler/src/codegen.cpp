@@ -14,6 +14,7 @@
 //   overlap, ordered by counting semaphores; kernels follow each other.
 #include "tpu/compiler/codegen.h"
 #include "tpu/isa/program.h"
+#include "tpu/asm/assembler.h"
 
 #include <fmt/format.h>
 
@@ -561,6 +562,7 @@ void Plan::assign_buffers() {
     cursor = align_up(cursor + uint64_t(type(v).bytes()), kHbmAlign);
   };
   std::set<std::string> used;
+  std::vector<std::string> out_names;
   const auto params = f.params();
   for (size_t p = 0; p < params.size(); ++p) {
     take(params[p]);
@@ -592,8 +594,10 @@ void Plan::assign_buffers() {
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
-    symbols.push_back(fmt::format(".output {}, {}, {:#x}", clean_name(fmt::format("out{}", r), used), type(f.results[r]).str(), addr[v]));
+    out_names.push_back(clean_name(fmt::format("out{}", r), used));
+    symbols.push_back(fmt::format(".output {}, {}, {:#x}", out_names.back(), type(f.results[r]).str(), addr[v]));
   }
+  for (const isa::Check& c : f.checks) symbols.push_back(as::check_directive(c, out_names[c.actual], out_names[c.expected]));
   hbm_used = cursor;
   if (hbm_used > t.hbm_bytes)
     throw Error(fmt::format("the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));

@@ -7,6 +7,7 @@
 #include "tpu/asm/assembler.h"
 #include "tpu/compiler/codegen.h"
 #include "tpu/compiler/passes.h"
+#include "tpu/hlo/stablehlo.h"
 #include "tpu/ir/import.h"
 
 namespace tpu::compiler {
@@ -36,6 +37,7 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
     c.lowered = pass.run(c.lowered);
     if (options.dump) options.dump(pass.name, ir::print(c.lowered));
   }
+  c.lowered.checks = f.checks;  // passes keep the results' order
   Backend backend(c.lowered, options.target, options.hints);
   c.plan = backend.describe();
   if (options.dump) options.dump("kernel plan", c.plan);
@@ -52,6 +54,7 @@ ir::Function load_module(const std::string& path) {
   const std::string text = isa::read_text_file(path);
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".ir") return ir::parse(text, path);
+  if (ext == ".mlir" || (ext != ".hlo" && hlo::looks_like_stablehlo(text))) return ir::import_hlo(hlo::parse_stablehlo(text, path), path);
   return ir::import_hlo(hlo::parse(text, path), path);
 }
 

@@ -245,9 +245,21 @@ class Parser {
       expect(')');
     }
     while (accept(',')) in.attributes.push_back(attribute());
+    if (const std::string* md = in.attribute("metadata")) in.source = metadata_source(*md);
     skip_blanks();
     if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != '}') fail(fmt::format("unexpected {} after the instruction", found()));
     return in;
+  }
+
+  // metadata={op_name="..." source_file="model.py" source_line=12} -> "model.py:12".
+  static std::string metadata_source(const std::string& md) {
+    const size_t f = md.find("source_file=\""), l = md.find("source_line=");
+    if (f == std::string::npos || l == std::string::npos) return "";
+    const size_t fe = md.find('"', f + 13);
+    size_t le = l + 12;
+    while (le < md.size() && std::isdigit(uint8_t(md[le]))) ++le;
+    if (fe == std::string::npos || le == l + 12) return "";
+    return md.substr(f + 13, fe - f - 13) + ":" + md.substr(l + 12, le - l - 12);
   }
 
   static constexpr int kMaxTupleDepth = 64;  // XLA's own programs nest a few levels

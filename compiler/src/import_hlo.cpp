@@ -38,23 +38,34 @@ class Importer {
       op.index = int64_t(i);
       op.type = tensor_type(params[i]->shape, *params[i]);
       op.loc = loc(*params[i]);
-      f_.param_names.push_back(params[i]->name);
+      const std::string& pn = params[i]->name;
+      f_.param_names.push_back(pn[0] == '%' ? pn.substr(1) : pn);  // StableHLO's %arg0
       args.push_back({f_.add(std::move(op))});
     }
     f_.results = computation(*entry, args);
+    f_.checks = m_.checks;
+    for (const auto& c : f_.checks)
+      if (std::max(c.actual, c.expected) >= f_.results.size())
+        throw Error(fmt::format("{}: a check names result {} of {}", file_, std::max(c.actual, c.expected), f_.results.size()));
     f_.name = "main";
     verify(f_);
     return std::move(f_);
   }
 
  private:
+  // "file:line" (HLO) or "file:line:col" (StableHLO), and " (model.py:12)"
+  // when the user's source line is known.
+  std::string where(const Instruction& i) const {
+    return i.col ? fmt::format("{}:{}:{}", file_, i.line, i.col) : fmt::format("{}:{}", file_, i.line);
+  }
+  static std::string from(const Instruction& i) { return i.source.empty() ? "" : fmt::format(" ({})", i.source); }
   [[noreturn]] void unsupported(const Instruction& i, const std::string& what) const {
-    throw Error(fmt::format("{}:{}: unsupported {}", file_, i.line, what));
+    throw Error(fmt::format("{}: unsupported {}{}", where(i), what, from(i)));
   }
   [[noreturn]] void malformed(const Instruction& i, const std::string& what) const {
-    throw Error(fmt::format("{}:{}: {}: {}", file_, i.line, i.name, what));
+    throw Error(fmt::format("{}: {}: {}{}", where(i), i.name, what, from(i)));
   }
-  std::string loc(const Instruction& i) const { return fmt::format("{}:{} {}", file_, i.line, i.name); }
+  std::string loc(const Instruction& i) const { return fmt::format("{}:{} {}{}", file_, i.line, i.name, from(i)); }
 
   int64_t param_number(const Instruction& i) const {
     try {

@@ -15,14 +15,17 @@
 namespace tpu::isa {
 namespace {
 
-// Section tags in file order; version 1 always has exactly these four.
+// Section tags in file order. Version 1.0 has the first four; 1.1 adds CHKS
+// and is written only by programs that have checks.
 constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
          uint32_t(uint8_t(s[3])) << 24;
 }
-constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS")};
-constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS"};
-constexpr size_t kNumSections = 4;
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS"};
+constexpr size_t kMaxSections = 5;
+size_t section_count(uint16_t minor) { return minor == 0 ? 4 : 5; }
+constexpr const char* kCheckKindNames[kNumCheckKinds] = {"expect_eq", "expect_almost_eq", "expect_close"};
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kSectionEntryBytes = 24;
 
@@ -166,7 +169,35 @@ void check_symbols_and_data(const Program& p, const std::function<void(const std
       fail(fmt::format("data segments at {:#x} and {:#x} overlap", ranges[i - 1].first, ranges[i].first));
 }
 
+void check_checks(const Program& p, const std::function<void(const std::string&)>& fail) {
+  const auto outs = p.outputs();
+  for (size_t i = 0; i < p.checks.size(); ++i) {
+    const Check& c = p.checks[i];
+    if (int(c.kind) >= kNumCheckKinds) fail(fmt::format("check {} has an unknown kind", i));
+    if (c.actual >= outs.size() || c.expected >= outs.size())
+      fail(fmt::format("check {} compares outputs {} and {}; the program has {}", i, c.actual, c.expected, outs.size()));
+    const TensorSymbol& a = *outs[c.actual];
+    const TensorSymbol& e = *outs[c.expected];
+    if (a.dtype != e.dtype || a.dims != e.dims) fail(fmt::format("check {} compares '{}' and '{}' of different types", i, a.name, e.name));
+    const bool almost = c.kind == CheckKind::expect_almost_eq, close = c.kind == CheckKind::expect_close;
+    const bool is_float = a.dtype == Dtype::f16 || a.dtype == Dtype::bf16 || a.dtype == Dtype::f32 || a.dtype == Dtype::f64;
+    if ((almost || close) && !is_float) fail(fmt::format("check {} ({}) needs float outputs, not {}", i, check_kind_name(c.kind), dtype_name(a.dtype)));
+    if (almost ? !(c.tolerance >= 0 && c.tolerance <= 1e300) : c.tolerance != 0)
+      fail(fmt::format("check {} has tolerance {} ({})", i, c.tolerance, almost ? "a finite value >= 0" : "only expect_almost_eq has one"));
+    if (close ? c.min_ulp > c.max_ulp : (c.min_ulp != 0 || c.max_ulp != 0))
+      fail(fmt::format("check {} has ulp range {}..{} ({})", i, c.min_ulp, c.max_ulp, close ? "min above max" : "only expect_close has one"));
+  }
+}
+
 }  // namespace
+
+const char* check_kind_name(CheckKind k) { return int(k) < kNumCheckKinds ? kCheckKindNames[int(k)] : "?"; }
+
+std::optional<CheckKind> check_kind_from_name(std::string_view name) {
+  for (int i = 0; i < kNumCheckKinds; ++i)
+    if (name == kCheckKindNames[i]) return CheckKind(i);
+  return std::nullopt;
+}
 
 const char* dtype_name(Dtype d) {
   auto i = static_cast<size_t>(d);
@@ -222,24 +253,28 @@ void validate(const Program& p) {
   if (p.symbols.size() > kMaxSymbols) throw Error(fmt::format("{} symbols: at most {}", p.symbols.size(), kMaxSymbols));
   if (p.data.size() > kMaxDataSegments)
     throw Error(fmt::format("{} data segments: at most {}", p.data.size(), kMaxDataSegments));
+  if (p.checks.size() > kMaxChecks) throw Error(fmt::format("{} checks: at most {}", p.checks.size(), kMaxChecks));
   check_symbols_and_data(p, [](const std::string& m) { throw Error(m); });
+  check_checks(p, [](const std::string& m) { throw Error(m); });
 }
 
 std::vector<uint8_t> save(const Program& p) {
   validate(p);
   Writer w;
   w.bytes(kProgramMagic, sizeof kProgramMagic);
+  const uint16_t minor = p.checks.empty() ? 0 : 1;
+  const size_t sections = section_count(minor);
   w.u16(kProgramVersionMajor);
-  w.u16(kProgramVersionMinor);
-  w.u32(kNumSections);
+  w.u16(minor);
+  w.u32(uint32_t(sections));
   const size_t table = w.size();
-  for (size_t i = 0; i < kNumSections; ++i) {
+  for (size_t i = 0; i < sections; ++i) {
     w.u32(kSectionTags[i]);
     w.u32(0);
     w.u64(0);
     w.u64(0);
   }
-  for (size_t i = 0; i < kNumSections; ++i) {
+  for (size_t i = 0; i < sections; ++i) {
     const size_t begin = w.size();
     switch (i) {
       case 0: write_target(w, p.target); break;
@@ -266,6 +301,19 @@ std::vector<uint8_t> save(const Program& p) {
           for (uint64_t d : s.dims) w.u64(d);
         }
         break;
+      case 4:
+        w.u32(uint32_t(p.checks.size()));
+        for (const auto& c : p.checks) {
+          uint64_t tol = 0;
+          std::memcpy(&tol, &c.tolerance, 8);
+          w.u8(uint8_t(c.kind));
+          w.u32(c.actual);
+          w.u32(c.expected);
+          w.u64(tol);
+          w.u64(c.min_ulp);
+          w.u64(c.max_ulp);
+        }
+        break;
     }
     w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
     w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
@@ -289,12 +337,13 @@ Program load(const uint8_t* bytes, size_t size) {
     h.fail(fmt::format("version {}.{} is not supported (this tool reads {}.{})", major, minor, kProgramVersionMajor,
                        kProgramVersionMinor),
            8);
+  const size_t sections = section_count(minor);
   uint32_t count = h.u32();
-  if (count != kNumSections) h.fail(fmt::format("{} sections, expected {}", count, kNumSections), 12);
+  if (count != sections) h.fail(fmt::format("{} sections, expected {} in version 1.{}", count, sections, minor), 12);
 
-  size_t expected_offset = kHeaderBytes + kNumSections * kSectionEntryBytes;
-  size_t begin[kNumSections], end[kNumSections];
-  for (size_t i = 0; i < kNumSections; ++i) {
+  size_t expected_offset = kHeaderBytes + sections * kSectionEntryBytes;
+  size_t begin[kMaxSections], end[kMaxSections];
+  for (size_t i = 0; i < sections; ++i) {
     size_t at = h.pos();
     uint32_t t = h.u32();
     uint32_t reserved = h.u32();
@@ -358,8 +407,28 @@ Program load(const uint8_t* bytes, size_t size) {
     p.symbols.push_back(std::move(s));
   }
   sr.expect_end();
-
   check_symbols_and_data(p, [&](const std::string& m) { throw Error(m); });
+
+  if (sections > 4) {
+    Reader kr(bytes, begin[4], end[4], "CHKS");
+    const uint32_t n = kr.u32();
+    if (n == 0 || n > kMaxChecks) kr.fail(fmt::format("{} checks: 1 to {} in version 1.1", n, kMaxChecks));
+    for (uint32_t i = 0; i < n; ++i) {
+      Check c;
+      const uint8_t kind = kr.u8();
+      if (kind >= kNumCheckKinds) kr.fail(fmt::format("check {} has unknown kind {}", i, kind), kr.pos() - 1);
+      c.kind = CheckKind(kind);
+      c.actual = kr.u32();
+      c.expected = kr.u32();
+      const uint64_t tol = kr.u64();
+      std::memcpy(&c.tolerance, &tol, 8);
+      c.min_ulp = kr.u64();
+      c.max_ulp = kr.u64();
+      p.checks.push_back(c);
+    }
+    kr.expect_end();
+    check_checks(p, [&](const std::string& m) { kr.fail(m, begin[4]); });
+  }
   return p;
 }
 

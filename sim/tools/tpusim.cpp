@@ -173,16 +173,29 @@ int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program 
       std::cerr << "tpusim: " << *r.fault << (limit ? "; --max-cycles N raises the limit, 0 removes it" : "") << "\n";
       return 3;
     }
-    if (!outputs_dir.empty()) {
-      const auto outs = program.outputs();
+    // The program's own checks (StableHLO check.expect_*), before the
+    // outputs are handed over: one line each.
+    const auto outs = program.outputs();
+    size_t failed = 0;
+    for (size_t k = 0; k < program.checks.size(); ++k) {
+      const tpu::isa::Check& c = program.checks[k];
+      const auto o = tpu::isa::evaluate_check(c, *outs[c.actual], r.outputs[c.actual], r.outputs[c.expected]);
+      failed += !o.pass;
+      std::cout << fmt::format("check {} {} {} vs {}: {} ({})\n", k, tpu::isa::check_kind_name(c.kind), outs[c.actual]->name,
+                               outs[c.expected]->name, o.pass ? "PASS" : "FAIL", o.detail);
+    }
+    if (!outputs_dir.empty())
       for (size_t i = 0; i < outs.size(); ++i)
         tpu::isa::write_npy((std::filesystem::path(outputs_dir) / fmt::format("out{}.npy", i)).string(),
                             tpu::isa::tensor_to_npy(*outs[i], std::move(r.outputs[i])));
-    }
     if (!quiet)
       std::cout << fmt::format("tpusim: {} cycles ({:.3f} us at {:.3g} GHz on {}){}\n", r.cycles,
                                double(r.cycles) / double(cfg.clock_hz) * 1e6, double(cfg.clock_hz) / 1e9, cfg.target.name,
                                outputs_dir.empty() ? "" : ", outputs in " + outputs_dir);
+    if (failed) {
+      std::cerr << fmt::format("tpusim: {} of {} checks failed\n", failed, program.checks.size());
+      return 5;
+    }
     return 0;
   });
 }

@@ -37,10 +37,11 @@ struct CorpusCase {
   std::vector<ir::Tensor> inputs, refs;
 };
 
-inline CorpusCase load_corpus(const std::string& name) {
+// `file`: module.hlo, or module.stablehlo.mlir (the same program).
+inline CorpusCase load_corpus(const std::string& name, const std::string& file = "module.hlo") {
   const std::string dir = kCorpus + name;
   CorpusCase c;
-  c.f = compiler::load_module(dir + "/module.hlo");
+  c.f = compiler::load_module(dir + "/" + file);
   const auto manifest = nlohmann::json::parse(isa::read_text_file(dir + "/manifest.json"));
   // jax.jit drops unused arguments: match ENTRY parameters to arguments by type, in order.
   static const std::map<std::string, ir::DType> dt = {{"float32", ir::DType::f32},

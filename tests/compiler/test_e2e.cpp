@@ -127,6 +127,25 @@ TEST_CASE("corpus: every single-device program has a test") {
   }
 }
 
+// StableHLO in: every program's module.stablehlo.mlir (what as_text()
+// prints) compiles to a program with outputs bit-identical to module.hlo's
+// and the same cycles or fewer, on tiny and v5e.
+TEST_CASE("corpus: StableHLO and HLO text give identical outputs and cycles") {
+  for (const std::string& name : test::corpus_programs()) {
+    if (test::multi_device(name)) continue;
+    const CorpusCase h = load_corpus(name, "module.hlo");
+    const CorpusCase s = load_corpus(name, "module.stablehlo.mlir");
+    for (const std::string preset : {"tiny", "v5e"}) {
+      const Outcome a = compile_and_run(h.f, preset, std::nullopt, h.inputs);
+      const Outcome b = compile_and_run(s.f, preset, std::nullopt, s.inputs);
+      INFO(name << " on " << preset << ": HLO " << a.cycles << " cycles, StableHLO " << b.cycles);
+      CHECK(b.cycles <= a.cycles);
+      REQUIRE(a.outputs.size() == b.outputs.size());
+      for (size_t i = 0; i < a.outputs.size(); ++i) CHECK(a.outputs[i].v == b.outputs[i].v);
+    }
+  }
+}
+
 // Compiled corpus programs with the Verilated RTL in the MXU's place: the
 // same outputs and cycles as the model (fast and PE-level paths); and MXU 0's
 // recorded command stream replayed through the RTL lockstep harness.

@@ -42,4 +42,7 @@ AssembleResult assemble(std::string_view source, std::string_view filename, cons
 // Assembly text for a program; assemble(disassemble(p)) reproduces p exactly.
 std::string disassemble(const isa::Program& p);
 
+// The `.check` directive for a check between two outputs of these names.
+std::string check_directive(const isa::Check& c, std::string_view actual, std::string_view expected);
+
 }  // namespace tpu::as

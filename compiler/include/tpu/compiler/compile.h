@@ -31,7 +31,8 @@ struct Compiled {
 // Throws Error for programs it cannot compile.
 Compiled compile(const ir::Function& f, const CompileOptions& options);
 
-// Reads MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text) into the IR.
+// Reads MODULE.hlo (XLA HLO text), MODULE.mlir (StableHLO; also any file
+// that starts like MLIR) or MODULE.ir (tpuc IR text) into the IR.
 ir::Function load_module(const std::string& path);
 
 }  // namespace tpu::compiler

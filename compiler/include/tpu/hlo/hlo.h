@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tpu/isa/error.h"
+#include "tpu/isa/program.h"
 
 namespace tpu::hlo {
 
@@ -33,6 +34,8 @@ struct Instruction {
   std::vector<std::pair<std::string, std::string>> attributes;  // in order, values as written
   bool root = false;
   int line = 0;
+  int col = 0;         // StableHLO: the op's column (0: not known)
+  std::string source;  // the user's "file.py:line" (HLO metadata or StableHLO loc), if known
 
   const std::string* attribute(std::string_view key) const;
 };
@@ -50,6 +53,9 @@ struct Module {
   std::string name;
   std::vector<std::pair<std::string, std::string>> attributes;  // e.g. entry_computation_layout
   std::vector<Computation> computations;
+  // StableHLO check.expect_* calls: the ENTRY results they compare (after
+  // the program's own results).
+  std::vector<isa::Check> checks;
   const Computation* entry() const;
   const Computation* find(std::string_view name) const;
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tpu/isa/error.h"
+#include "tpu/isa/program.h"
 
 namespace tpu::ir {
 
@@ -91,6 +92,9 @@ struct Function {
   std::vector<Op> ops;
   std::vector<int> results;
   std::vector<std::string> param_names;  // parameter i's name, for .input symbols
+  // Checks between two results (StableHLO check.expect_*), written to the
+  // .tpu; not printed in IR text, and kept across passes by compile().
+  std::vector<isa::Check> checks;
 
   int add(Op op) {
     ops.push_back(std::move(op));

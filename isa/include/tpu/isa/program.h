@@ -16,7 +16,7 @@ namespace tpu::isa {
 
 inline constexpr char kProgramMagic[8] = {'T', 'P', 'U', 'P', 'R', 'O', 'G', '\0'};
 inline constexpr uint16_t kProgramVersionMajor = 1;
-inline constexpr uint16_t kProgramVersionMinor = 0;
+inline constexpr uint16_t kProgramVersionMinor = 1;  // 1.1 adds the optional CHKS section
 inline constexpr size_t kMaxInstructions = 1u << 24;
 inline constexpr size_t kMaxSymbols = 1u << 16;
 inline constexpr size_t kMaxDataSegments = 1u << 16;
@@ -57,16 +57,47 @@ struct DataSegment {
   bool operator==(const DataSegment& o) const { return hbm_addr == o.hbm_addr && bytes == o.bytes; }
 };
 
+// A check the program asks the simulator to make on two of its outputs after
+// the run (StableHLO's check.expect_* custom calls), with the StableHLO
+// interpreter's semantics: exact equality; |a - b| <= tolerance; or a distance
+// in units in the last place between min_ulp and max_ulp.
+enum class CheckKind : uint8_t { expect_eq = 0, expect_almost_eq = 1, expect_close = 2 };
+inline constexpr int kNumCheckKinds = 3;
+inline constexpr size_t kMaxChecks = 1u << 16;
+const char* check_kind_name(CheckKind k);  // "expect_eq", ...
+std::optional<CheckKind> check_kind_from_name(std::string_view name);
+
+struct Check {
+  CheckKind kind = CheckKind::expect_eq;
+  uint32_t actual = 0, expected = 0;  // output numbers (outputs in file order)
+  double tolerance = 0;               // expect_almost_eq only
+  uint64_t min_ulp = 0, max_ulp = 0;  // expect_close only
+  bool operator==(const Check& o) const {
+    return kind == o.kind && actual == o.actual && expected == o.expected && tolerance == o.tolerance && min_ulp == o.min_ulp &&
+           max_ulp == o.max_ulp;
+  }
+};
+
+// Evaluates a check on the two outputs' bytes (dense, row-major, of type t):
+// pass or fail, and a line saying why (the first mismatch and its index).
+struct CheckOutcome {
+  bool pass = false;
+  std::string detail;
+};
+CheckOutcome evaluate_check(const Check& c, const TensorSymbol& t, const std::vector<uint8_t>& actual,
+                            const std::vector<uint8_t>& expected);
+
 struct Program {
   Target target;
   std::vector<uint64_t> code;
   std::vector<DataSegment> data;
   std::vector<TensorSymbol> symbols;
+  std::vector<Check> checks;  // saved in a CHKS section (version 1.1) when not empty
 
   std::vector<const TensorSymbol*> inputs() const;
   std::vector<const TensorSymbol*> outputs() const;
   bool operator==(const Program& o) const {
-    return target == o.target && code == o.code && data == o.data && symbols == o.symbols;
+    return target == o.target && code == o.code && data == o.data && symbols == o.symbols && checks == o.checks;
   }
 };
 

@@ -1,0 +1,1983 @@
+// StableHLO text -> hlo::Module (see tpu/hlo/stablehlo.h). One pass over the
+// characters: every op, pretty or generic, is read into one form (Op: name,
+// operands, attributes under their generic names, regions, types) and then
+// written as HLO instructions in the computation being built. Regions become
+// computations; a region that uses a value of an enclosing one gets it as an
+// extra parameter (a tuple element for while, conditional branches).
+#include "tpu/hlo/stablehlo.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace tpu::hlo {
+namespace {
+
+constexpr int kMaxDepth = 64;  // regions, attribute and literal nesting
+
+// An attribute value. Lists and dicts are parsed; anything else keeps its
+// text (a word, a number, a string's contents, a symbol without '@', a
+// dense literal's inside, a dialect attribute's inside).
+struct Attr {
+  enum Kind { word, number, string, symbol, list, dict, dense, dialect } kind = word;
+  std::string text;     // word/number/string/symbol; dense: inside of dense<>; dialect: inside of <>
+  std::string name;     // dialect: "#stablehlo.dot", "#stablehlo", "array"
+  std::vector<Attr> items;                             // list; array<i64: ...>
+  std::vector<std::pair<std::string, Attr>> fields;    // dict; dialect attributes of key = value
+  std::optional<Shape> type;                           // dense: the type after it
+
+  static Attr leaf(Kind k, std::string text, std::string name = "") {
+    Attr a;
+    a.kind = k, a.text = std::move(text), a.name = std::move(name);
+    return a;
+  }
+  const Attr* field(std::string_view k) const {
+    for (const auto& [key, v] : fields)
+      if (key == k) return &v;
+    return nullptr;
+  }
+};
+
+struct Value {
+  std::string name;  // the HLO instruction holding it
+  Shape shape;
+};
+
+// One op in the common form both syntaxes are read into.
+struct Op {
+  std::string name;  // "stablehlo.add"
+  std::vector<std::pair<std::string, int>> results;  // SSA names and result counts
+  std::vector<std::string> operands;                  // SSA names as written
+  std::vector<std::pair<std::string, Attr>> attrs;
+  std::vector<std::string> regions;                   // computation names
+  std::vector<Shape> result_types;
+  std::string callee;                                 // call, custom_call target, composite
+  int line = 0, col = 0;
+  std::string source;
+
+  const Attr* attr(std::string_view k) const {
+    for (const auto& [key, v] : attrs)
+      if (key == k) return &v;
+    return nullptr;
+  }
+  int nresults() const {
+    int n = 0;
+    for (const auto& r : results) n += r.second;
+    return n;
+  }
+};
+
+std::string dtype_of(std::string_view t) {
+  static const std::map<std::string_view, const char*> names = {
+      {"f32", "f32"}, {"bf16", "bf16"}, {"f16", "f16"}, {"f64", "f64"}, {"i1", "pred"},   {"i8", "s8"},
+      {"i16", "s16"}, {"i32", "s32"},   {"i64", "s64"}, {"ui8", "u8"},  {"ui16", "u16"}, {"ui32", "u32"},
+      {"ui64", "u64"}};
+  auto it = names.find(t);
+  return it == names.end() ? std::string(t) : it->second;
+}
+
+// A scope being built: a function body or a region.
+struct Scope {
+  Computation comp;
+  std::map<std::string, Value> values;  // SSA name -> value
+  Scope* parent = nullptr;
+  // How the region receives values of enclosing scopes: as new parameters
+  // (functions: none allowed), or as elements of its one tuple parameter.
+  enum class Capture { none, scalar_params, tuple } capture = Capture::none;
+  struct Captured {
+    std::string outer;  // SSA name in the parent
+    Value parent_value;
+  };
+  std::shared_ptr<std::vector<Captured>> captures;  // shared by while's cond and body
+  size_t capture_base = 0;                          // tuple index of the first capture
+  std::string tuple_param;                          // its parameter's name
+  std::map<std::string, std::string> captured_here;  // outer SSA name -> local gte name
+  int counter = 0;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::string_view file) : s_(text), file_(file) {
+    for (size_t i = 0; i < s_.size(); ++i)
+      if (s_[i] == '\n') line_starts_.push_back(i + 1);
+    scan_loc_aliases();
+  }
+
+  Module run() {
+    ws();
+    if (keyword("module")) {
+      ws();
+      if (peek() == '@') module_name_ = symbol();
+      ws();
+      if (keyword("attributes")) module_attributes(dict());
+      expect('{');
+      body_of_module('}');
+      expect('}');
+    } else if (starts_with("\"builtin.module\"")) {
+      const size_t at = pos_;
+      string_lit();
+      expect('(');
+      expect(')');
+      if (accept('<')) {
+        expect('{');
+        dict_rest();
+        expect('>');
+      }
+      expect('(');
+      expect('{');
+      body_of_module('}');
+      expect('}');
+      expect(')');
+      ws();
+      if (peek() == '{') module_attributes(dict());
+      expect(':');
+      skip_type_signature();
+      opt_loc();
+      (void)at;
+    } else {
+      body_of_module('\0');
+    }
+    ws();
+    if (pos_ < s_.size()) fail("unexpected text after the module");
+    if (!entry_ && public_.size() == 1) entry_ = public_[0];
+    if (!entry_) fail_at(0, "no function @main (or a single public function) to run");
+    const uint32_t own = uint32_t(functions_["main"].size());
+    for (auto c : pending_checks_) {
+      c.actual += own, c.expected += own;
+      m_.checks.push_back(c);
+    }
+    for (auto& c : m_.computations)
+      if (c.name == *entry_) c.entry = true;
+    m_.name = module_name_.empty() ? "stablehlo" : module_name_;
+    return std::move(m_);
+  }
+
+ private:
+  // ---- characters ----
+  char peek(size_t k = 0) const { return pos_ + k < s_.size() ? s_[pos_ + k] : '\0'; }
+  bool starts_with(std::string_view w) const { return s_.substr(pos_, w.size()) == w; }
+  void ws() {
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++pos_;
+      } else if (c == '/' && peek(1) == '/') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+  bool accept(char c) {
+    ws();
+    if (peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+  bool accept(std::string_view w) {
+    ws();
+    if (!starts_with(w)) return false;
+    pos_ += w.size();
+    return true;
+  }
+  void expect(char c) {
+    if (!accept(c)) fail(fmt::format("expected '{}', found {}", c, found()));
+  }
+  void expect(std::string_view w) {
+    if (!accept(w)) fail(fmt::format("expected '{}', found {}", w, found()));
+  }
+  static bool ident_char(char c) { return std::isalnum(uint8_t(c)) || c == '_' || c == '.' || c == '$' || c == '-'; }
+  // A keyword: the word and no identifier character after it.
+  bool keyword(std::string_view w) {
+    ws();
+    const char next = pos_ + w.size() < s_.size() ? s_[pos_ + w.size()] : ' ';
+    if (!starts_with(w) || std::isalnum(uint8_t(next)) || next == '_' || next == '.') return false;
+    pos_ += w.size();
+    return true;
+  }
+  std::string word() {
+    ws();
+    const size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.' || s_[pos_] == '$')) ++pos_;
+    if (b == pos_) fail(fmt::format("expected a name, found {}", found()));
+    return std::string(s_.substr(b, pos_ - b));
+  }
+  std::string value_name() {  // %name or %name#k
+    ws();
+    if (peek() != '%') fail(fmt::format("expected a value (%name), found {}", found()));
+    const size_t b = pos_++;
+    while (pos_ < s_.size() && ident_char(s_[pos_]) && s_[pos_] != '-') ++pos_;
+    if (peek() == '#') {
+      ++pos_;
+      while (std::isdigit(uint8_t(peek()))) ++pos_;
+    }
+    if (pos_ - b < 2) fail("empty value name");
+    return std::string(s_.substr(b, pos_ - b));
+  }
+  std::string symbol() {
+    ws();
+    if (peek() != '@') fail(fmt::format("expected a symbol (@name), found {}", found()));
+    ++pos_;
+    if (peek() == '"') return string_lit();
+    const size_t b = pos_;
+    while (pos_ < s_.size() && (ident_char(s_[pos_]) && s_[pos_] != '-')) ++pos_;
+    return std::string(s_.substr(b, pos_ - b));
+  }
+  std::string string_lit() {
+    ws();
+    if (peek() != '"') fail(fmt::format("expected a string, found {}", found()));
+    std::string out;
+    for (++pos_; pos_ < s_.size() && s_[pos_] != '"'; ++pos_) {
+      if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) {
+        ++pos_;
+        if (std::isxdigit(uint8_t(s_[pos_])) && pos_ + 1 < s_.size() && std::isxdigit(uint8_t(s_[pos_ + 1]))) {
+          out += char(std::stoi(std::string(s_.substr(pos_, 2)), nullptr, 16));
+          ++pos_;
+          continue;
+        }
+      }
+      out += s_[pos_];
+    }
+    if (pos_ >= s_.size()) fail("unterminated string");
+    ++pos_;
+    return out;
+  }
+  // Skips a balanced (), [], {} or <> group starting at pos_ ("->" inside
+  // does not close a '<').
+  std::string_view balanced() {
+    ws();
+    const size_t b = pos_;
+    std::string stack;
+    do {
+      if (pos_ >= s_.size()) fail("unbalanced brackets");
+      const char c = s_[pos_];
+      if (c == '"') {
+        string_lit();
+        continue;
+      }
+      if (c == '(' || c == '[' || c == '{' || c == '<') {
+        if (stack.size() >= size_t(kMaxDepth) * 4) fail("brackets nest too deep");
+        stack += c;
+      } else if (c == ')' || c == ']' || c == '}' || (c == '>' && !(pos_ > 0 && s_[pos_ - 1] == '-'))) {
+        static const std::map<char, char> open = {{')', '('}, {']', '['}, {'}', '{'}, {'>', '<'}};
+        if (stack.empty() || stack.back() != open.at(c)) fail(fmt::format("unbalanced '{}'", c));
+        stack.pop_back();
+      }
+      ++pos_;
+    } while (!stack.empty());
+    return s_.substr(b, pos_ - b);
+  }
+
+  std::string found() const {
+    if (pos_ >= s_.size()) return "the end of the file";
+    size_t e = pos_;
+    while (e < s_.size() && e - pos_ < 20 && s_[e] != '\n') ++e;
+    return fmt::format("'{}'", s_.substr(pos_, e - pos_));
+  }
+  std::pair<int, int> line_col(size_t at) const {
+    const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), at);
+    const size_t ls = it == line_starts_.begin() ? 0 : *(it - 1);
+    return {int(it - line_starts_.begin()) + 1, int(at - ls) + 1};
+  }
+  [[noreturn]] void fail_at(size_t at, const std::string& msg) const {
+    const auto [l, c] = line_col(at);
+    throw Error(fmt::format("{}:{}:{}: {}", file_, l, c, msg));
+  }
+  [[noreturn]] void fail(const std::string& msg) const { fail_at(pos_, msg); }
+  [[noreturn]] void unsupported(const Op& op, const std::string& what) const {
+    throw Error(fmt::format("{}:{}:{}: unsupported {}{}", file_, op.line, op.col, what, op.source.empty() ? "" : " (" + op.source + ")"));
+  }
+  [[noreturn]] void malformed(const Op& op, const std::string& what) const {
+    throw Error(fmt::format("{}:{}:{}: {}: {}", file_, op.line, op.col, op.name, what));
+  }
+
+  // ---- locations ----
+  // #locN = loc(...) lines may follow their uses: read them all first.
+  void scan_loc_aliases() {
+    for (size_t ls : std::vector<size_t>{0}) (void)ls;
+    size_t p = 0;
+    while (p < s_.size()) {
+      size_t e = s_.find('\n', p);
+      if (e == std::string_view::npos) e = s_.size();
+      std::string_view line = s_.substr(p, e - p);
+      if (line.size() > 1 && line[0] == '#' && line.substr(0, 4) == "#loc") {
+        const size_t eq = line.find('=');
+        if (eq != std::string_view::npos) {
+          std::string name(line.substr(0, eq));
+          while (!name.empty() && name.back() == ' ') name.pop_back();
+          loc_aliases_[name] = std::string(line.substr(eq + 1));
+        }
+      }
+      p = e + 1;
+    }
+  }
+  // The user's "file:line" from the text of a location: the innermost frame
+  // of a call site, the first known part of a fused location.
+  std::string resolve_loc(std::string_view t, int depth = 0) const {
+    auto trim = [](std::string_view v) {
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\n')) v.remove_prefix(1);
+      while (!v.empty() && (v.back() == ' ' || v.back() == '\n' || v.back() == '\r')) v.remove_suffix(1);
+      return v;
+    };
+    t = trim(t);
+    if (depth > kMaxDepth || t.empty()) return "";
+    if (t.substr(0, 4) == "loc(" && t.back() == ')') return resolve_loc(t.substr(4, t.size() - 5), depth + 1);
+    if (t[0] == '#') {
+      auto it = loc_aliases_.find(std::string(t));
+      return it == loc_aliases_.end() ? "" : resolve_loc(it->second, depth + 1);
+    }
+    if (t.substr(0, 9) == "callsite(" && t.back() == ')') {
+      std::string_view in = t.substr(9, t.size() - 10);
+      // split at the top-level " at "
+      int d = 0;
+      bool str = false;
+      for (size_t i = 0; i + 4 <= in.size(); ++i) {
+        const char c = in[i];
+        if (c == '"') str = !str;
+        if (str) continue;
+        if (c == '(' || c == '[' || c == '<') ++d;
+        if (c == ')' || c == ']' || c == '>') --d;
+        if (d == 0 && in.substr(i, 4) == " at ") {
+          std::string s = resolve_loc(in.substr(0, i), depth + 1);
+          return s.empty() ? resolve_loc(in.substr(i + 4), depth + 1) : s;
+        }
+      }
+      return "";
+    }
+    if (t.substr(0, 5) == "fused") {
+      const size_t b = t.find('['), e = t.rfind(']');
+      if (b == std::string_view::npos || e == std::string_view::npos || e < b) return "";
+      std::string_view in = t.substr(b + 1, e - b - 1);
+      int d = 0;
+      bool str = false;
+      size_t start = 0;
+      for (size_t i = 0; i <= in.size(); ++i) {
+        const char c = i < in.size() ? in[i] : ',';
+        if (c == '"') str = !str;
+        if (str) continue;
+        if (c == '(' || c == '[' || c == '<') ++d;
+        if (c == ')' || c == ']' || c == '>') --d;
+        if (d == 0 && c == ',') {
+          std::string s = resolve_loc(in.substr(start, i - start), depth + 1);
+          if (!s.empty()) return s;
+          start = i + 1;
+        }
+      }
+      return "";
+    }
+    if (t[0] == '"') {
+      const size_t q = t.find('"', 1);
+      if (q == std::string_view::npos) return "";
+      std::string_view rest = trim(t.substr(q + 1));
+      if (!rest.empty() && rest[0] == '(' && rest.back() == ')') return resolve_loc(rest.substr(1, rest.size() - 2), depth + 1);  // a name
+      if (!rest.empty() && rest[0] == ':') {  // "file":line:col
+        size_t e = 1;
+        while (e < rest.size() && std::isdigit(uint8_t(rest[e]))) ++e;
+        if (e > 1) return fmt::format("{}:{}", t.substr(1, q - 1), rest.substr(1, e - 1));
+      }
+    }
+    return "";
+  }
+  // An optional loc(...) after an op, a block argument or a function.
+  std::string opt_loc() {
+    ws();
+    if (!starts_with("loc(")) return "";
+    pos_ += 3;
+    const std::string_view inside = balanced();
+    return resolve_loc(inside.substr(1, inside.size() - 2));
+  }
+
+  // ---- types ----
+  Shape type() {
+    ws();
+    Shape sh;
+    if (accept("tensor<")) {
+      for (;;) {
+        ws();
+        if (peek() == '?') fail("unsupported dynamic dimension (tpuc needs static shapes)");
+        if (!std::isdigit(uint8_t(peek()))) break;
+        const size_t b = pos_;
+        while (std::isdigit(uint8_t(peek()))) ++pos_;
+        if (pos_ - b > 15) fail("dimension too large");
+        sh.dims.push_back(std::stoll(std::string(s_.substr(b, pos_ - b))));
+        if (peek() != 'x') fail(fmt::format("expected 'x' in a tensor type, found {}", found()));
+        ++pos_;
+      }
+      sh.dtype = element_type();
+      if (accept(',')) balanced_until('>');
+      expect('>');
+      return sh;
+    }
+    if (accept("tuple<")) {
+      sh.tuple = true;
+      if (!accept('>')) {
+        if (++depth_ > kMaxDepth) fail("types nest deeper than 64");
+        do sh.elements.push_back(type());
+        while (accept(','));
+        --depth_;
+        expect('>');
+      }
+      return sh;
+    }
+    if (accept("!stablehlo.token")) {
+      sh.dtype = "token";
+      return sh;
+    }
+    sh.dtype = element_type();  // a scalar type written alone
+    return sh;
+  }
+  std::string element_type() {
+    ws();
+    if (starts_with("complex<")) {
+      pos_ += 7;
+      balanced();
+      return "complex";
+    }
+    return dtype_of(word());
+  }
+  void balanced_until(char stop) {
+    while (pos_ < s_.size() && peek() != stop) {
+      if (peek() == '<' || peek() == '(' || peek() == '[' || peek() == '{') balanced();
+      else ++pos_;
+    }
+  }
+  std::vector<Shape> type_list_in_parens() {
+    std::vector<Shape> v;
+    expect('(');
+    if (accept(')')) return v;
+    do {
+      v.push_back(type());
+      ws();
+      if (peek() == '{') dict();  // result attributes
+    } while (accept(','));
+    expect(')');
+    return v;
+  }
+  // ": (operand types) -> result types" or ": T1, T2" -> result types.
+  std::vector<Shape> signature(bool list_is_results) {
+    ws();
+    if (peek() == '(') {
+      type_list_in_parens();
+      expect("->");
+      ws();
+      if (peek() == '(') return type_list_in_parens();
+      return {type()};
+    }
+    std::vector<Shape> v;
+    do v.push_back(type());
+    while (accept(','));
+    if (accept("->")) {  // chlo's "T -> T"
+      ws();
+      if (peek() == '(') return type_list_in_parens();
+      return {type()};
+    }
+    if (list_is_results) return v;
+    return {v.back()};
+  }
+  void skip_type_signature() {
+    ws();
+    if (peek() == '(') {
+      balanced();
+      expect("->");
+      ws();
+      if (peek() == '(') balanced();
+      else type();
+    } else {
+      type();
+    }
+  }
+
+  // ---- attributes ----
+  Attr value(bool typed) {
+    ws();
+    if (++depth_ > kMaxDepth) fail("attributes nest deeper than 64");
+    Attr a;
+    const char c = peek();
+    if (c == '[') {
+      a.kind = Attr::list;
+      ++pos_;
+      if (!accept(']')) {
+        do a.items.push_back(value(typed));
+        while (accept(','));
+        expect(']');
+      }
+    } else if (c == '{') {
+      a = dict();
+    } else if (c == '"') {
+      a.kind = Attr::string, a.text = string_lit();
+    } else if (c == '@') {
+      a.kind = Attr::symbol, a.text = symbol();
+    } else if (c == '#' || starts_with("array<") || starts_with("dense<") || starts_with("dense_resource<") || c == '<') {
+      if (starts_with("dense_resource<")) fail("unsupported dense_resource literal (print the module with large constants inline)");
+      if (c == '#') {
+        ++pos_;
+        a.name = "#" + word();
+      } else if (c != '<') {
+        a.name = word();
+      }
+      ws();
+      if (peek() == '<') {
+        const std::string_view g = balanced();
+        a.text = std::string(g.substr(1, g.size() - 2));
+      }
+      a.kind = a.name == "dense" ? Attr::dense : Attr::dialect;
+      if (a.name == "array") {
+        a.kind = Attr::list;
+        const size_t colon = a.text.find(':');
+        std::string_view rest = colon == std::string::npos ? std::string_view() : std::string_view(a.text).substr(colon + 1);
+        for (size_t p = 0; p < rest.size();) {
+          size_t e = rest.find(',', p);
+          if (e == std::string_view::npos) e = rest.size();
+          std::string_view item = rest.substr(p, e - p);
+          while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+          while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+          if (!item.empty()) a.items.push_back(Attr::leaf(Attr::number, std::string(item)));
+          p = e + 1;
+        }
+      } else if (a.kind == Attr::dialect) {
+        parse_dialect_fields(a);
+      }
+      if (a.kind == Attr::dense && typed && accept(':')) a.type = type();
+    } else if (c == '(') {  // a function type: (T, ...) -> T | (T, ...)
+      const size_t b = pos_;
+      balanced();
+      expect("->");
+      ws();
+      if (peek() == '(') balanced();
+      else type();
+      a.kind = Attr::word, a.text = std::string(s_.substr(b, pos_ - b));
+    } else if (starts_with("tensor<") || starts_with("tuple<")) {
+      const size_t b = pos_;
+      type();
+      a.kind = Attr::word, a.text = std::string(s_.substr(b, pos_ - b));
+    } else if (c == '-' || c == '+' || std::isdigit(uint8_t(c))) {
+      const size_t b = pos_++;
+      while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '.' ||
+                                  ((s_[pos_] == '-' || s_[pos_] == '+') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E'))))
+        ++pos_;
+      a.kind = Attr::number, a.text = std::string(s_.substr(b, pos_ - b));
+    } else {
+      a.kind = Attr::word, a.text = word();
+    }
+    if (typed && a.kind != Attr::dense) {
+      const size_t save = pos_;
+      ws();
+      if (peek() == ':' && peek(1) != ':') {  // "1 : i64", "0.5 : f32"
+        ++pos_;
+        ws();
+        if (std::isalpha(uint8_t(peek())) || peek() == '!') type();
+        else pos_ = save;
+      } else {
+        pos_ = save;
+      }
+    }
+    --depth_;
+    return a;
+  }
+  // The inside of a dialect attribute: "key = value, ..." when it has that
+  // form (#stablehlo.dot<...>, #stablehlo.gather<...>), words otherwise.
+  void parse_dialect_fields(Attr& a) {
+    if (a.text.find('=') == std::string::npos || a.name == "#stablehlo.conv") return;
+    Parser sub(a.text, file_);
+    sub.loc_aliases_ = loc_aliases_;
+    sub.depth_ = depth_;
+    try {
+      for (;;) {
+        sub.ws();
+        if (sub.pos_ >= sub.s_.size()) break;
+        const std::string k = sub.word();
+        if (sub.accept('=')) a.fields.emplace_back(k, sub.value(true));
+        else a.fields.emplace_back(k, Attr::leaf(Attr::word, "true"));
+        if (!sub.accept(',')) break;
+      }
+    } catch (const Error&) {
+      a.fields.clear();  // not of that form: the text is kept
+    }
+  }
+  Attr dict() {
+    expect('{');
+    return dict_rest();
+  }
+  Attr dict_rest() {
+    Attr a;
+    a.kind = Attr::dict;
+    if (accept('}')) return a;
+    do {
+      ws();
+      std::string k = peek() == '"' ? string_lit() : word();
+      if (accept('=')) a.fields.emplace_back(k, value(true));
+      else a.fields.emplace_back(k, Attr::leaf(Attr::word, "unit"));
+    } while (accept(','));
+    expect('}');
+    return a;
+  }
+  void module_attributes(const Attr& d) {
+    for (const auto& [k, v] : d.fields)
+      if ((k == "mhlo.num_partitions" || k == "mhlo.num_replicas") && v.text != "1") devices_ = k + " = " + v.text;
+  }
+
+  // ---- module and functions ----
+  void body_of_module(char close) {
+    for (;;) {
+      ws();
+      if (pos_ >= s_.size() || (close && peek() == close)) return;
+      if (peek() == '#') {  // #loc aliases (read up front) and other aliases
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else if (keyword("func.func") || keyword("func")) {
+        pretty_function();
+      } else if (starts_with("\"func.func\"")) {
+        generic_function();
+      } else if (keyword("sdy.mesh")) {
+        symbol();
+        expect('=');
+        value(true);
+        ws();
+        if (peek() == '{') dict();
+      } else {
+        fail(fmt::format("unsupported top-level operation {}", found()));
+      }
+    }
+  }
+
+  void add_function_result_info(const std::string& name, std::vector<Shape> results, bool is_public) {
+    functions_[name] = std::move(results);
+    if (name == "main") entry_ = name;
+    else if (is_public && !entry_) public_.push_back(name);
+  }
+
+  void pretty_function() {
+    ws();
+    bool is_public = true;
+    if (keyword("public")) is_public = true;
+    else if (keyword("private") || keyword("nested")) is_public = false;
+    const size_t at = pos_;
+    const std::string name = symbol();
+    auto scope = std::make_unique<Scope>();
+    scope->comp.name = name;
+    scope->comp.line = line_col(at).first;
+    expect('(');
+    int n = 0;
+    if (!accept(')')) {
+      do {
+        const size_t aat = pos_;
+        const std::string v = value_name();
+        expect(':');
+        Shape t = type();
+        ws();
+        if (peek() == '{') dict();
+        opt_loc();
+        add_parameter(*scope, v, t, n++, aat);
+      } while (accept(','));
+      expect(')');
+    }
+    std::vector<Shape> results;
+    if (accept("->")) {
+      ws();
+      if (peek() == '(') results = type_list_in_parens();
+      else results = {type()};
+    }
+    if (keyword("attributes")) dict();
+    add_function_result_info(name, results, is_public);
+    current_function_ = name;
+    expect('{');
+    block(*scope, '}');
+    expect('}');
+    opt_loc();
+    finish_function(std::move(scope), results);
+  }
+
+  void generic_function() {
+    const size_t at = pos_;
+    string_lit();
+    expect('(');
+    expect(')');
+    std::string name;
+    std::vector<Shape> results;
+    bool is_public = true;
+    if (accept('<')) {
+      Attr props = dict();
+      expect('>');
+      if (const Attr* sn = props.field("sym_name")) name = sn->text;
+      if (const Attr* vis = props.field("sym_visibility")) is_public = vis->text == "public";
+      if (const Attr* ft = props.field("function_type")) (void)ft;
+    }
+    if (name.empty()) fail_at(at, "func.func without sym_name");
+    // function_type was read as a word list; take the result types from the
+    // text: "(...) -> results".
+    auto scope = std::make_unique<Scope>();
+    scope->comp.name = name;
+    scope->comp.line = line_col(at).first;
+    expect('(');
+    expect('{');
+    ws();
+    if (peek() == '^') block_header(*scope, false);
+    current_function_ = name;
+    // Results are known at the return; record a placeholder until then.
+    add_function_result_info(name, {}, is_public);
+    generic_results_pending_ = true;
+    block(*scope, '}');
+    expect('}');
+    expect(')');
+    ws();
+    if (peek() == '{') dict();
+    expect(':');
+    skip_type_signature();
+    opt_loc();
+    results = last_return_types_;
+    functions_[name] = results;
+    generic_results_pending_ = false;
+    finish_function(std::move(scope), results);
+  }
+
+  // ^bb0(%a: T, %b: T): parameters numbered in order, or in the order given.
+  void block_header(Scope& sc, bool tuple_param, const std::vector<int>& order = {}) {
+    expect('^');
+    word();
+    std::vector<std::pair<std::string, Shape>> args;
+    std::vector<size_t> ats;
+    if (accept('(')) {
+      if (!accept(')')) {
+        do {
+          ats.push_back(pos_);
+          const std::string v = value_name();
+          expect(':');
+          Shape t = type();
+          opt_loc();
+          args.emplace_back(v, t);
+        } while (accept(','));
+        expect(')');
+      }
+    }
+    expect(':');
+    bind_block_args(sc, args, tuple_param, order, ats.empty() ? pos_ : ats[0]);
+  }
+  void bind_block_args(Scope& sc, const std::vector<std::pair<std::string, Shape>>& args, bool tuple_param, const std::vector<int>& order,
+                       size_t at) {
+    if (tuple_param) {
+      Shape tup;
+      tup.tuple = true;
+      for (const auto& a : args) tup.elements.push_back(a.second);
+      Instruction p = make(sc, "parameter", tup, at);
+      p.name = sc.tuple_param = "%param/" + sc.comp.name;
+      p.literal = "0";
+      sc.comp.instructions.push_back(p);
+      for (size_t k = 0; k < args.size(); ++k) {
+        Instruction g = make(sc, "get-tuple-element", args[k].second, at);
+        g.name = args[k].first;
+        g.operands = {sc.tuple_param};
+        g.attributes.emplace_back("index", std::to_string(k));
+        sc.comp.instructions.push_back(g);
+        sc.values[args[k].first] = Value{g.name, g.shape};
+      }
+      sc.capture_base = args.size();
+      return;
+    }
+    for (size_t k = 0; k < args.size(); ++k) add_parameter(sc, args[k].first, args[k].second, order.empty() ? int(k) : order[k], at);
+  }
+  void add_parameter(Scope& sc, const std::string& v, const Shape& t, int n, size_t at) {
+    Instruction p = make(sc, "parameter", t, at);
+    p.name = v;
+    p.literal = std::to_string(n);
+    sc.comp.instructions.push_back(p);
+    sc.values[v] = Value{v, t};
+  }
+
+  void finish_function(std::unique_ptr<Scope> scope, const std::vector<Shape>& results) {
+    (void)results;
+    m_.computations.push_back(std::move(scope->comp));
+  }
+
+  // Ops up to the closing brace; the return (func.return, stablehlo.return,
+  // sdy.return) sets the root.
+  void block(Scope& sc, char close) {
+    if (++depth_ > kMaxDepth) fail("regions nest deeper than 64");
+    bool returned = false;
+    for (;;) {
+      ws();
+      if (peek() == close || pos_ >= s_.size()) break;
+      if (returned) fail("operations after the return of a block");
+      returned = operation(sc);
+    }
+    if (!returned) fail("a block without a return");
+    --depth_;
+  }
+
+  // Reads one op; returns true for a return.
+  bool operation(Scope& sc) {
+    Op op;
+    const size_t at = pos_;
+    std::tie(op.line, op.col) = line_col(at);
+    ws();
+    if (peek() == '%') {
+      do {
+        std::string r = value_name();
+        int count = 1;
+        if (peek() == ':') {
+          ++pos_;
+          const size_t b = pos_;
+          while (std::isdigit(uint8_t(peek()))) ++pos_;
+          if (b == pos_ || pos_ - b > 6) fail("bad result count");
+          count = std::stoi(std::string(s_.substr(b, pos_ - b)));
+        }
+        op.results.emplace_back(r, count);
+      } while (accept(','));
+      expect('=');
+    }
+    ws();
+    if (peek() == '"') {
+      op.name = string_lit();
+      generic_op(sc, op);
+    } else {
+      op.name = word();
+      if (op.name == "return" || op.name == "func.return" || op.name == "stablehlo.return" || op.name == "sdy.return" ||
+          op.name == "mhlo.return") {
+        pretty_return(sc, op);
+        return true;
+      }
+      pretty_op(sc, op);
+    }
+    op.source = opt_loc();
+    if (op.name == "func.return" || op.name == "stablehlo.return" || op.name == "sdy.return" || op.name == "mhlo.return") {
+      set_return(sc, op, op.operands, op.result_types);
+      return true;
+    }
+    emit(sc, op);
+    return false;
+  }
+
+  void pretty_return(Scope& sc, Op& op) {
+    std::vector<std::string> vals;
+    ws();
+    if (peek() == '%') {
+      do vals.push_back(value_name());
+      while (accept(','));
+    }
+    std::vector<Shape> types;
+    if (accept(':')) {
+      do types.push_back(type());
+      while (accept(','));
+    }
+    op.source = opt_loc();
+    set_return(sc, op, vals, types);
+  }
+
+  void set_return(Scope& sc, const Op& op, const std::vector<std::string>& vals, const std::vector<Shape>& types) {
+    std::vector<Value> vs;
+    for (const auto& v : vals) vs.push_back(lookup(sc, v, op));
+    (void)types;
+    last_return_types_.clear();
+    for (const auto& v : vs) last_return_types_.push_back(v.shape);
+    const bool is_main = sc.parent == nullptr && sc.comp.name == "main";
+    if (is_main)
+      for (const auto& [a, b] : pending_check_values_) vs.push_back(a), vs.push_back(b);
+    // One value defined here becomes the root itself (combiner regions must
+    // be exactly "params, op"); otherwise a tuple.
+    if (vs.size() == 1 && !is_main && sc.capture != Scope::Capture::tuple) {
+      for (auto& inst : sc.comp.instructions)
+        if (inst.name == vs[0].name && !inst.root) {
+          inst.root = true;
+          return;
+        }
+    }
+    Instruction t = make(sc, "tuple", {}, 0, op);
+    t.name = fmt::format("%return/{}", sc.comp.name);
+    t.shape.tuple = true;
+    for (const auto& v : vs) t.operands.push_back(v.name), t.shape.elements.push_back(v.shape);
+    t.root = true;
+    sc.comp.instructions.push_back(t);
+  }
+
+  // "name"(operands) [<{properties}>] [(regions)] [{attributes}] : signature
+  void generic_op(Scope& sc, Op& op) {
+    expect('(');
+    if (!accept(')')) {
+      do op.operands.push_back(value_name());
+      while (accept(','));
+      expect(')');
+    }
+    if (accept('[')) fail("unsupported successor blocks");
+    ws();
+    if (starts_with("<{")) {
+      ++pos_;
+      Attr props = dict();
+      expect('>');
+      for (auto& f : props.fields) op.attrs.push_back(std::move(f));
+    }
+    ws();
+    if (peek() == '(') {
+      ++pos_;
+      size_t k = 0;
+      do {
+        expect('{');
+        op.regions.push_back(region(sc, op, k++));
+        expect('}');
+      } while (accept(','));
+      expect(')');
+    }
+    ws();
+    if (peek() == '{') {
+      Attr d = dict();
+      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
+    }
+    expect(':');
+    op.result_types = signature(true);
+    if (const Attr* ct = op.attr("call_target_name")) op.callee = ct->text;
+    if (const Attr* c = op.attr("callee")) op.callee = c->text;
+    if (const Attr* d = op.attr("decomposition")) op.callee = d->text;
+  }
+
+  // The region's kind follows from the op and the region's position.
+  enum class RegionKind { scalar, while_state, branch };
+  RegionKind region_kind(const Op& op) const {
+    if (op.name == "stablehlo.while") return RegionKind::while_state;
+    if (op.name == "stablehlo.if" || op.name == "stablehlo.case") return RegionKind::branch;
+    return RegionKind::scalar;
+  }
+
+  // A region in braces (the '{' already read): a block with an optional
+  // header. Returns the computation's name.
+  std::string region(Scope& parent, const Op& op, size_t k, const std::vector<std::pair<std::string, Shape>>* pretty_args = nullptr,
+                     const std::vector<int>& order = {}) {
+    auto sc = std::make_unique<Scope>();
+    sc->parent = &parent;
+    sc->comp.name = fmt::format("{}/region{}", parent.comp.name, ++region_counter_);
+    sc->comp.line = op.line;
+    const RegionKind kind = region_kind(op);
+    sc->capture = kind == RegionKind::scalar ? Scope::Capture::scalar_params : Scope::Capture::tuple;
+    if (kind == RegionKind::while_state && k == 1) {
+      if (while_scopes_.empty()) malformed(op, "a do region without its cond");
+      sc->captures = while_scopes_.back()->captures;  // cond and body share one state tuple
+    } else {
+      sc->captures = std::make_shared<std::vector<Scope::Captured>>();
+    }
+    ws();
+    if (pretty_args) bind_block_args(*sc, *pretty_args, kind != RegionKind::scalar, order, pos_);
+    else if (peek() == '^') block_header(*sc, kind != RegionKind::scalar, order);
+    else if (kind != RegionKind::scalar) bind_block_args(*sc, {}, true, {}, pos_);
+    block(*sc, '}');
+    finish_region(*sc, kind, op);
+    const std::string name = sc->comp.name;
+    if (kind == RegionKind::while_state) while_scopes_.push_back(std::move(sc));
+    else {
+      if (kind == RegionKind::branch) branch_captures_.push_back(*sc->captures);
+      m_.computations.push_back(std::move(sc->comp));
+    }
+    return name;
+  }
+  void finish_region(Scope& sc, RegionKind kind, const Op& op) {
+    if (kind == RegionKind::scalar) {
+      if (!sc.captures->empty())
+        unsupported(op, fmt::format("{} whose region uses {} from outside it", op.name, sc.captures->front().outer));
+      return;
+    }
+    // The tuple parameter's shape gains the captured values (patched again
+    // for while, whose two regions share them).
+    patch_tuple_param(sc);
+  }
+  void patch_tuple_param(Scope& sc) {
+    for (auto& inst : sc.comp.instructions)
+      if (inst.name == sc.tuple_param) {
+        inst.shape.elements.resize(sc.capture_base);
+        for (const auto& c : *sc.captures) inst.shape.elements.push_back(c.parent_value.shape);
+      }
+  }
+
+  // ---- values ----
+  Value lookup(Scope& sc, const std::string& name, const Op& op) {
+    auto it = sc.values.find(name);
+    if (it != sc.values.end()) return it->second;
+    if (auto c = sc.captured_here.find(name); c != sc.captured_here.end()) return sc.values.at(c->second);
+    if (!sc.parent) malformed(op, fmt::format("{} is not defined before its use", name));
+    const Value outer = lookup(*sc.parent, name, op);
+    auto& caps = *sc.captures;
+    size_t k = 0;
+    while (k < caps.size() && caps[k].outer != name) ++k;
+    if (k == caps.size()) caps.push_back({name, outer});
+    if (sc.capture == Scope::Capture::scalar_params) return outer;  // reported by finish_region
+    Instruction g = make(sc, "get-tuple-element", outer.shape, 0, op);
+    g.name = fmt::format("{}/captured", name);
+    g.operands = {sc.tuple_param};
+    g.attributes.emplace_back("index", std::to_string(sc.capture_base + k));
+    sc.comp.instructions.push_back(g);
+    sc.values[g.name] = Value{g.name, g.shape};
+    sc.captured_here[name] = g.name;
+    return sc.values[g.name];
+  }
+
+  // ---- pretty forms ----
+  void pretty_op(Scope& sc, Op& op) {
+    const std::string& n = op.name;
+    if (n == "sdy.manual_computation")
+      unsupported(op, fmt::format("multi-device program: sdy.manual_computation{} (the multi-chip work adds SPMD)",
+                                  devices_.empty() ? "" : " with " + devices_));
+    static const char* special[] = {"call", "func.call", "stablehlo.custom_call", "stablehlo.composite", "stablehlo.constant",
+                                    "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard"};
+    bool known = n.rfind("check.", 0) == 0;
+    for (const char* k : special) known |= n == k;
+    if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
+    if (n == "stablehlo.constant") {
+      op.attrs.emplace_back("value", value(false));
+      expect(':');
+      op.result_types = signature(false);
+      return;
+    }
+    if (n == "stablehlo.reduce") return pretty_reduce(sc, op);
+    if (n == "stablehlo.while") return pretty_while(sc, op);
+    if (n == "stablehlo.convolution") {
+      expect('(');
+      do op.operands.push_back(value_name());
+      while (accept(','));
+      expect(')');
+    }
+    if (n == "call" || n == "func.call" || n == "stablehlo.custom_call") {
+      op.callee = symbol();
+      expect('(');
+      if (!accept(')')) {
+        do op.operands.push_back(value_name());
+        while (accept(','));
+        expect(')');
+      }
+    }
+    if (n == "stablehlo.composite") op.attrs.emplace_back("name", Attr::leaf(Attr::string, string_lit()));
+    for (;;) {
+      ws();
+      const char c = peek();
+      if (c == ':' || c == '\0') break;
+      if (c == '%') {
+        op.operands.push_back(value_name());
+      } else if (c == ',') {
+        ++pos_;
+      } else if (c == '[' && n == "stablehlo.slice") {
+        pretty_slice(op);
+      } else if (c == '[' && n == "stablehlo.get_tuple_element") {
+        ++pos_;
+        op.attrs.emplace_back("index", value(false));
+        expect(']');
+      } else if (c == '{') {
+        Attr d = dict();
+        for (auto& f : d.fields) op.attrs.push_back(std::move(f));
+      } else if (std::isalpha(uint8_t(c))) {
+        const size_t save = pos_;
+        const std::string k = word();
+        if (accept('=')) {
+          pretty_keyword(op, k);
+        } else {
+          pos_ = save;
+          op.attrs.emplace_back("", value(false));  // GT, FLOAT, ...
+        }
+      } else {
+        fail(fmt::format("unexpected {} in {}", found(), n));
+      }
+    }
+    expect(':');
+    op.result_types = signature(n == "stablehlo.optimization_barrier");
+    if (const Attr* d = op.attr("decomposition")) op.callee = d->text;
+  }
+
+  // key = value in a pretty form, under the generic attribute's name.
+  void pretty_keyword(Op& op, const std::string& k) {
+    const std::string& n = op.name;
+    auto pair_of_lists = [&](const char* a, const char* b) {
+      op.attrs.emplace_back(a, value(false));
+      expect('x');
+      op.attrs.emplace_back(b, value(false));
+    };
+    if (k == "contracting_dims") return pair_of_lists("lhs_contracting_dimensions", "rhs_contracting_dimensions");
+    if (k == "batching_dims") return pair_of_lists("lhs_batching_dimensions", "rhs_batching_dimensions");
+    if (k == "dim_numbers") {
+      const size_t b = pos_;
+      ws();
+      balanced();
+      expect('x');
+      balanced();
+      expect("->");
+      balanced();
+      op.attrs.emplace_back("dimension_numbers", Attr::leaf(Attr::dialect, std::string(s_.substr(b, pos_ - b)), "#stablehlo.conv"));
+      return;
+    }
+    if (k == "window") {
+      Attr w = dict();
+      for (auto& [wk, wv] : w.fields) {
+        if (wk == "stride") op.attrs.emplace_back("window_strides", wv);
+        else if (wk == "pad") op.attrs.emplace_back("padding", wv);
+        else if (wk == "lhs_dilate") op.attrs.emplace_back("lhs_dilation", wv);
+        else if (wk == "rhs_dilate") op.attrs.emplace_back("rhs_dilation", wv);
+        else if (wk == "reverse") op.attrs.emplace_back("window_reversal", wv);
+        else fail(fmt::format("unsupported window attribute {}", wk));
+      }
+      return;
+    }
+    if (k == "algorithm") fail("unsupported dot algorithm (tpuc takes the precision config)");
+    static const std::map<std::string, std::map<std::string, std::string>> names = {
+        {"dims",
+         {{"stablehlo.broadcast_in_dim", "broadcast_dimensions"},
+          {"stablehlo.transpose", "permutation"},
+          {"stablehlo.reverse", "dimensions"},
+          {"stablehlo.reduce", "dimensions"}}},
+        {"dim", {{"stablehlo.concatenate", "dimension"}, {"stablehlo.iota", "iota_dimension"}}},
+        {"low", {{"stablehlo.pad", "edge_padding_low"}}},
+        {"high", {{"stablehlo.pad", "edge_padding_high"}}},
+        {"interior", {{"stablehlo.pad", "interior_padding"}}},
+        {"sizes", {{"stablehlo.dynamic_slice", "slice_sizes"}}},
+        {"precision", {{"stablehlo.dot_general", "precision_config"}, {"stablehlo.dot", "precision_config"}}},
+    };
+    std::string key = k;
+    if (auto it = names.find(k); it != names.end()) {
+      auto jt = it->second.find(n);
+      if (jt != it->second.end()) key = jt->second;
+    }
+    op.attrs.emplace_back(key, value(false));
+  }
+
+  // [0:2, 1:5:2]
+  void pretty_slice(Op& op) {
+    expect('[');
+    Attr start = Attr::leaf(Attr::list, ""), limit = start, stride = start;
+    if (!accept(']')) {
+      do {
+        auto num = [&] { return value(false); };
+        start.items.push_back(num());
+        expect(':');
+        limit.items.push_back(num());
+        if (accept(':')) stride.items.push_back(num());
+        else stride.items.push_back(Attr::leaf(Attr::number, "1"));
+      } while (accept(','));
+      expect(']');
+    }
+    op.attrs.emplace_back("start_indices", start);
+    op.attrs.emplace_back("limit_indices", limit);
+    op.attrs.emplace_back("strides", stride);
+  }
+
+  // stablehlo.reduce(%x init: %c)[, (%y init: %d)] applies OP across
+  //   dimensions = [..] : sig   |   ... across dimensions = [..] : sig
+  //   reducer(%a: T, %b: T) (%c: T, %d: T) { region }
+  void pretty_reduce(Scope& sc, Op& op) {
+    std::vector<std::string> xs, inits;
+    do {
+      expect('(');
+      xs.push_back(value_name());
+      expect("init:");
+      inits.push_back(value_name());
+      expect(')');
+    } while (accept(','));
+    op.operands = xs;
+    op.operands.insert(op.operands.end(), inits.begin(), inits.end());
+    std::string applies;
+    if (keyword("applies")) applies = word();
+    if (!keyword("across")) fail(fmt::format("expected 'across' in stablehlo.reduce, found {}", found()));
+    expect("dimensions");
+    expect('=');
+    op.attrs.emplace_back("dimensions", value(false));
+    ws();
+    if (peek() == '{') {
+      Attr d = dict();
+      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
+    }
+    expect(':');
+    op.result_types = signature(true);
+    if (!applies.empty()) {
+      if (xs.size() != 1) fail("'applies' needs a reduce of one operand");
+      op.regions.push_back(combiner_region(sc, op, applies, lookup(sc, inits[0], op).shape.dtype));
+      return;
+    }
+    if (!keyword("reducer")) fail(fmt::format("expected 'applies' or 'reducer' in stablehlo.reduce, found {}", found()));
+    std::vector<std::pair<std::string, Shape>> args;
+    std::vector<int> order;
+    const int n = int(xs.size());
+    for (int k = 0; k < n; ++k) {
+      expect('(');
+      for (int j = 0; j < 2; ++j) {
+        if (j) expect(',');
+        const std::string v = value_name();
+        expect(':');
+        args.emplace_back(v, type());
+        opt_loc();
+        order.push_back(j * n + k);
+      }
+      expect(')');
+    }
+    expect('{');
+    op.regions.push_back(region(sc, op, 0, &args, order));
+    expect('}');
+  }
+
+  // A computation of two scalars and one op, for "applies OP".
+  std::string combiner_region(Scope& sc, const Op& op, const std::string& fn, const std::string& dtype) {
+    Computation c;
+    c.name = fmt::format("{}/region{}", sc.comp.name, ++region_counter_);
+    c.line = op.line;
+    Shape s;
+    s.dtype = dtype;
+    for (int k = 0; k < 2; ++k) {
+      Instruction p = make(sc, "parameter", s, 0, op);
+      p.name = fmt::format("%p{}", k);
+      p.literal = std::to_string(k);
+      c.instructions.push_back(p);
+    }
+    Instruction r = make(sc, hlo_opcode(fn, op), s, 0, op);
+    r.name = "%r";
+    r.operands = {"%p0", "%p1"};
+    r.root = true;
+    c.instructions.push_back(r);
+    m_.computations.push_back(std::move(c));
+    return m_.computations.back().name;
+  }
+
+  // %r:2 = stablehlo.while(%iterArg = %a, %iterArg_0 = %b) : T1, T2
+  //   cond { ... } do { ... }
+  void pretty_while(Scope& sc, Op& op) {
+    std::vector<std::pair<std::string, Shape>> args;
+    std::vector<std::string> names;
+    expect('(');
+    if (!accept(')')) {
+      do {
+        names.push_back(value_name());
+        expect('=');
+        op.operands.push_back(value_name());
+      } while (accept(','));
+      expect(')');
+    }
+    if (accept(':')) {
+      do args.emplace_back("", type());
+      while (accept(','));
+    }
+    ws();
+    if (peek() == '{') {
+      Attr d = dict();
+      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
+    }
+    if (args.size() != names.size()) fail("stablehlo.while needs one type per value");
+    for (size_t k = 0; k < names.size(); ++k) args[k].first = names[k], op.result_types.push_back(args[k].second);
+    if (!keyword("cond")) fail(fmt::format("expected 'cond' in stablehlo.while, found {}", found()));
+    expect('{');
+    op.regions.push_back(region(sc, op, 0, &args));
+    expect('}');
+    if (!keyword("do")) fail(fmt::format("expected 'do' in stablehlo.while, found {}", found()));
+    expect('{');
+    op.regions.push_back(region(sc, op, 1, &args));
+    expect('}');
+  }
+
+  // ---- writing HLO ----
+  Instruction make(Scope& sc, const std::string& opcode, const Shape& shape, size_t at, const Op& op = Op()) {
+    (void)sc;
+    Instruction i;
+    i.opcode = opcode;
+    i.shape = shape;
+    if (op.line) i.line = op.line, i.col = op.col, i.source = op.source;
+    else std::tie(i.line, i.col) = line_col(at);
+    return i;
+  }
+  std::string fresh(Scope& sc, const Op& op, const char* what) {
+    return fmt::format("{}/{}{}", op.results.empty() ? "%" : op.results[0].first, what, ++sc.counter);
+  }
+
+  static std::string ints_text(const std::vector<int64_t>& v) {
+    std::string s = "{";
+    for (size_t k = 0; k < v.size(); ++k) s += (k ? "," : "") + std::to_string(v[k]);
+    return s + "}";
+  }
+  std::vector<int64_t> ints(const Op& op, const Attr& a) const {
+    std::vector<int64_t> v;
+    std::function<void(const Attr&)> walk = [&](const Attr& x) {
+      if (x.kind == Attr::list) {
+        for (const auto& y : x.items) walk(y);
+      } else if (x.kind == Attr::number) {
+        try {
+          size_t used = 0;
+          v.push_back(std::stoll(x.text, &used, 0));
+          if (used != x.text.size()) throw 0;
+        } catch (...) {
+          malformed(op, fmt::format("'{}' is not an integer", x.text));
+        }
+      } else if (x.kind == Attr::dense) {
+        const auto toks = dense_tokens(op, x.text);
+        for (const auto& t : toks) {
+          try {
+            v.push_back(std::stoll(t, nullptr, 0));
+          } catch (...) {
+            malformed(op, fmt::format("'{}' is not an integer", t));
+          }
+        }
+        int64_t n = 1;
+        if (x.type)
+          for (int64_t d : x.type->dims) n *= d;
+        if (toks.size() == 1 && n > 1 && n < (int64_t(1) << 20)) v.assign(size_t(n), v[0]);  // a splat
+      } else {
+        malformed(op, fmt::format("expected integers, found '{}'", x.text));
+      }
+    };
+    walk(a);
+    return v;
+  }
+  std::vector<int64_t> ints(const Op& op, const char* key, bool required = true) const {
+    const Attr* a = op.attr(key);
+    if (!a) {
+      if (required) malformed(op, fmt::format("missing {}", key));
+      return {};
+    }
+    return ints(op, *a);
+  }
+  std::vector<int64_t> field_ints(const Op& op, const Attr& a, const char* key) const {
+    const Attr* f = a.field(key);
+    return f ? ints(op, *f) : std::vector<int64_t>{};
+  }
+  std::vector<std::string> dense_tokens(const Op& op, const std::string& t) const {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : t) {
+      if (c == '[' || c == ']' || c == ',' || c == ' ' || c == '\n') {
+        if (!cur.empty()) out.push_back(cur), cur.clear();
+      } else if (c == '(') {
+        malformed(op, "unsupported complex literal");
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+  }
+
+  // "name", or unsupported.
+  std::string hlo_opcode(const std::string& name, const Op& op) const {
+    static const std::map<std::string, std::string> renamed = {
+        {"stablehlo.broadcast_in_dim", "broadcast"}, {"stablehlo.dot_general", "dot"}, {"stablehlo.dot", "dot"},
+        {"stablehlo.optimization_barrier", "opt-barrier"}, {"chlo.erf", "erf"}, {"stablehlo.exponential_minus_one", "exponential-minus-one"}};
+    if (auto it = renamed.find(name); it != renamed.end()) return it->second;
+    static const char* same[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "and", "or", "xor", "not",
+                                 "negate", "abs", "exponential", "log", "tanh", "logistic", "rsqrt", "sqrt", "floor", "ceil",
+                                 "round_nearest_even", "round_nearest_afz", "sign", "shift_left", "shift_right_arithmetic",
+                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder",
+                                 "sine", "cosine", "log_plus_one", "is_finite", "transpose", "reverse", "concatenate", "slice",
+                                 "pad", "iota", "compare", "convolution", "reduce", "reduce_window", "select_and_scatter", "gather",
+                                 "scatter", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
+                                 "all_gather", "reduce_scatter", "all_to_all", "collective_permute"};
+    for (const char* s : same)
+      if (name == std::string("stablehlo.") + s) {
+        std::string h = s;
+        for (char& c : h)
+          if (c == '_') c = '-';
+        return h;
+      }
+    unsupported(op, fmt::format("operation {}", name));
+  }
+
+  // Binds the op's results (%r, or %r#k for %r:N) to the values computed.
+  void define(Scope& sc, const Op& op, const std::vector<Value>& vals) {
+    if (size_t(op.nresults()) != vals.size()) malformed(op, fmt::format("defines {} results, computes {}", op.nresults(), vals.size()));
+    size_t k = 0;
+    for (const auto& [r, count] : op.results)
+      for (int j = 0; j < count; ++j) sc.values[count == 1 ? r : fmt::format("{}#{}", r, j)] = vals[k++];
+  }
+
+  Value push(Scope& sc, Instruction i) {
+    sc.comp.instructions.push_back(std::move(i));
+    const auto& b = sc.comp.instructions.back();
+    return Value{b.name, b.shape};
+  }
+
+  // One instruction of a tuple shape, then one get-tuple-element per value.
+  std::vector<Value> unpack(Scope& sc, const Op& op, Instruction i) {
+    const Value t = push(sc, std::move(i));
+    std::vector<Value> out;
+    for (size_t k = 0; k < t.shape.elements.size(); ++k) {
+      Instruction g = make(sc, "get-tuple-element", t.shape.elements[k], 0, op);
+      g.name = fresh(sc, op, "gte");
+      g.operands = {t.name};
+      g.attributes.emplace_back("index", std::to_string(k));
+      out.push_back(push(sc, g));
+    }
+    return out;
+  }
+
+  Shape tuple_of(const std::vector<Shape>& v) const {
+    Shape t;
+    t.tuple = true;
+    t.elements = v;
+    return t;
+  }
+  const Shape& one_result(const Op& op) const {
+    if (op.result_types.size() != 1) malformed(op, fmt::format("expected one result type, found {}", op.result_types.size()));
+    return op.result_types[0];
+  }
+
+  void emit(Scope& sc, Op& op) {
+    std::vector<Value> in;
+    for (const auto& o : op.operands) in.push_back(lookup(sc, o, op));
+    const std::string& n = op.name;
+    // Attributes tpuc reads nowhere but that change nothing it computes.
+    static const char* ignored[] = {"indices_are_sorted", "unique_indices", "has_side_effect", "api_version", "backend_config",
+                                    "mhlo.sharding", "mhlo.frontend_attributes", "result_layouts", "operand_layouts",
+                                    "output_operand_aliases", "channel_handle", "use_global_device_ids", "compare_type",
+                                    "composite_attributes", "version", "name", "is_stable", "mhlo.layout_mode", "sdy.sharding",
+                                    "called_computations", "jax.result_info"};
+    auto known = [&](const std::string& k, std::initializer_list<const char*> keys) {
+      for (const char* i : ignored)
+        if (k == i) return true;
+      for (const char* i : keys)
+        if (k == i) return true;
+      return false;
+    };
+    auto check_attrs = [&](std::initializer_list<const char*> keys) {
+      for (const auto& [k, v] : op.attrs)
+        if (!k.empty() && !known(k, keys)) unsupported(op, fmt::format("attribute {} of {}", k, n));
+    };
+
+    if (n == "call" || n == "func.call" || n == "stablehlo.composite") {
+      check_attrs({"callee", "decomposition"});
+      if (op.callee.empty()) malformed(op, "calls no function");
+      Instruction i = make(sc, "call", tuple_of(op.result_types), 0, op);
+      i.name = fresh(sc, op, "call");
+      for (const auto& v : in) i.operands.push_back(v.name);
+      i.attributes.emplace_back("to_apply", op.callee);
+      return define(sc, op, unpack(sc, op, i));
+    }
+    if (n == "stablehlo.custom_call" || n.rfind("check.", 0) == 0) return custom_call(sc, op, in);
+    if (n == "sdy.manual_computation" || n == "sdy.sharding_constraint" || n == "sdy.reshard") {
+      if (n == "sdy.manual_computation" || !devices_.empty())
+        unsupported(op, fmt::format("multi-device program: {}{} (the multi-chip work adds SPMD)", n, devices_.empty() ? "" : " with " + devices_));
+      return define(sc, op, {in.at(0)});  // a sharding annotation on one device
+    }
+    if (n == "stablehlo.while") {
+      // HLO's while carries one tuple: the operands, then the values the
+      // regions capture, passed through unchanged by the body.
+      if (while_scopes_.size() < 2) malformed(op, "while needs a cond and a do region");
+      auto body = std::move(while_scopes_.back());
+      while_scopes_.pop_back();
+      auto cond = std::move(while_scopes_.back());
+      while_scopes_.pop_back();
+      const auto& caps = *cond->captures;
+      for (const auto& c : caps)
+        if (!body->captured_here.count(c.outer)) lookup(*body, c.outer, op);
+      patch_tuple_param(*cond), patch_tuple_param(*body);
+      auto& bi = body->comp.instructions;
+      std::stable_partition(bi.begin(), bi.end(), [](const Instruction& x) { return !x.root; });  // the root last
+      for (auto& inst : bi)
+        if (inst.root) {
+          for (const auto& c : caps) {
+            inst.operands.push_back(body->captured_here.at(c.outer));
+            inst.shape.elements.push_back(c.parent_value.shape);
+          }
+        }
+      m_.computations.push_back(std::move(cond->comp));
+      m_.computations.push_back(std::move(body->comp));
+      std::vector<Shape> state;
+      Instruction t = make(sc, "tuple", {}, 0, op);
+      t.name = fresh(sc, op, "state");
+      for (const auto& v : in) t.operands.push_back(v.name), state.push_back(v.shape);
+      for (const auto& c : caps) t.operands.push_back(c.parent_value.name), state.push_back(c.parent_value.shape);
+      t.shape = tuple_of(state);
+      push(sc, t);
+      check_attrs({});
+      Instruction w = make(sc, "while", tuple_of(state), 0, op);
+      w.name = fresh(sc, op, "while");
+      w.operands = {t.name};
+      w.attributes.emplace_back("condition", op.regions.at(0));
+      w.attributes.emplace_back("body", op.regions.at(1));
+      std::vector<Value> out = unpack(sc, op, w);
+      out.resize(in.size());
+      return define(sc, op, out);
+    }
+    if (n == "stablehlo.if" || n == "stablehlo.case") {
+      check_attrs({});
+      const size_t nb = op.regions.size();
+      if (branch_captures_.size() < nb || in.size() != 1) malformed(op, "needs one selector and its regions");
+      std::vector<std::vector<Scope::Captured>> caps(branch_captures_.end() - long(nb), branch_captures_.end());
+      branch_captures_.resize(branch_captures_.size() - nb);
+      Instruction c = make(sc, "conditional", tuple_of(op.result_types), 0, op);
+      c.name = fresh(sc, op, "cond");
+      c.operands.push_back(in[0].name);
+      for (size_t b = 0; b < nb; ++b) {
+        Instruction t = make(sc, "tuple", {}, 0, op);
+        t.name = fresh(sc, op, "captures");
+        std::vector<Shape> shapes;
+        for (const auto& cap : caps[b]) t.operands.push_back(cap.parent_value.name), shapes.push_back(cap.parent_value.shape);
+        t.shape = tuple_of(shapes);
+        c.operands.push_back(push(sc, t).name);
+      }
+      std::string names = "{";
+      for (size_t b = 0; b < nb; ++b) names += (b ? "," : "") + op.regions[b];
+      if (n == "stablehlo.if") {
+        if (nb != 2) malformed(op, "if needs two regions");
+        c.attributes.emplace_back("true_computation", op.regions[0]);
+        c.attributes.emplace_back("false_computation", op.regions[1]);
+      } else {
+        c.attributes.emplace_back("branch_computations", names + "}");
+      }
+      return define(sc, op, unpack(sc, op, c));
+    }
+
+    Instruction i;
+    const std::string opc = hlo_opcode(n, op);
+    if (n == "stablehlo.optimization_barrier" || (n == "stablehlo.all_reduce" && op.result_types.size() > 1)) {
+      check_attrs({"replica_groups"});
+      i = make(sc, opc, tuple_of(op.result_types), 0, op);
+      i.name = fresh(sc, op, "t");
+      for (const auto& v : in) i.operands.push_back(v.name);
+      if (const Attr* g = op.attr("replica_groups")) i.attributes.emplace_back("replica_groups", replica_groups(op, *g));
+      return define(sc, op, unpack(sc, op, i));
+    }
+    const bool multi = op.result_types.size() > 1;
+    i = make(sc, opc, multi ? tuple_of(op.result_types) : one_result(op), 0, op);
+    i.name = op.results.size() == 1 && op.results[0].second == 1 ? op.results[0].first : fresh(sc, op, "v");
+    for (const auto& v : in) i.operands.push_back(v.name);
+    auto& at = i.attributes;
+    const Shape& rt = i.shape;
+
+    if (n == "stablehlo.constant") {
+      check_attrs({"value"});
+      const Attr* v = op.attr("value");
+      if (!v || v->kind != Attr::dense) malformed(op, "constant needs a dense<...> value");
+      return define(sc, op, {constant(sc, op, i, *v)});
+    }
+    if (n == "stablehlo.broadcast_in_dim") {
+      check_attrs({"broadcast_dimensions"});
+      const std::vector<int64_t> d = ints(op, "broadcast_dimensions");
+      const Shape& xs = in.at(0).shape;
+      if (d.size() != xs.dims.size()) malformed(op, "broadcast_dimensions must name every operand dimension");
+      // HLO's broadcast keeps sizes: drop the size-1 dimensions that grow.
+      std::vector<int64_t> kept_dims, kept_map;
+      for (size_t k = 0; k < d.size(); ++k) {
+        if (d[k] < 0 || size_t(d[k]) >= rt.dims.size()) malformed(op, "broadcast dimension out of range");
+        if (xs.dims[k] == rt.dims[size_t(d[k])]) kept_dims.push_back(xs.dims[k]), kept_map.push_back(d[k]);
+        else if (xs.dims[k] != 1) malformed(op, "broadcast of a dimension that is neither 1 nor the result's size");
+      }
+      int64_t in_n = 1, out_n = 1;
+      for (int64_t x : xs.dims) in_n *= x;
+      for (int64_t x : rt.dims) out_n *= x;
+      if (in_n == out_n && kept_dims.size() == xs.dims.size()) {
+        bool in_order = true;  // only size-1 dimensions added: a reshape, as XLA writes it
+        for (size_t k = 1; k < kept_map.size(); ++k) in_order &= kept_map[k] > kept_map[k - 1];
+        if (in_order) {
+          i.opcode = "reshape";
+          return define(sc, op, {push(sc, i)});
+        }
+      }
+      if (kept_dims.size() != xs.dims.size()) {
+        Instruction r = make(sc, "reshape", Shape{false, {}, xs.dtype, kept_dims, {}}, 0, op);
+        r.name = fresh(sc, op, "reshape");
+        r.operands = {in[0].name};
+        i.operands = {push(sc, r).name};
+      }
+      at.emplace_back("dimensions", ints_text(kept_map));
+    } else if (n == "stablehlo.transpose") {
+      check_attrs({"permutation"});
+      at.emplace_back("dimensions", ints_text(ints(op, "permutation")));
+    } else if (n == "stablehlo.reverse") {
+      check_attrs({"dimensions"});
+      at.emplace_back("dimensions", ints_text(ints(op, "dimensions")));
+    } else if (n == "stablehlo.concatenate") {
+      check_attrs({"dimension"});
+      at.emplace_back("dimensions", ints_text(ints(op, "dimension")));
+    } else if (n == "stablehlo.iota") {
+      check_attrs({"iota_dimension"});
+      at.emplace_back("iota_dimension", std::to_string(ints(op, "iota_dimension").at(0)));
+    } else if (n == "stablehlo.slice") {
+      check_attrs({"start_indices", "limit_indices", "strides"});
+      const auto b = ints(op, "start_indices"), e = ints(op, "limit_indices");
+      auto st = ints(op, "strides", false);
+      if (st.empty()) st.assign(b.size(), 1);
+      if (e.size() != b.size() || st.size() != b.size()) malformed(op, "slice bounds differ in rank");
+      std::string s = "{";
+      for (size_t k = 0; k < b.size(); ++k) s += fmt::format("{}[{}:{}:{}]", k ? "," : "", b[k], e[k], st[k]);
+      at.emplace_back("slice", s + "}");
+    } else if (n == "stablehlo.pad") {
+      check_attrs({"edge_padding_low", "edge_padding_high", "interior_padding"});
+      const auto lo = ints(op, "edge_padding_low"), hi = ints(op, "edge_padding_high"), mid = ints(op, "interior_padding");
+      if (hi.size() != lo.size() || mid.size() != lo.size()) malformed(op, "padding differs in rank");
+      std::string s;
+      for (size_t k = 0; k < lo.size(); ++k) s += fmt::format("{}{}_{}_{}", k ? "x" : "", lo[k], hi[k], mid[k]);
+      at.emplace_back("padding", s);
+    } else if (n == "stablehlo.compare") {
+      check_attrs({"comparison_direction"});
+      std::string dir;
+      for (const auto& [k, v] : op.attrs) {
+        const std::string w = v.kind == Attr::dialect ? last_word(v.text) : v.text;
+        if (k == "comparison_direction" || (k.empty() && (w == "EQ" || w == "NE" || w == "LT" || w == "LE" || w == "GT" || w == "GE")))
+          dir = w;
+        else if ((k == "compare_type" || k.empty()) && w != "FLOAT" && w != "SIGNED" && w != "UNSIGNED" && w != "TOTALORDER" && w != "NOTYPE")
+          unsupported(op, fmt::format("compare type {}", w));
+        else if (k.empty() && w == "UNSIGNED")
+          at.emplace_back("type", "UNSIGNED");
+      }
+      if (dir.empty()) malformed(op, "compare needs a direction");
+      at.emplace_back("direction", dir);
+    } else if (n == "stablehlo.dot_general" || n == "stablehlo.dot") {
+      check_attrs({"dot_dimension_numbers", "precision_config", "lhs_contracting_dimensions", "rhs_contracting_dimensions",
+                   "lhs_batching_dimensions", "rhs_batching_dimensions"});
+      std::vector<int64_t> lb, rb, lc, rc;
+      if (n == "stablehlo.dot") {
+        lc = {int64_t(in.at(0).shape.dims.size()) - 1}, rc = {0};
+      } else if (const Attr* d = op.attr("dot_dimension_numbers")) {
+        lb = field_ints(op, *d, "lhs_batching_dimensions"), rb = field_ints(op, *d, "rhs_batching_dimensions");
+        lc = field_ints(op, *d, "lhs_contracting_dimensions"), rc = field_ints(op, *d, "rhs_contracting_dimensions");
+      } else {
+        lb = ints(op, "lhs_batching_dimensions", false), rb = ints(op, "rhs_batching_dimensions", false);
+        lc = ints(op, "lhs_contracting_dimensions", false), rc = ints(op, "rhs_contracting_dimensions", false);
+      }
+      if (!lb.empty()) at.emplace_back("lhs_batch_dims", ints_text(lb));
+      if (!rb.empty()) at.emplace_back("rhs_batch_dims", ints_text(rb));
+      at.emplace_back("lhs_contracting_dims", ints_text(lc));
+      at.emplace_back("rhs_contracting_dims", ints_text(rc));
+      precision(op, at);
+    } else if (n == "stablehlo.convolution") {
+      check_attrs({"dimension_numbers", "window_strides", "padding", "lhs_dilation", "rhs_dilation", "window_reversal",
+                   "feature_group_count", "batch_group_count", "precision_config"});
+      const Attr* dn = op.attr("dimension_numbers");
+      if (!dn) malformed(op, "convolution needs dimension numbers");
+      const auto [labels, kernel_spatial] = conv_labels(op, dn->text);
+      const Shape& ks = in.at(1).shape;
+      std::vector<int64_t> size;
+      for (size_t d : kernel_spatial) size.push_back(ks.dims.at(d));
+      window_attr(op, at, size, "window_strides", "lhs_dilation", "rhs_dilation", "window_reversal");
+      at.emplace_back("dim_labels", labels);
+      for (const char* k : {"feature_group_count", "batch_group_count"})
+        if (op.attr(k)) at.emplace_back(k, std::to_string(ints(op, k).at(0)));
+      precision(op, at);
+    } else if (n == "stablehlo.reduce") {
+      check_attrs({"dimensions"});
+      at.emplace_back("dimensions", ints_text(ints(op, "dimensions")));
+      at.emplace_back("to_apply", op.regions.at(0));
+    } else if (n == "stablehlo.reduce_window") {
+      check_attrs({"window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding"});
+      window_attr(op, at, ints(op, "window_dimensions"), "window_strides", "base_dilations", "window_dilations", nullptr);
+      at.emplace_back("to_apply", op.regions.at(0));
+    } else if (n == "stablehlo.select_and_scatter") {
+      check_attrs({"window_dimensions", "window_strides", "padding"});
+      window_attr(op, at, ints(op, "window_dimensions"), "window_strides", nullptr, nullptr, nullptr);
+      at.emplace_back("select", op.regions.at(0));
+      at.emplace_back("scatter", op.regions.at(1));
+    } else if (n == "stablehlo.gather") {
+      check_attrs({"dimension_numbers", "slice_sizes"});
+      const Attr* d = op.attr("dimension_numbers");
+      if (!d) malformed(op, "gather needs dimension_numbers");
+      for (const char* k : {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims", "start_index_map"})
+        at.emplace_back(k, ints_text(field_ints(op, *d, k)));
+      at.emplace_back("index_vector_dim", std::to_string(field_ints(op, *d, "index_vector_dim").at(0)));
+      at.emplace_back("slice_sizes", ints_text(ints(op, "slice_sizes")));
+    } else if (n == "stablehlo.scatter") {
+      check_attrs({"scatter_dimension_numbers"});
+      const Attr* d = op.attr("scatter_dimension_numbers");
+      if (!d) malformed(op, "scatter needs scatter_dimension_numbers");
+      for (const char* k : {"update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
+                            "scatter_dims_to_operand_dims"})
+        at.emplace_back(k, ints_text(field_ints(op, *d, k)));
+      const auto ivd = field_ints(op, *d, "index_vector_dim");
+      at.emplace_back("index_vector_dim", std::to_string(ivd.empty() ? int64_t(in.at(1).shape.dims.size()) : ivd[0]));
+      at.emplace_back("to_apply", op.regions.at(0));
+    } else if (n == "stablehlo.dynamic_slice") {
+      check_attrs({"slice_sizes"});
+      at.emplace_back("dynamic_slice_sizes", ints_text(ints(op, "slice_sizes")));
+    } else if (n == "stablehlo.get_tuple_element") {
+      check_attrs({"index"});
+      at.emplace_back("index", std::to_string(ints(op, "index").at(0)));
+    } else if (n == "stablehlo.all_reduce" || n == "stablehlo.all_gather" || n == "stablehlo.reduce_scatter" ||
+               n == "stablehlo.all_to_all" || n == "stablehlo.collective_permute") {
+      if (const Attr* g = op.attr("replica_groups")) at.emplace_back("replica_groups", replica_groups(op, *g));
+      else if (op.attr("source_target_pairs")) at.emplace_back("replica_groups", "source_target_pairs");
+    } else {
+      check_attrs({});
+    }
+    if (multi) return define(sc, op, unpack(sc, op, i));
+    define(sc, op, {push(sc, i)});
+  }
+
+  static std::string last_word(const std::string& t) {
+    const size_t sp = t.find_last_of(' ');
+    return sp == std::string::npos ? t : t.substr(sp + 1);
+  }
+
+  void precision(const Op& op, std::vector<std::pair<std::string, std::string>>& at) const {
+    const Attr* p = op.attr("precision_config");
+    if (!p) return;
+    std::string s = "{";
+    for (size_t k = 0; k < p->items.size(); ++k) {
+      std::string w = last_word(p->items[k].text);
+      for (char& c : w) c = char(std::tolower(uint8_t(c)));
+      s += (k ? "," : "") + w;
+    }
+    at.emplace_back("operand_precision", s + "}");
+  }
+
+  // "window={size=.. stride=.. pad=lo_hi x .. lhs_dilate=.. rhs_dilate=..}"
+  void window_attr(const Op& op, std::vector<std::pair<std::string, std::string>>& at, const std::vector<int64_t>& size,
+                   const char* strides, const char* lhs_dil, const char* rhs_dil, const char* reversal) const {
+    auto xs = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (size_t k = 0; k < v.size(); ++k) s += (k ? "x" : "") + std::to_string(v[k]);
+      return s;
+    };
+    std::string w = "{size=" + xs(size);
+    if (const Attr* a = strides ? op.attr(strides) : nullptr) w += " stride=" + xs(ints(op, *a));
+    if (const Attr* a = op.attr("padding")) {
+      const auto p = ints(op, *a);
+      if (p.size() != 2 * size.size()) malformed(op, "padding needs a low and a high value per window dimension");
+      std::string s;
+      for (size_t k = 0; k < size.size(); ++k) s += fmt::format("{}{}_{}", k ? "x" : "", p[2 * k], p[2 * k + 1]);
+      w += " pad=" + s;
+    }
+    if (const Attr* a = lhs_dil ? op.attr(lhs_dil) : nullptr) w += " lhs_dilate=" + xs(ints(op, *a));
+    if (const Attr* a = rhs_dil ? op.attr(rhs_dil) : nullptr) w += " rhs_dilate=" + xs(ints(op, *a));
+    if (const Attr* a = reversal ? op.attr(reversal) : nullptr) {
+      std::vector<int64_t> r;
+      for (const auto& item : a->items) r.push_back(item.text == "true" || item.text == "1");
+      for (int64_t x : r)
+        if (x) w += " rhs_reversal=" + xs(r);
+    }
+    at.emplace_back("window", w + "}");
+  }
+
+  // "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]" -> "b01f_01io->b01f", and
+  // the kernel's spatial dimensions in order.
+  std::pair<std::string, std::vector<size_t>> conv_labels(const Op& op, const std::string& t) const {
+    std::vector<std::string> parts(3);
+    int part = -1;
+    for (size_t k = 0; k < t.size(); ++k) {
+      const char c = t[k];
+      if (c == '[') {
+        if (++part > 2) malformed(op, "bad convolution dimension numbers");
+      } else if (c == ']' || c == ',' || c == ' ' || c == 'x' || c == '-' || c == '>') {
+      } else if (part >= 0) {
+        if (!std::isalnum(uint8_t(c))) malformed(op, "bad convolution dimension numbers");
+        parts[size_t(part)] += c;
+      }
+    }
+    if (part != 2) malformed(op, fmt::format("unsupported convolution dimension numbers '{}'", t));
+    std::vector<size_t> spatial(parts[1].size(), 0);
+    size_t ns = 0;
+    for (size_t d = 0; d < parts[1].size(); ++d)
+      if (std::isdigit(uint8_t(parts[1][d]))) spatial.at(size_t(parts[1][d] - '0')) = d, ++ns;
+    spatial.resize(ns);
+    return {parts[0] + "_" + parts[1] + "->" + parts[2], spatial};
+  }
+
+  // dense<[[0, 1], [2, 3]]> : tensor<2x2xi64> -> "{{0,1},{2,3}}".
+  std::string replica_groups(const Op& op, const Attr& g) const {
+    if (g.kind != Attr::dense || !g.type || g.type->dims.size() != 2) return "mesh[" + g.text + "]";
+    const auto v = ints(op, g);
+    const size_t per = size_t(g.type->dims[1]);
+    std::string s = "{";
+    for (size_t k = 0; per && k < v.size(); k += per) {
+      std::vector<std::string> grp;
+      for (size_t j = k; j < k + per && j < v.size(); ++j) grp.push_back(std::to_string(v[j]));
+      s += fmt::format("{}{{{}}}", k ? "," : "", fmt::join(grp, ","));
+    }
+    return s + "}";
+  }
+
+  // A dense<...> literal as HLO constant text; a splat of several elements
+  // becomes a scalar constant and a broadcast.
+  Value constant(Scope& sc, const Op& op, Instruction& i, const Attr& v) {
+    const Shape& t = i.shape;
+    if (t.tuple) malformed(op, "tuple constant");
+    int64_t n = 1;
+    for (int64_t d : t.dims) n *= d;
+    std::vector<std::string> vals;
+    const std::string& text = v.text;
+    std::string_view body(text);
+    while (!body.empty() && body.front() == ' ') body.remove_prefix(1);
+    if (!body.empty() && body.front() == '"') {  // "0x..." raw little-endian bytes
+      if (body.size() < 4 || body.substr(1, 2) != "0x" || body.back() != '"') malformed(op, "bad hex constant");
+      const std::string_view hex = body.substr(3, body.size() - 4);
+      const size_t es = element_bytes(op, t.dtype);
+      if (hex.size() % (2 * es)) malformed(op, "hex constant does not hold whole elements");
+      for (size_t e = 0; e < hex.size() / (2 * es); ++e) {
+        uint64_t bits = 0;
+        for (size_t b = 0; b < es; ++b) {
+          const std::string byte(hex.substr((e * es + b) * 2, 2));
+          bits |= uint64_t(std::stoul(byte, nullptr, 16)) << (8 * b);
+        }
+        vals.push_back(element_text(op, t.dtype, "", bits, true));
+      }
+    } else {
+      for (const auto& tok : dense_tokens(op, text)) vals.push_back(element_text(op, t.dtype, tok, 0, false));
+    }
+    if (vals.size() == 1 && n != 1) {
+      Instruction s = make(sc, "constant", Shape{false, {}, t.dtype, {}, {}}, 0, op);
+      s.name = fresh(sc, op, "splat");
+      s.literal = vals[0];
+      const Value sv = push(sc, s);
+      Instruction b = make(sc, "broadcast", t, 0, op);
+      b.name = i.name;
+      b.operands = {sv.name};
+      b.attributes.emplace_back("dimensions", "{}");
+      return push(sc, b);
+    }
+    if (int64_t(vals.size()) != n) malformed(op, fmt::format("constant has {} values for {} elements", vals.size(), n));
+    std::string lit;
+    lit.reserve(vals.size() * 8);
+    for (size_t k = 0; k < vals.size(); ++k) lit += (k ? ", " : "") + vals[k];
+    i.literal = t.dims.empty() ? lit : "{" + lit + "}";
+    i.opcode = "constant";
+    return push(sc, i);
+  }
+  size_t element_bytes(const Op& op, const std::string& dt) const {
+    if (dt == "pred" || dt == "s8" || dt == "u8") return 1;
+    if (dt == "bf16" || dt == "f16" || dt == "s16" || dt == "u16") return 2;
+    if (dt == "f32" || dt == "s32" || dt == "u32") return 4;
+    if (dt == "f64" || dt == "s64" || dt == "u64") return 8;
+    unsupported(op, fmt::format("constant of element type {}", dt));
+  }
+  // One element as HLO literal text: from its token, or from its bits.
+  std::string element_text(const Op& op, const std::string& dt, const std::string& tok, uint64_t bits, bool from_bits) const {
+    const bool is_float = dt == "f32" || dt == "bf16" || dt == "f16" || dt == "f64";
+    if (!from_bits && (tok == "true" || tok == "false")) return tok;
+    if (!from_bits && !is_float) {
+      errno = 0;
+      char* end = nullptr;
+      if (tok.rfind("0x", 0) == 0 || tok.rfind("0X", 0) == 0) {
+        bits = std::strtoull(tok.c_str(), &end, 16);
+        from_bits = true;
+      } else {
+        const long long v = std::strtoll(tok.c_str(), &end, 10);
+        if (tok.empty() || *end || errno) malformed(op, fmt::format("bad integer '{}'", tok));
+        return std::to_string(v);
+      }
+      if (*end) malformed(op, fmt::format("bad integer '{}'", tok));
+    }
+    if (from_bits && !is_float) {
+      const size_t es = element_bytes(op, dt);
+      if (dt == "pred") return bits ? "true" : "false";
+      if (dt[0] == 'u' || es == 8) return std::to_string(bits);
+      const uint64_t sign = uint64_t(1) << (8 * es - 1);
+      return std::to_string(int64_t((bits & ((sign << 1) - 1)) ^ sign) - int64_t(sign));
+    }
+    double x = 0;
+    if (!from_bits && (tok.rfind("0x", 0) == 0 || tok.rfind("0X", 0) == 0)) {
+      char* end = nullptr;
+      bits = std::strtoull(tok.c_str(), &end, 16);
+      if (*end) malformed(op, fmt::format("bad float bits '{}'", tok));
+      from_bits = true;
+    }
+    if (from_bits) {
+      if (dt == "f64") {
+        std::memcpy(&x, &bits, 8);
+      } else if (dt == "f32" || dt == "bf16") {
+        const uint32_t b = dt == "f32" ? uint32_t(bits) : uint32_t(bits) << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        x = f;
+      } else {
+        const int e = int(bits >> 10 & 0x1f), m = int(bits & 0x3ff);
+        x = (bits >> 15 & 1 ? -1.0 : 1.0) * (e == 0x1f ? (m ? NAN : INFINITY) : e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24));
+      }
+    } else {
+      char* end = nullptr;
+      x = std::strtod(tok.c_str(), &end);
+      if (tok.empty() || *end) malformed(op, fmt::format("bad number '{}'", tok));
+    }
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return fmt::format("{}", x);
+  }
+
+  // Custom calls: check.* (the conformance form), sharding annotations, and
+  // whatever the importer knows by target name.
+  void custom_call(Scope& sc, Op& op, const std::vector<Value>& in) {
+    std::string target = op.callee;
+    if (op.name.rfind("check.", 0) == 0) target = op.name;  // the check dialect written directly
+    if (target.rfind("check.", 0) == 0) {
+      const bool dialect = op.name.rfind("check.", 0) == 0;
+      std::string kind = target.substr(6);
+      const bool with_const = kind.size() > 6 && kind.substr(kind.size() - 6) == "_const";
+      if (with_const) kind = kind.substr(0, kind.size() - 6);
+      if (kind == "eq") kind = "expect_eq";
+      const auto k = isa::check_kind_from_name(kind);
+      if (!k) unsupported(op, fmt::format("check {}", target));
+      if (!(sc.parent == nullptr && sc.comp.name == "main")) unsupported(op, "a check outside @main");
+      Value actual = in.at(0), expected;
+      if (with_const) {
+        const Attr* v = nullptr;
+        for (const auto& [key, a] : op.attrs)
+          if (a.kind == Attr::dense && (key.empty() || key == "value")) v = &a;
+        if (!v) malformed(op, "needs a dense<...> value");
+        Instruction c = make(sc, "constant", actual.shape, 0, op);
+        c.name = fresh(sc, op, "expected");
+        expected = constant(sc, op, c, *v);
+      } else {
+        if (in.size() != 2) malformed(op, "a check compares two values");
+        expected = in[1];
+      }
+      if (actual.shape.dtype != expected.shape.dtype || actual.shape.dims != expected.shape.dims)
+        malformed(op, fmt::format("compares {} with {}", actual.shape.to_string(), expected.shape.to_string()));
+      isa::Check c;
+      c.kind = *k;
+      // The interpreter's defaults for the custom call; the check dialect's own.
+      if (c.kind == isa::CheckKind::expect_almost_eq) c.tolerance = dialect ? 1e-4 : 1e-3;
+      if (c.kind == isa::CheckKind::expect_close) c.max_ulp = dialect ? 1 : 3;
+      for (const auto& [key, a] : op.attrs) {
+        if (key == "tolerance") c.tolerance = std::strtod(a.text.c_str(), nullptr);
+        else if (key == "max_ulp_difference") c.max_ulp = uint64_t(ints(op, a).at(0));
+        else if (key == "min_ulp_difference") c.min_ulp = uint64_t(ints(op, a).at(0));
+      }
+      if (c.kind != isa::CheckKind::expect_eq && actual.shape.dtype != "f32" && actual.shape.dtype != "bf16" &&
+          actual.shape.dtype != "f16" && actual.shape.dtype != "f64")
+        malformed(op, fmt::format("{} needs float values, not {}", kind, actual.shape.dtype));
+      const uint32_t base = uint32_t(2 * pending_check_values_.size());
+      c.actual = base, c.expected = base + 1;  // offset by @main's own results at its return
+      pending_checks_.push_back(c);
+      pending_check_values_.emplace_back(actual, expected);
+      if (op.nresults()) malformed(op, "a check defines no value");
+      return;
+    }
+    Instruction i = make(sc, "custom-call", op.result_types.size() == 1 ? op.result_types[0] : tuple_of(op.result_types), 0, op);
+    i.name = fresh(sc, op, "custom");
+    for (const auto& v : in) i.operands.push_back(v.name);
+    i.attributes.emplace_back("custom_call_target", "\"" + target + "\"");
+    if (op.result_types.size() == 1) return define(sc, op, {push(sc, i)});
+    define(sc, op, unpack(sc, op, i));
+  }
+
+ private:
+  std::string_view s_;
+  std::string file_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+  std::vector<size_t> line_starts_;
+  std::map<std::string, std::string> loc_aliases_;
+  Module m_;
+  std::string module_name_;
+  std::string devices_;  // "mhlo.num_partitions = 4" for a multi-device module
+  std::optional<std::string> entry_;
+  std::vector<std::string> public_;
+  std::map<std::string, std::vector<Shape>> functions_;  // name -> result types
+  std::string current_function_;
+  bool generic_results_pending_ = false;
+  std::vector<Shape> last_return_types_;
+  int region_counter_ = 0;
+  std::vector<std::unique_ptr<Scope>> while_scopes_;
+  std::vector<std::vector<Scope::Captured>> branch_captures_;
+  std::vector<isa::Check> pending_checks_;
+  std::vector<std::pair<Value, Value>> pending_check_values_;
+
+};
+
+}  // namespace
+
+Module parse_stablehlo(std::string_view text, std::string_view filename) {
+  return Parser(text, filename).run();
+}
+
+bool looks_like_stablehlo(std::string_view text) {
+  size_t p = 0;
+  for (;;) {
+    while (p < text.size() && std::isspace(uint8_t(text[p]))) ++p;
+    if (text.substr(p, 2) == "//") {
+      while (p < text.size() && text[p] != '\n') ++p;
+      continue;
+    }
+    break;
+  }
+  const std::string_view rest = text.substr(p);
+  for (std::string_view w : {"module", "func.func", "#loc", "\"builtin.module\"", "\"func.func\""})
+    if (rest.substr(0, w.size()) == w) return true;
+  return false;
+}
+
+}  // namespace tpu::hlo
