@@ -522,6 +522,7 @@ class Importer {
     } else if (opc == "constant") {
       op.kind = OpKind::constant;
       op.literal = literal(i, op.type);
+      op.opaque = i.attribute("tpuc.opaque") != nullptr;
     } else if (opc == "iota") {
       op.kind = OpKind::iota;
       op.index = one_int(i, "iota_dimension", 0);

@@ -477,6 +477,7 @@ std::string print(const Function& f) {
         std::vector<std::string> vs;
         for (double v : op.literal) vs.push_back(num(v));
         a("value", fmt::format("[{}]", fmt::join(vs, ",")));
+        if (op.opaque) a("opaque", "true");
         break;
       }
       case OpKind::iota: case OpKind::concatenate: a("dimension", std::to_string(op.index)); break;
@@ -718,6 +719,8 @@ class Parser {
     } else if (key == "name") {
       if (size_t(op.index) >= f.param_names.size()) f.param_names.resize(op.index + 1);
       f.param_names[op.index] = quoted();
+    } else if (key == "opaque") {
+      op.opaque = ident() == "true";
     } else if (key == "value") {
       expect('[');
       if (!accept(']')) {

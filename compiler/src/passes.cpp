@@ -174,7 +174,8 @@ Function dead_code(const Function& in) {
   return out;
 }
 
-bool is_constant(const Function& f, int v) { return f.ops[v].kind == OpKind::constant; }
+// A constant the compiler may look into (opaque ones stand for runtime data).
+bool is_constant(const Function& f, int v) { return f.ops[v].kind == OpKind::constant && !f.ops[v].opaque; }
 
 // The constant's single value, if it is a splat.
 std::optional<double> splat_value(const Function& f, int v) {

@@ -1798,10 +1798,14 @@ class Parser {
     } else {
       for (const auto& tok : dense_tokens(op, text)) vals.push_back(element_text(op, t.dtype, tok, 0, false));
     }
+    // The conformance form's @inputs() are the program's data: tpuc must not
+    // fold them away, so the checks test the simulated machine.
+    if (current_function_ == "inputs") i.attributes.emplace_back("tpuc.opaque", "true");
     if (vals.size() == 1 && n != 1) {
       Instruction s = make(sc, "constant", Shape{false, {}, t.dtype, {}, {}}, 0, op);
       s.name = fresh(sc, op, "splat");
       s.literal = vals[0];
+      s.attributes = i.attributes;
       const Value sv = push(sc, s);
       Instruction b = make(sc, "broadcast", t, 0, op);
       b.name = i.name;

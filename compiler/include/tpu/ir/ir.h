@@ -84,6 +84,7 @@ struct Op {
   Direction direction = Direction::EQ;
   Combiner combiner = Combiner::add;
   std::vector<double> literal;    // constant values, row-major (one value: a splat)
+  bool opaque = false;            // a constant whose value is runtime data: never folded into others
   std::string loc;                // where it came from: "file:line name"
 };
 
