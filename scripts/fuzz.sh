@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader fuzz_hlo fuzz_ir)
+((${#TARGETS[@]})) || TARGETS=(fuzz_asm fuzz_loader fuzz_hlo fuzz_stablehlo fuzz_ir)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (apt-get install clang)" >&2; exit 1; }
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${TARGETS[@]}"
@@ -19,6 +19,7 @@ for t in "${TARGETS[@]}"; do
   case $t in
     fuzz_asm) seeds=(examples/asm tests/asm) ;;
     fuzz_hlo) seeds=(tests/corpus tests/compiler/hlo tests/fuzz/corpus/hlo) ;;
+    fuzz_stablehlo) seeds=(tests/stablehlo tests/corpus) ;;
     *) seeds=(tests/fuzz/corpus/${t#fuzz_}) ;;
   esac
   work=build-fuzz/corpus/$t

@@ -8,12 +8,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 namespace tpu::hlo {
 namespace {
@@ -109,7 +113,8 @@ class Parser {
   }
 
   Module run() {
-    ws();
+    for (ws(); peek() == '#'; ws())  // #loc aliases before the module (read up front)
+      while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
     if (keyword("module")) {
       ws();
       if (peek() == '@') module_name_ = symbol();
@@ -118,6 +123,7 @@ class Parser {
       expect('{');
       body_of_module('}');
       expect('}');
+      opt_loc();
     } else if (starts_with("\"builtin.module\"")) {
       const size_t at = pos_;
       string_lit();
@@ -142,7 +148,8 @@ class Parser {
     } else {
       body_of_module('\0');
     }
-    ws();
+    for (ws(); peek() == '#'; ws())  // #loc aliases after it
+      while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
     if (pos_ < s_.size()) fail("unexpected text after the module");
     if (!entry_ && public_.size() == 1) entry_ = public_[0];
     if (!entry_) fail_at(0, "no function @main (or a single public function) to run");
@@ -231,6 +238,7 @@ class Parser {
   std::string string_lit() {
     ws();
     if (peek() != '"') fail(fmt::format("expected a string, found {}", found()));
+    const size_t start = pos_;
     std::string out;
     for (++pos_; pos_ < s_.size() && s_[pos_] != '"'; ++pos_) {
       if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) {
@@ -243,7 +251,7 @@ class Parser {
       }
       out += s_[pos_];
     }
-    if (pos_ >= s_.size()) fail("unterminated string");
+    if (pos_ >= s_.size()) fail_at(start, "unterminated string");
     ++pos_;
     return out;
   }
@@ -403,7 +411,8 @@ class Parser {
         if (!std::isdigit(uint8_t(peek()))) break;
         const size_t b = pos_;
         while (std::isdigit(uint8_t(peek()))) ++pos_;
-        if (pos_ - b > 15) fail("dimension too large");
+        if (pos_ - b > 15 || std::stoll(std::string(s_.substr(b, pos_ - b))) > int64_t(isa::kMaxDim)) fail("dimension above 2^48");
+        if (sh.dims.size() == 64) fail("a tensor of rank above 64");
         sh.dims.push_back(std::stoll(std::string(s_.substr(b, pos_ - b))));
         if (peek() != 'x') fail(fmt::format("expected 'x' in a tensor type, found {}", found()));
         ++pos_;
@@ -846,7 +855,11 @@ class Parser {
       set_return(sc, op, op.operands, op.result_types);
       return true;
     }
-    emit(sc, op);
+    try {
+      emit(sc, op);
+    } catch (const std::out_of_range&) {
+      malformed(op, "an operand, a region or an attribute's value is missing");
+    }
     return false;
   }
 
@@ -1278,6 +1291,14 @@ class Parser {
     return fmt::format("{}/{}{}", op.results.empty() ? "%" : op.results[0].first, what, ++sc.counter);
   }
 
+  // Elements of a shape, saturating (the importer refuses large ones).
+  static int64_t elements(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s.dims)
+      if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+    return n;
+  }
+
   static std::string ints_text(const std::vector<int64_t>& v) {
     std::string s = "{";
     for (size_t k = 0; k < v.size(); ++k) s += (k ? "," : "") + std::to_string(v[k]);
@@ -1305,9 +1326,7 @@ class Parser {
             malformed(op, fmt::format("'{}' is not an integer", t));
           }
         }
-        int64_t n = 1;
-        if (x.type)
-          for (int64_t d : x.type->dims) n *= d;
+        const int64_t n = x.type ? elements(*x.type) : 1;
         if (toks.size() == 1 && n > 1 && n < (int64_t(1) << 20)) v.assign(size_t(n), v[0]);  // a splat
       } else {
         malformed(op, fmt::format("expected integers, found '{}'", x.text));
@@ -1548,10 +1567,7 @@ class Parser {
         if (xs.dims[k] == rt.dims[size_t(d[k])]) kept_dims.push_back(xs.dims[k]), kept_map.push_back(d[k]);
         else if (xs.dims[k] != 1) malformed(op, "broadcast of a dimension that is neither 1 nor the result's size");
       }
-      int64_t in_n = 1, out_n = 1;
-      for (int64_t x : xs.dims) in_n *= x;
-      for (int64_t x : rt.dims) out_n *= x;
-      if (in_n == out_n && kept_dims.size() == xs.dims.size()) {
+      if (elements(xs) == elements(rt) && kept_dims.size() == xs.dims.size()) {
         bool in_order = true;  // only size-1 dimensions added: a reshape, as XLA writes it
         for (size_t k = 1; k < kept_map.size(); ++k) in_order &= kept_map[k] > kept_map[k - 1];
         if (in_order) {
@@ -1752,7 +1768,11 @@ class Parser {
     std::vector<size_t> spatial(parts[1].size(), 0);
     size_t ns = 0;
     for (size_t d = 0; d < parts[1].size(); ++d)
-      if (std::isdigit(uint8_t(parts[1][d]))) spatial.at(size_t(parts[1][d] - '0')) = d, ++ns;
+      if (std::isdigit(uint8_t(parts[1][d]))) {
+        const size_t k = size_t(parts[1][d] - '0');
+        if (k >= spatial.size()) malformed(op, fmt::format("bad spatial dimension {} in '{}'", k, t));
+        spatial[k] = d, ++ns;
+      }
     spatial.resize(ns);
     return {parts[0] + "_" + parts[1] + "->" + parts[2], spatial};
   }
@@ -1776,8 +1796,7 @@ class Parser {
   Value constant(Scope& sc, const Op& op, Instruction& i, const Attr& v) {
     const Shape& t = i.shape;
     if (t.tuple) malformed(op, "tuple constant");
-    int64_t n = 1;
-    for (int64_t d : t.dims) n *= d;
+    const int64_t n = elements(t);
     std::vector<std::string> vals;
     const std::string& text = v.text;
     std::string_view body(text);
@@ -1785,6 +1804,8 @@ class Parser {
     if (!body.empty() && body.front() == '"') {  // "0x..." raw little-endian bytes
       if (body.size() < 4 || body.substr(1, 2) != "0x" || body.back() != '"') malformed(op, "bad hex constant");
       const std::string_view hex = body.substr(3, body.size() - 4);
+      for (char ch : hex)
+        if (!std::isxdigit(uint8_t(ch))) malformed(op, fmt::format("'{}' in a hex constant", ch));
       const size_t es = element_bytes(op, t.dtype);
       if (hex.size() % (2 * es)) malformed(op, "hex constant does not hold whole elements");
       for (size_t e = 0; e < hex.size() / (2 * es); ++e) {

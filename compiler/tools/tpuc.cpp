@@ -25,11 +25,11 @@ void write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tpuc: compile an XLA HLO module (as JAX emits it) or tpuc IR (*.ir) for the tpusim TPU", "tpuc"};
+  CLI::App app{"tpuc: compile a JAX program as StableHLO (*.mlir, as_text()) or XLA HLO text (*.hlo), or tpuc IR (*.ir), for the tpusim TPU", "tpuc"};
   std::string input, output, config = "v5e", precision, emit = "bin", outputs_dir;
   std::vector<std::string> inputs, settings;
   bool dump = false, interpret = false;
-  app.add_option("module", input, "MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
+  app.add_option("module", input, "MODULE.mlir (StableHLO), MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
   app.add_option("-o,--output", output, "output file (.tpu for --emit bin; '-' or none prints ir/asm)");
   app.add_option("--config", config, "target machine: a preset (tiny, v1, v4, v5e) or a config file; default v5e");
   app.add_option("--set", settings, "KEY=VALUE: change one parameter of --config (hbm.latency_ns=200, target.mxu_dim=16); repeatable")

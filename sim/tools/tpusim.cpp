@@ -73,7 +73,9 @@ int main(int argc, char* argv[]) {
   return sc_core::sc_elab_and_sim(argc, argv);
 }
 
-int sc_main(int argc, char* argv[]) {  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU"};
+int sc_main(int argc, char* argv[]) {
+  CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU; a program's own checks "
+               "(StableHLO check.expect_*) are evaluated after the run, one line each, exit 5 if any fails"};
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
   std::vector<std::string> inputs, settings;

@@ -124,6 +124,30 @@ TEST_CASE("program-level checks point at the input", "[asm]") {
   CHECK(errors(".target tiny\n.data 0\n.byte 1\n.data 0\n.byte 2\n")[0].message.find("overlap") != std::string::npos);
 }
 
+TEST_CASE("the .check directive names two outputs and tpu-objdump writes it back", "[asm]") {
+  const std::string head = ".output y, f32[4], 0x0\n.output r, f32[4], 0x100\n.input x, f32[4], 0x200\n";
+  const isa::Program p = ok(head + ".check expect_close, y, r, max_ulp=5\n.check expect_almost_eq, r, y, tolerance=\"2.5e-4\"\n"
+                                   ".check expect_eq, y, y\nhalt\n");
+  REQUIRE(p.checks.size() == 3);
+  CHECK((p.checks[0].kind == isa::CheckKind::expect_close && p.checks[0].max_ulp == 5 && p.checks[0].min_ulp == 0));
+  CHECK((p.checks[1].actual == 1 && p.checks[1].expected == 0 && p.checks[1].tolerance == 2.5e-4));
+  CHECK(ok(as::disassemble(p)) == p);
+  CHECK(ok(head + ".check expect_close, y, r\nhalt\n").checks[0].max_ulp == 3);  // StableHLO's custom-call default
+  const std::pair<const char*, const char*> bad[] = {
+      {".check expect_near, y, r", "unknown check kind 'expect_near'"},
+      {".check expect_eq, y, x", "'x' is not an output declared before this .check"},
+      {".check expect_eq, y, r, max_ulp=2", "expect_eq takes no parameter 'max_ulp'"},
+      {".check expect_close, y, r, min_ulp=4, max_ulp=3", "min_ulp 4 is above max_ulp 3"},
+      {".check expect_almost_eq, y, r, tolerance=\"-1\"", "is not a finite number >= 0"},
+  };
+  for (const auto& [line, why] : bad) {
+    INFO(line);
+    const auto e = errors(head + line + "\nhalt\n");
+    REQUIRE(e.size() == 1);
+    CHECK_THAT(e[0].render(), Catch::Contains(why));
+  }
+}
+
 TEST_CASE(".inst carries words that are not instructions", "[asm]") {
   auto p = ok(".inst 0xff00000000000000\n");
   CHECK(p.code[0] == 0xff00000000000000ull);

@@ -2,6 +2,9 @@
 // else is rejected with an Error, never undefined behaviour.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "tpu/isa/isa.h"
@@ -118,6 +121,66 @@ TEST_CASE("the loader names what is wrong", "[program]") {
     p.target.mxu_dim = 0;
     CHECK_THROWS_WITH(save(p), Catch::Contains("target.mxu_dim = 0"));
   }
+}
+
+TEST_CASE("checks: version 1.1 with a CHKS section, 1.0 without", "[program]") {
+  Program p = sample_program();
+  CHECK(save(p)[10] == 0);  // no checks: version 1.0, byte for byte as before
+  p.symbols.push_back({SymbolKind::Output, "y_ref", Dtype::bf16, {8}, 0x200});
+  p.checks.push_back({CheckKind::expect_close, 0, 1, 0, 0, 3});
+  p.checks.push_back({CheckKind::expect_almost_eq, 1, 0, 1e-3, 0, 0});
+  const auto bytes = save(p);
+  CHECK(bytes[10] == 1);
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q == p);
+  CHECK(save(q) == bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  auto bad = [&](Check c, const std::string& why) {
+    Program r = p;
+    r.checks = {c};
+    CHECK_THROWS_WITH(save(r), Catch::Contains(why));
+  };
+  bad({CheckKind::expect_eq, 0, 2, 0, 0, 0}, "compares outputs 0 and 2; the program has 2");
+  bad({CheckKind::expect_close, 0, 1, 0, 4, 3}, "min above max");
+  bad({CheckKind::expect_eq, 0, 1, 0.5, 0, 0}, "only expect_almost_eq has one");
+  bad({CheckKind::expect_almost_eq, 0, 1, -1, 0, 0}, "a finite value >= 0");
+  Program ints = p;
+  ints.symbols[1].dtype = ints.symbols[3].dtype = Dtype::s32;
+  ints.checks = {{CheckKind::expect_close, 0, 1, 0, 0, 3}};
+  CHECK_THROWS_WITH(save(ints), Catch::Contains("needs float outputs"));
+  auto corrupt = bytes;
+  corrupt[bytes.size() - 33] = 9;  // the last check's kind (33 bytes a check)
+  CHECK_THROWS_WITH(load(corrupt.data(), corrupt.size()), Catch::Contains("CHKS section"));
+}
+
+TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
+  const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0};
+  auto bytes = [](std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  const float one_up = std::nextafter(1.0f, 2.0f), three_up = std::nextafter(std::nextafter(one_up, 2.0f), 2.0f);
+  const float nan = std::nanf("");
+  const Check close{CheckKind::expect_close, 0, 1, 0, 0, 1}, eq{CheckKind::expect_eq, 0, 1, 0, 0, 0},
+      almost{CheckKind::expect_almost_eq, 0, 1, 1e-3, 0, 0};
+  CHECK(evaluate_check(close, t, bytes({1, -0.0f, nan, INFINITY}), bytes({one_up, 0.0f, nan, INFINITY})).pass);
+  CHECK_FALSE(evaluate_check(close, t, bytes({1, 0, 0, 0}), bytes({three_up, 0, 0, 0})).pass);
+  CHECK_FALSE(evaluate_check(close, t, bytes({1, 0, 0, INFINITY}), bytes({1, 0, 0, -INFINITY})).pass);
+  // Opposite signs add their distances from zero: the smallest normal is 1 step from 0.
+  const float tiny = std::numeric_limits<float>::min();
+  CHECK(evaluate_check(close, t, bytes({tiny, 0, 0, 0}), bytes({0, 0, 0, 0})).pass);
+  CHECK_FALSE(evaluate_check(close, t, bytes({tiny, 0, 0, 0}), bytes({-tiny, 0, 0, 0})).pass);
+  CHECK(evaluate_check(eq, t, bytes({-0.0f, 1, 2, 3}), bytes({0.0f, 1, 2, 3})).pass);
+  CHECK_FALSE(evaluate_check(eq, t, bytes({nan, 1, 2, 3}), bytes({nan, 1, 2, 3})).pass);
+  CHECK(evaluate_check(almost, t, bytes({1.0005f, nan, 0, 5}), bytes({1, nan, 0, 5})).pass);
+  const auto o = evaluate_check(almost, t, bytes({1, 2, 3, 4.01f}), bytes({1, 2, 3, 4}));
+  CHECK_FALSE(o.pass);
+  CHECK_THAT(o.detail, Catch::Contains("at index [3]"));
+  const TensorSymbol ti{SymbolKind::Output, "k", Dtype::s8, {2, 2}, 0};
+  const auto oi = evaluate_check(eq, ti, {1, 2, 3, 0xFF}, {1, 2, 3, 0xFE});
+  CHECK_FALSE(oi.pass);
+  CHECK(oi.detail == "-1 (actual) vs -2 (expected) at index [1,1]");
 }
 
 TEST_CASE("presets load and validate", "[target]") {

@@ -5,12 +5,12 @@
 #
 #   tests/robustness/hostile.sh BIN_DIR WORK_DIR [GROUP...]
 #
-# Groups: files config empty size hlo asm writes runs compare (default: all).
+# Groups: files config empty size hlo stablehlo asm writes runs compare (default: all).
 set -uo pipefail
 BIN="$(cd "$1" && pwd)" WORK=$2
 shift 2
 GROUPS_TO_RUN=("$@")
-[ ${#GROUPS_TO_RUN[@]} -gt 0 ] || GROUPS_TO_RUN=(files config empty size hlo asm writes runs compare)
+[ ${#GROUPS_TO_RUN[@]} -gt 0 ] || GROUPS_TO_RUN=(files config empty size hlo stablehlo asm writes runs compare)
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRC="$(cd "$HERE/../.." && pwd)"
 PY=${PYTHON:-python3}
@@ -310,6 +310,48 @@ $p
   expect 1 "^tpuc: error: region_type.hlo:" 10 "$BIN/tpuc" region_type.hlo -o x.tpu
   expect 1 "^tpuc: error: s8_range.hlo:4: c: constant value 300 does not fit s8" 10 "$BIN/tpuc" s8_range.hlo -o x.tpu
   expect 1 "^tpuc: error: result_shape.hlo:5" 10 "$BIN/tpuc" result_shape.hlo -o x.tpu
+}
+
+group_stablehlo() {
+  local main='func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {'
+  printf '%s\n  %%0 = stablehlo.negate %%a : tensor<4xf32>\n  return %%0 : tensor<4xf32>\n}\n' "$main" >ok.mlir
+  "$PY" - <<'PY'
+deep = 100000
+open("deep_list.mlir", "w").write("func.func @main() -> tensor<f32> {\n  %c = stablehlo.constant dense<" + "[" * deep + "1" + "]" * deep + "> : tensor<f32>\n  return %c : tensor<f32>\n}\n")
+open("deep_tuple.mlir", "w").write("func.func @main(%a: " + "tuple<" * deep + "tensor<f32>" + ">" * deep + ") -> tensor<f32> {\n}\n")
+open("deep_attr.mlir", "w").write("func.func @main(%a: tensor<4xf32> {x = " + "{y = " * deep + "1" + "}" * deep + "}) -> tensor<4xf32> {\n}\n")
+regions = "".join('%%r%d = "stablehlo.case"(%%i) ({\n' % k for k in range(2000))
+open("deep_regions.mlir", "w").write("func.func @main(%i: tensor<i32>) -> tensor<f32> {\n" + regions + "\n")
+open("wide.mlir", "w").write("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n" + "".join(
+    "  %%v%d = stablehlo.negate %s : tensor<4xf32>\n" % (k, "%a" if k == 0 else "%%v%d" % (k - 1)) for k in range(20000)) +
+    "  return %v19999 : tensor<4xf32>\n}\n")
+PY
+  printf '%s\n  %%0 = stablehlo.constant dense<"0xZZ00803F"> : tensor<f32>\n  return %%a : tensor<4xf32>\n}\n' "$main" >bad_hex.mlir
+  printf '%s\n  %%0 = stablehlo.negate %%a : tensor<4xf32>\n  return %%0 : tensor<4xf32>\n' "$main" >unclosed.mlir
+  printf '%s\n  %%0 = stablehlo.custom_call @foo(%%a) {backend_config = "unterminated : tensor<4xf32>\n' "$main" >unterminated.mlir
+  printf 'func.func @main(%%a: tensor<999999999999999x999999999999999xf32>) -> tensor<4xf32> {\n}\n' >huge_dims.mlir
+  printf '%s\n  %%0 = stablehlo.convolution(%%a, %%a) dim_numbers = [b, 9, f]x[9, i, o]->[b, 9, f], window = {} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n  return %%0 : tensor<4xf32>\n}\n' "$main" >bad_conv.mlir
+  printf '%s\n  %%0 = stablehlo.iota dim = [] : tensor<4xf32>\n  return %%0 : tensor<4xf32>\n}\n' "$main" >no_dim.mlir
+  printf '%s\n  %%0 = stablehlo.negate %%a : tensor<4xf32>\n  stablehlo.custom_call @check.expect_close(%%0, %%a) : (tensor<4xf32>, tensor<4xf32>) -> ()\n  return %%0 : tensor<4xf32>\n}\n' "$main" >check.mlir
+  : >empty.mlir
+  expect 0 "" 10 "$BIN/tpuc" ok.mlir -o ok.tpu --config tiny
+  expect 1 "^tpuc: error: deep_list.mlir:2:[0-9]+: brackets nest too deep" 10 "$BIN/tpuc" deep_list.mlir -o x.tpu
+  expect 1 "^tpuc: error: deep_tuple.mlir:1:[0-9]+: types nest deeper than 64" 10 "$BIN/tpuc" deep_tuple.mlir -o x.tpu
+  expect 1 "^tpuc: error: deep_attr.mlir:1:[0-9]+: attributes nest deeper than 64" 10 "$BIN/tpuc" deep_attr.mlir -o x.tpu
+  expect 1 "^tpuc: error: deep_regions.mlir:[0-9]+:[0-9]+: regions nest deeper than 64" 10 "$BIN/tpuc" deep_regions.mlir -o x.tpu
+  expect 0 "" 60 "$BIN/tpuc" wide.mlir -o wide.tpu --config tiny
+  expect 1 "^tpuc: error: bad_hex.mlir:2:3: stablehlo.constant: 'Z' in a hex constant" 10 "$BIN/tpuc" bad_hex.mlir -o x.tpu
+  expect 1 "^tpuc: error: unclosed.mlir:[0-9]+:[0-9]+: " 10 "$BIN/tpuc" unclosed.mlir -o x.tpu
+  expect 1 "^tpuc: error: unterminated.mlir:2:[0-9]+: unterminated string" 10 "$BIN/tpuc" unterminated.mlir -o x.tpu
+  expect 1 "^tpuc: error: huge_dims.mlir:1:[0-9]+: dimension above 2\^48" 10 "$BIN/tpuc" huge_dims.mlir -o x.tpu
+  expect 1 "^tpuc: error: bad_conv.mlir:2:3: stablehlo.convolution: bad spatial dimension 9" 10 "$BIN/tpuc" bad_conv.mlir -o x.tpu
+  expect 1 "^tpuc: error: no_dim.mlir:2:3: stablehlo.iota: an operand, a region or an attribute's value is missing" 10 "$BIN/tpuc" no_dim.mlir -o x.tpu
+  expect 1 "^tpuc: error: empty.mlir:1:1: no function @main" 10 "$BIN/tpuc" empty.mlir -o x.tpu
+  # A program's failing check: exit 5, the check's line on stdout, one line on stderr.
+  expect 0 "" 10 "$BIN/tpuc" check.mlir -o check.tpu --config tiny
+  npy a.npy '<f4' '(4,)' '1, 2, 3, 4'
+  expect 5 "^tpusim: 1 of 1 checks failed$" 20 "$BIN/tpusim" check.tpu --inputs a.npy
+  grep -q "^check 0 expect_close out1 vs out2: FAIL (-1 (actual) vs 1 (expected) at index \[0\]" out.txt || fail "no FAIL line for the check: $(cat out.txt)"
 }
 
 group_asm() {

@@ -1,0 +1,203 @@
+// The StableHLO reader: every corpus program imports to the same interface
+// as its HLO text, both syntaxes of an op mean the same, locations reach
+// errors and op locs, checks carry their defaults, and malformed text gives
+// one "file:line:col:" error.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "corpus.h"
+#include "tpu/compiler/compile.h"
+#include "tpu/hlo/stablehlo.h"
+#include "tpu/ir/import.h"
+
+namespace {
+
+using namespace tpu;
+
+ir::Function import(const std::string& text, const std::string& file = "t.mlir") {
+  return ir::import_hlo(hlo::parse_stablehlo(text, file), file);
+}
+
+// The printed IR without locations and parameter names.
+std::string body(const ir::Function& f) {
+  std::string s = ir::print(f);
+  s = std::regex_replace(s, std::regex(R"( loc\("[^"]*"\))"), "");
+  return std::regex_replace(s, std::regex(R"(, name="[^"]*")"), "");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    import(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kModule = R"(module @m {
+  func.func public @main(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> (tensor<4x8xf32>) {
+%BODY%
+  }
+})";
+
+std::string module(const std::string& lines) { return std::regex_replace(kModule, std::regex("%BODY%"), lines); }
+
+}  // namespace
+
+TEST_CASE("stablehlo: every corpus program imports with the interface of its HLO text") {
+  for (const std::string& name : test::corpus_programs()) {
+    if (test::multi_device(name)) continue;
+    INFO(name);
+    const ir::Function h = compiler::load_module(test::kCorpus + name + "/module.hlo");
+    const ir::Function s = compiler::load_module(test::kCorpus + name + "/module.stablehlo.mlir");
+    REQUIRE(h.params().size() == s.params().size());
+    for (size_t i = 0; i < h.params().size(); ++i) CHECK(h.ops[h.params()[i]].type == s.ops[s.params()[i]].type);
+    REQUIRE(h.results.size() == s.results.size());
+    for (size_t i = 0; i < h.results.size(); ++i) CHECK(h.ops[h.results[i]].type == s.ops[s.results[i]].type);
+  }
+}
+
+TEST_CASE("stablehlo: a multi-device program stops at its manual computation") {
+  CHECK_THROWS_WITH(compiler::load_module(test::kCorpus + "pmap_psum_4/module.stablehlo.mlir"),
+                    Catch::Contains("module.stablehlo.mlir:5:5: unsupported multi-device program: sdy.manual_computation"));
+}
+
+TEST_CASE("stablehlo: the pretty and the generic form of an op import alike") {
+  const std::pair<const char*, const char*> forms[] = {
+      {"%0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<8xf32>) -> tensor<4x8xf32>\n"
+       "%1 = stablehlo.add %arg0, %0 : tensor<4x8xf32>\n return %1 : tensor<4x8xf32>",
+       "%0 = \"stablehlo.broadcast_in_dim\"(%arg1) <{broadcast_dimensions = array<i64: 1>}> : (tensor<8xf32>) -> tensor<4x8xf32>\n"
+       "%1 = \"stablehlo.add\"(%arg0, %0) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>\n \"func.return\"(%1) : (tensor<4x8xf32>) -> ()"},
+      {"%0 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>\n"
+       "%1 = stablehlo.reverse %0, dims = [0] : tensor<8x4xf32>\n"
+       "%2 = stablehlo.reshape %1 : (tensor<8x4xf32>) -> tensor<4x8xf32>\n return %2 : tensor<4x8xf32>",
+       "%0 = \"stablehlo.transpose\"(%arg0) <{permutation = array<i64: 1, 0>}> : (tensor<4x8xf32>) -> tensor<8x4xf32>\n"
+       "%1 = \"stablehlo.reverse\"(%0) <{dimensions = array<i64: 0>}> : (tensor<8x4xf32>) -> tensor<8x4xf32>\n"
+       "%2 = \"stablehlo.reshape\"(%1) : (tensor<8x4xf32>) -> tensor<4x8xf32>\n return %2 : tensor<4x8xf32>"},
+      {"%0 = stablehlo.slice %arg0 [0:4, 0:8:2] : (tensor<4x8xf32>) -> tensor<4x4xf32>\n"
+       "%1 = stablehlo.concatenate %0, %0, dim = 1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>\n return %1 : tensor<4x8xf32>",
+       "%0 = \"stablehlo.slice\"(%arg0) <{limit_indices = array<i64: 4, 8>, start_indices = array<i64: 0, 0>, strides = array<i64: 1, 2>}> : "
+       "(tensor<4x8xf32>) -> tensor<4x4xf32>\n"
+       "%1 = \"stablehlo.concatenate\"(%0, %0) <{dimension = 1 : i64}> : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>\n"
+       " return %1 : tensor<4x8xf32>"},
+      {"%c = stablehlo.constant dense<0.000000e+00> : tensor<f32>\n"
+       "%0 = stablehlo.reduce(%arg0 init: %c) applies stablehlo.add across dimensions = [0] : (tensor<4x8xf32>, tensor<f32>) -> tensor<8xf32>\n"
+       "%1 = stablehlo.compare GT, %0, %arg1, FLOAT : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>\n"
+       "%2 = stablehlo.select %1, %0, %arg1 : tensor<8xi1>, tensor<8xf32>\n"
+       "%3 = stablehlo.broadcast_in_dim %2, dims = [1] : (tensor<8xf32>) -> tensor<4x8xf32>\n return %3 : tensor<4x8xf32>",
+       "%c = \"stablehlo.constant\"() <{value = dense<0.000000e+00> : tensor<f32>}> : () -> tensor<f32>\n"
+       "%0 = \"stablehlo.reduce\"(%arg0, %c) <{dimensions = array<i64: 0>}> ({\n^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+       "  %s = \"stablehlo.add\"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n  \"stablehlo.return\"(%s) : (tensor<f32>) -> ()\n"
+       "}) : (tensor<4x8xf32>, tensor<f32>) -> tensor<8xf32>\n"
+       "%1 = \"stablehlo.compare\"(%0, %arg1) <{compare_type = #stablehlo<comparison_type FLOAT>, comparison_direction = "
+       "#stablehlo<comparison_direction GT>}> : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>\n"
+       "%2 = \"stablehlo.select\"(%1, %0, %arg1) : (tensor<8xi1>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>\n"
+       "%3 = \"stablehlo.broadcast_in_dim\"(%2) <{broadcast_dimensions = array<i64: 1>}> : (tensor<8xf32>) -> tensor<4x8xf32>\n"
+       " return %3 : tensor<4x8xf32>"},
+  };
+  for (const auto& [pretty, generic] : forms) {
+    INFO(pretty);
+    CHECK(body(import(module(pretty))) == body(import(module(generic))));
+  }
+}
+
+TEST_CASE("stablehlo: dense literals in list, splat and hex forms") {
+  const std::string splat = module("%c = stablehlo.constant dense<2.500000e-01> : tensor<4x8xf32>\n"
+                                   "%0 = stablehlo.add %arg0, %c : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>");
+  const std::string hex_splat = module("%c = stablehlo.constant dense<\"0x0000803E\"> : tensor<4x8xf32>\n"
+                                       "%0 = stablehlo.add %arg0, %c : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>");
+  const std::string bits = module("%c = stablehlo.constant dense<0x3E800000> : tensor<4x8xf32>\n"
+                                  "%0 = stablehlo.add %arg0, %c : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>");
+  CHECK(body(import(splat)) == body(import(hex_splat)));
+  CHECK(body(import(splat)) == body(import(bits)));
+  const ir::Function f = import(module("%c = stablehlo.constant dense<[[1, -2], [3, 4]]> : tensor<2x2xi32>\n"
+                                       "%h = stablehlo.constant dense<\"0x01000000FEFFFFFF0300000004000000\"> : tensor<2x2xi32>\n"
+                                       "%e = stablehlo.add %c, %h : tensor<2x2xi32>\n"
+                                       "%0 = stablehlo.add %arg0, %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"));
+  CHECK(f.results.size() == 1);
+}
+
+TEST_CASE("stablehlo: locations reach op locs, listings and errors") {
+  const std::string file = std::string(TPU_SOURCE_DIR) + "/tests/stablehlo/locations/gelu_mlp.mlir";
+  const ir::Function f = compiler::load_module(file);
+  bool dot = false, erf = false;
+  for (const auto& op : f.ops) {
+    dot |= op.kind == ir::OpKind::dot && op.loc.find("(/home/user/model.py:21)") != std::string::npos;
+    erf |= op.loc.find("gelu_mlp.mlir:17 %2 (/home/user/model.py:14)") != std::string::npos;  // the callee's frame of a call site
+  }
+  CHECK(dot);
+  CHECK(erf);
+  const std::string sorted = "#loc1 = loc(\"/src/train.py\":7:3)\n" +
+                             module("%0 = \"stablehlo.sort\"(%arg0) <{dimension = 0 : i64}> ({\n^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+                                    "  %c = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>\n"
+                                    "  stablehlo.return %c : tensor<i1>\n}) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(#loc1)\n"
+                                    " return %0 : tensor<4x8xf32>");
+  CHECK(error_of(sorted) == "t.mlir:4:1: unsupported operation stablehlo.sort (/src/train.py:7)");
+}
+
+TEST_CASE("stablehlo: HLO metadata gives the source line too") {
+  const char* text = R"(HloModule m
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] sort(x), dimensions={0}, metadata={op_name="jit(f)/sort" source_file="/src/f.py" source_line=12}
+})";
+  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo"), "m.hlo:4: unsupported sort (/src/f.py:12)");
+}
+
+TEST_CASE("stablehlo: checks become results of @main, with the interpreter's defaults") {
+  const char* text = R"(module {
+  func.func @main() -> tensor<4xf32> {
+    %0 = call @inputs() : () -> tensor<4xf32>
+    %1 = call @expected() : () -> tensor<4xf32>
+    %2 = stablehlo.abs %0 : tensor<4xf32>
+    stablehlo.custom_call @check.expect_close(%2, %1) {has_side_effect = true} : (tensor<4xf32>, tensor<4xf32>) -> ()
+    stablehlo.custom_call @check.expect_almost_eq(%2, %1) {has_side_effect = true} : (tensor<4xf32>, tensor<4xf32>) -> ()
+    check.expect_close %2, %1, max_ulp_difference = 5 : tensor<4xf32>, tensor<4xf32>
+    check.expect_eq_const %2, dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+    return %2 : tensor<4xf32>
+  }
+  func.func private @inputs() -> tensor<4xf32> {
+    %c = stablehlo.constant dense<[1.0, -2.0, 3.0, -4.0]> : tensor<4xf32>
+    return %c : tensor<4xf32>
+  }
+  func.func private @expected() -> tensor<4xf32> {
+    %c = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+    return %c : tensor<4xf32>
+  }
+})";
+  const ir::Function f = import(text);
+  REQUIRE(f.results.size() == 9);  // the program's own, then two per check
+  REQUIRE(f.checks.size() == 4);
+  CHECK(f.checks[0].kind == isa::CheckKind::expect_close);
+  CHECK((f.checks[0].actual == 1 && f.checks[0].expected == 2 && f.checks[0].min_ulp == 0 && f.checks[0].max_ulp == 3));
+  CHECK((f.checks[1].kind == isa::CheckKind::expect_almost_eq && f.checks[1].tolerance == 1e-3));
+  CHECK((f.checks[2].max_ulp == 5 && f.checks[2].actual == 5));
+  CHECK((f.checks[3].kind == isa::CheckKind::expect_eq && f.checks[3].expected == 8));
+  bool opaque = false;  // @inputs() stays runtime data
+  for (const auto& op : f.ops) opaque |= op.kind == ir::OpKind::constant && op.opaque;
+  CHECK(opaque);
+}
+
+TEST_CASE("stablehlo: malformed and unsupported text gives one file:line:col line") {
+  const std::pair<std::string, std::string> cases[] = {
+      {module("%0 = stablehlo.add %arg0, %nope : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: stablehlo.add: %nope is not defined before its use"},
+      {module("%0 = stablehlo.add %arg0, %arg0 : tensor<4x8xf32>"), "a block without a return"},
+      {module("%0 = stablehlo.frobnicate %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: unsupported operation stablehlo.frobnicate"},
+      {module("%0 = \"stablehlo.transpose\"(%arg0) <{permutation = array<i64: 1, 0>, wobble = 3 : i64}> : (tensor<4x8xf32>) -> tensor<8x4xf32>\n return %0 : tensor<8x4xf32>"),
+       "unsupported attribute wobble of stablehlo.transpose"},
+      {module("%0 = stablehlo.add %arg0, %arg0 : tensor<?x8xf32>\n return %0 : tensor<4x8xf32>"), "unsupported dynamic dimension"},
+      {module("%0 = stablehlo.add %arg0, %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>").substr(0, 120), "t.mlir:"},
+      {std::string(5000, '[') , "t.mlir:1:1: unsupported top-level operation"},
+      {"module { func.func @main() -> tensor<f32> { %c = stablehlo.constant dense<" + std::string(300, '[') + "1" + std::string(300, ']') +
+           "> : tensor<f32>\n return %c : tensor<f32> } }",
+       "nest too deep"},
+  };
+  for (const auto& [text, want] : cases) {
+    INFO(text.substr(0, 200));
+    const std::string e = error_of(text);
+    CHECK_THAT(e, Catch::Contains(want));
+    CHECK(e.find('\n') == std::string::npos);
+  }
+}
