@@ -1948,7 +1948,27 @@ class Parser {
       c.actual = base, c.expected = base + 1;  // offset by @main's own results at its return
       pending_checks_.push_back(c);
       pending_check_values_.emplace_back(actual, expected);
-      if (op.nresults()) malformed(op, "a check defines no value");
+      if (!op.nresults()) return;
+      // The older check.eq returns whether all elements are equal: computed
+      // on the machine (compare, then an and-reduction).
+      if (target != "check.eq" || op.nresults() != 1) malformed(op, "a check defines no value");
+      Shape pred = actual.shape, scalar;
+      pred.dtype = scalar.dtype = "pred";
+      Instruction eq = make(sc, "compare", pred, 0, op);
+      eq.name = fresh(sc, op, "eq");
+      eq.operands = {actual.name, expected.name};
+      eq.attributes.emplace_back("direction", "EQ");
+      Instruction yes = make(sc, "constant", scalar, 0, op);
+      yes.name = fresh(sc, op, "true");
+      yes.literal = "true";
+      std::vector<int64_t> all(pred.dims.size());
+      for (size_t d = 0; d < all.size(); ++d) all[d] = int64_t(d);
+      Instruction r = make(sc, "reduce", scalar, 0, op);
+      r.name = fresh(sc, op, "all");
+      r.operands = {push(sc, eq).name, push(sc, yes).name};
+      r.attributes.emplace_back("dimensions", ints_text(all));
+      r.attributes.emplace_back("to_apply", combiner_region(sc, op, "stablehlo.and", "pred"));
+      define(sc, op, {push(sc, r)});
       return;
     }
     Instruction i = make(sc, "custom-call", op.result_types.size() == 1 ? op.result_types[0] : tuple_of(op.result_types), 0, op);
