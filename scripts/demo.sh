@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job, end to end: compile a JAX model's HLO (examples/models/mlp)
-# with tpuc, run it on the simulated TPU (the default preset, v5e), check the
+# The main job, end to end: compile a JAX model (examples/models/mlp) as
+# JAX prints it by default (StableHLO, module.stablehlo.mlir; module.hlo when
+# a folder has no StableHLO) with tpuc, run it on the simulated TPU (the default preset, v5e), check the
 # outputs against XLA's, summarise the statistics, and say where the
 # waveforms and the timeline went.
 #
@@ -14,11 +15,13 @@ OUT=${OUT:-out/demo}
 CONFIG=${CONFIG:-v5e}
 PRECISION=${PRECISION:-default}
 mkdir -p "$OUT"
+SRC=$MODEL/module.stablehlo.mlir
+[[ -f $SRC ]] || SRC=$MODEL/module.hlo
 
-echo "== tpuc $MODEL/module.hlo --config $CONFIG --precision $PRECISION -o $OUT/model.tpu"
-"$BIN/tpuc" "$MODEL/module.hlo" --config "$CONFIG" --precision "$PRECISION" -o "$OUT/model.tpu" \
+echo "== tpuc $SRC --config $CONFIG --precision $PRECISION -o $OUT/model.tpu"
+"$BIN/tpuc" "$SRC" --config "$CONFIG" --precision "$PRECISION" -o "$OUT/model.tpu" \
   --dump-after-each-pass 2> "$OUT/passes.txt"
-"$BIN/tpuc" "$MODEL/module.hlo" --config "$CONFIG" --precision "$PRECISION" --emit asm -o "$OUT/model.s"
+"$BIN/tpuc" "$SRC" --config "$CONFIG" --precision "$PRECISION" --emit asm -o "$OUT/model.s"
 sed -n '/kernel plan/,$p' "$OUT/passes.txt" | sed 's/^/   /'
 echo "   (the IR after every pass: $OUT/passes.txt; the commented assembly: $OUT/model.s)"
 

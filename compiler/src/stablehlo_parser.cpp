@@ -125,7 +125,6 @@ class Parser {
       expect('}');
       opt_loc();
     } else if (starts_with("\"builtin.module\"")) {
-      const size_t at = pos_;
       string_lit();
       expect('(');
       expect(')');
@@ -144,7 +143,6 @@ class Parser {
       expect(':');
       skip_type_signature();
       opt_loc();
-      (void)at;
     } else {
       body_of_module('\0');
     }
@@ -307,7 +305,6 @@ class Parser {
   // ---- locations ----
   // #locN = loc(...) lines may follow their uses: read them all first.
   void scan_loc_aliases() {
-    for (size_t ls : std::vector<size_t>{0}) (void)ls;
     size_t p = 0;
     while (p < s_.size()) {
       size_t e = s_.find('\n', p);
@@ -697,7 +694,7 @@ class Parser {
     block(*scope, '}');
     expect('}');
     opt_loc();
-    finish_function(std::move(scope), results);
+    m_.computations.push_back(std::move(scope->comp));
   }
 
   void generic_function() {
@@ -706,18 +703,15 @@ class Parser {
     expect('(');
     expect(')');
     std::string name;
-    std::vector<Shape> results;
     bool is_public = true;
     if (accept('<')) {
       Attr props = dict();
       expect('>');
       if (const Attr* sn = props.field("sym_name")) name = sn->text;
       if (const Attr* vis = props.field("sym_visibility")) is_public = vis->text == "public";
-      if (const Attr* ft = props.field("function_type")) (void)ft;
     }
     if (name.empty()) fail_at(at, "func.func without sym_name");
-    // function_type was read as a word list; take the result types from the
-    // text: "(...) -> results".
+    // The result types are those of the return.
     auto scope = std::make_unique<Scope>();
     scope->comp.name = name;
     scope->comp.line = line_col(at).first;
@@ -726,9 +720,7 @@ class Parser {
     ws();
     if (peek() == '^') block_header(*scope, false);
     current_function_ = name;
-    // Results are known at the return; record a placeholder until then.
-    add_function_result_info(name, {}, is_public);
-    generic_results_pending_ = true;
+    add_function_result_info(name, {}, is_public);  // the results are known at the return
     block(*scope, '}');
     expect('}');
     expect(')');
@@ -737,10 +729,8 @@ class Parser {
     expect(':');
     skip_type_signature();
     opt_loc();
-    results = last_return_types_;
-    functions_[name] = results;
-    generic_results_pending_ = false;
-    finish_function(std::move(scope), results);
+    functions_[name] = last_return_types_;
+    m_.computations.push_back(std::move(scope->comp));
   }
 
   // ^bb0(%a: T, %b: T): parameters numbered in order, or in the order given.
@@ -771,12 +761,12 @@ class Parser {
       Shape tup;
       tup.tuple = true;
       for (const auto& a : args) tup.elements.push_back(a.second);
-      Instruction p = make(sc, "parameter", tup, at);
+      Instruction p = make("parameter", tup, at);
       p.name = sc.tuple_param = "%param/" + sc.comp.name;
       p.literal = "0";
       sc.comp.instructions.push_back(p);
       for (size_t k = 0; k < args.size(); ++k) {
-        Instruction g = make(sc, "get-tuple-element", args[k].second, at);
+        Instruction g = make("get-tuple-element", args[k].second, at);
         g.name = args[k].first;
         g.operands = {sc.tuple_param};
         g.attributes.emplace_back("index", std::to_string(k));
@@ -789,16 +779,11 @@ class Parser {
     for (size_t k = 0; k < args.size(); ++k) add_parameter(sc, args[k].first, args[k].second, order.empty() ? int(k) : order[k], at);
   }
   void add_parameter(Scope& sc, const std::string& v, const Shape& t, int n, size_t at) {
-    Instruction p = make(sc, "parameter", t, at);
+    Instruction p = make("parameter", t, at);
     p.name = v;
     p.literal = std::to_string(n);
     sc.comp.instructions.push_back(p);
     sc.values[v] = Value{v, t};
-  }
-
-  void finish_function(std::unique_ptr<Scope> scope, const std::vector<Shape>& results) {
-    (void)results;
-    m_.computations.push_back(std::move(scope->comp));
   }
 
   // Ops up to the closing brace; the return (func.return, stablehlo.return,
@@ -852,7 +837,7 @@ class Parser {
     }
     op.source = opt_loc();
     if (op.name == "func.return" || op.name == "stablehlo.return" || op.name == "sdy.return" || op.name == "mhlo.return") {
-      set_return(sc, op, op.operands, op.result_types);
+      set_return(sc, op, op.operands);
       return true;
     }
     try {
@@ -870,19 +855,17 @@ class Parser {
       do vals.push_back(value_name());
       while (accept(','));
     }
-    std::vector<Shape> types;
-    if (accept(':')) {
-      do types.push_back(type());
+    if (accept(':')) {  // the values' types, known already
+      do type();
       while (accept(','));
     }
     op.source = opt_loc();
-    set_return(sc, op, vals, types);
+    set_return(sc, op, vals);
   }
 
-  void set_return(Scope& sc, const Op& op, const std::vector<std::string>& vals, const std::vector<Shape>& types) {
+  void set_return(Scope& sc, const Op& op, const std::vector<std::string>& vals) {
     std::vector<Value> vs;
     for (const auto& v : vals) vs.push_back(lookup(sc, v, op));
-    (void)types;
     last_return_types_.clear();
     for (const auto& v : vs) last_return_types_.push_back(v.shape);
     const bool is_main = sc.parent == nullptr && sc.comp.name == "main";
@@ -897,7 +880,7 @@ class Parser {
           return;
         }
     }
-    Instruction t = make(sc, "tuple", {}, 0, op);
+    Instruction t = make("tuple", {}, 0, op);
     t.name = fmt::format("%return/{}", sc.comp.name);
     t.shape.tuple = true;
     for (const auto& v : vs) t.operands.push_back(v.name), t.shape.elements.push_back(v.shape);
@@ -932,16 +915,20 @@ class Parser {
       } while (accept(','));
       expect(')');
     }
-    ws();
-    if (peek() == '{') {
-      Attr d = dict();
-      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
-    }
+    attr_dict(op);
     expect(':');
     op.result_types = signature(true);
     if (const Attr* ct = op.attr("call_target_name")) op.callee = ct->text;
     if (const Attr* c = op.attr("callee")) op.callee = c->text;
     if (const Attr* d = op.attr("decomposition")) op.callee = d->text;
+  }
+
+  // An optional {attributes} after an op's operands, merged into its attributes.
+  void attr_dict(Op& op) {
+    ws();
+    if (peek() != '{') return;
+    Attr d = dict();
+    for (auto& f : d.fields) op.attrs.push_back(std::move(f));
   }
 
   // The region's kind follows from the op and the region's position.
@@ -1012,7 +999,7 @@ class Parser {
     while (k < caps.size() && caps[k].outer != name) ++k;
     if (k == caps.size()) caps.push_back({name, outer});
     if (sc.capture == Scope::Capture::scalar_params) return outer;  // reported by finish_region
-    Instruction g = make(sc, "get-tuple-element", outer.shape, 0, op);
+    Instruction g = make("get-tuple-element", outer.shape, 0, op);
     g.name = fmt::format("{}/captured", name);
     g.operands = {sc.tuple_param};
     g.attributes.emplace_back("index", std::to_string(sc.capture_base + k));
@@ -1072,8 +1059,7 @@ class Parser {
         op.attrs.emplace_back("index", value(false));
         expect(']');
       } else if (c == '{') {
-        Attr d = dict();
-        for (auto& f : d.fields) op.attrs.push_back(std::move(f));
+        attr_dict(op);
       } else if (std::isalpha(uint8_t(c))) {
         const size_t save = pos_;
         const std::string k = word();
@@ -1187,11 +1173,7 @@ class Parser {
     expect("dimensions");
     expect('=');
     op.attrs.emplace_back("dimensions", value(false));
-    ws();
-    if (peek() == '{') {
-      Attr d = dict();
-      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
-    }
+    attr_dict(op);
     expect(':');
     op.result_types = signature(true);
     if (!applies.empty()) {
@@ -1228,12 +1210,12 @@ class Parser {
     Shape s;
     s.dtype = dtype;
     for (int k = 0; k < 2; ++k) {
-      Instruction p = make(sc, "parameter", s, 0, op);
+      Instruction p = make("parameter", s, 0, op);
       p.name = fmt::format("%p{}", k);
       p.literal = std::to_string(k);
       c.instructions.push_back(p);
     }
-    Instruction r = make(sc, hlo_opcode(fn, op), s, 0, op);
+    Instruction r = make(hlo_opcode(fn, op), s, 0, op);
     r.name = "%r";
     r.operands = {"%p0", "%p1"};
     r.root = true;
@@ -1260,11 +1242,7 @@ class Parser {
       do args.emplace_back("", type());
       while (accept(','));
     }
-    ws();
-    if (peek() == '{') {
-      Attr d = dict();
-      for (auto& f : d.fields) op.attrs.push_back(std::move(f));
-    }
+    attr_dict(op);
     if (args.size() != names.size()) fail("stablehlo.while needs one type per value");
     for (size_t k = 0; k < names.size(); ++k) args[k].first = names[k], op.result_types.push_back(args[k].second);
     if (!keyword("cond")) fail(fmt::format("expected 'cond' in stablehlo.while, found {}", found()));
@@ -1278,8 +1256,7 @@ class Parser {
   }
 
   // ---- writing HLO ----
-  Instruction make(Scope& sc, const std::string& opcode, const Shape& shape, size_t at, const Op& op = Op()) {
-    (void)sc;
+  Instruction make(const std::string& opcode, const Shape& shape, size_t at, const Op& op = Op()) {
     Instruction i;
     i.opcode = opcode;
     i.shape = shape;
@@ -1406,7 +1383,7 @@ class Parser {
     const Value t = push(sc, std::move(i));
     std::vector<Value> out;
     for (size_t k = 0; k < t.shape.elements.size(); ++k) {
-      Instruction g = make(sc, "get-tuple-element", t.shape.elements[k], 0, op);
+      Instruction g = make("get-tuple-element", t.shape.elements[k], 0, op);
       g.name = fresh(sc, op, "gte");
       g.operands = {t.name};
       g.attributes.emplace_back("index", std::to_string(k));
@@ -1451,7 +1428,7 @@ class Parser {
     if (n == "call" || n == "func.call" || n == "stablehlo.composite") {
       check_attrs({"callee", "decomposition"});
       if (op.callee.empty()) malformed(op, "calls no function");
-      Instruction i = make(sc, "call", tuple_of(op.result_types), 0, op);
+      Instruction i = make("call", tuple_of(op.result_types), 0, op);
       i.name = fresh(sc, op, "call");
       for (const auto& v : in) i.operands.push_back(v.name);
       i.attributes.emplace_back("to_apply", op.callee);
@@ -1487,14 +1464,14 @@ class Parser {
       m_.computations.push_back(std::move(cond->comp));
       m_.computations.push_back(std::move(body->comp));
       std::vector<Shape> state;
-      Instruction t = make(sc, "tuple", {}, 0, op);
+      Instruction t = make("tuple", {}, 0, op);
       t.name = fresh(sc, op, "state");
       for (const auto& v : in) t.operands.push_back(v.name), state.push_back(v.shape);
       for (const auto& c : caps) t.operands.push_back(c.parent_value.name), state.push_back(c.parent_value.shape);
       t.shape = tuple_of(state);
       push(sc, t);
       check_attrs({});
-      Instruction w = make(sc, "while", tuple_of(state), 0, op);
+      Instruction w = make("while", tuple_of(state), 0, op);
       w.name = fresh(sc, op, "while");
       w.operands = {t.name};
       w.attributes.emplace_back("condition", op.regions.at(0));
@@ -1509,11 +1486,11 @@ class Parser {
       if (branch_captures_.size() < nb || in.size() != 1) malformed(op, "needs one selector and its regions");
       std::vector<std::vector<Scope::Captured>> caps(branch_captures_.end() - long(nb), branch_captures_.end());
       branch_captures_.resize(branch_captures_.size() - nb);
-      Instruction c = make(sc, "conditional", tuple_of(op.result_types), 0, op);
+      Instruction c = make("conditional", tuple_of(op.result_types), 0, op);
       c.name = fresh(sc, op, "cond");
       c.operands.push_back(in[0].name);
       for (size_t b = 0; b < nb; ++b) {
-        Instruction t = make(sc, "tuple", {}, 0, op);
+        Instruction t = make("tuple", {}, 0, op);
         t.name = fresh(sc, op, "captures");
         std::vector<Shape> shapes;
         for (const auto& cap : caps[b]) t.operands.push_back(cap.parent_value.name), shapes.push_back(cap.parent_value.shape);
@@ -1536,14 +1513,14 @@ class Parser {
     const std::string opc = hlo_opcode(n, op);
     if (n == "stablehlo.optimization_barrier" || (n == "stablehlo.all_reduce" && op.result_types.size() > 1)) {
       check_attrs({"replica_groups"});
-      i = make(sc, opc, tuple_of(op.result_types), 0, op);
+      i = make(opc, tuple_of(op.result_types), 0, op);
       i.name = fresh(sc, op, "t");
       for (const auto& v : in) i.operands.push_back(v.name);
       if (const Attr* g = op.attr("replica_groups")) i.attributes.emplace_back("replica_groups", replica_groups(op, *g));
       return define(sc, op, unpack(sc, op, i));
     }
     const bool multi = op.result_types.size() > 1;
-    i = make(sc, opc, multi ? tuple_of(op.result_types) : one_result(op), 0, op);
+    i = make(opc, multi ? tuple_of(op.result_types) : one_result(op), 0, op);
     i.name = op.results.size() == 1 && op.results[0].second == 1 ? op.results[0].first : fresh(sc, op, "v");
     for (const auto& v : in) i.operands.push_back(v.name);
     auto& at = i.attributes;
@@ -1576,7 +1553,7 @@ class Parser {
         }
       }
       if (kept_dims.size() != xs.dims.size()) {
-        Instruction r = make(sc, "reshape", Shape{false, {}, xs.dtype, kept_dims, {}}, 0, op);
+        Instruction r = make("reshape", Shape{false, {}, xs.dtype, kept_dims, {}}, 0, op);
         r.name = fresh(sc, op, "reshape");
         r.operands = {in[0].name};
         i.operands = {push(sc, r).name};
@@ -1823,12 +1800,12 @@ class Parser {
     // fold them away, so the checks test the simulated machine.
     if (current_function_ == "inputs") i.attributes.emplace_back("tpuc.opaque", "true");
     if (vals.size() == 1 && n != 1) {
-      Instruction s = make(sc, "constant", Shape{false, {}, t.dtype, {}, {}}, 0, op);
+      Instruction s = make("constant", Shape{false, {}, t.dtype, {}, {}}, 0, op);
       s.name = fresh(sc, op, "splat");
       s.literal = vals[0];
       s.attributes = i.attributes;
       const Value sv = push(sc, s);
-      Instruction b = make(sc, "broadcast", t, 0, op);
+      Instruction b = make("broadcast", t, 0, op);
       b.name = i.name;
       b.operands = {sv.name};
       b.attributes.emplace_back("dimensions", "{}");
@@ -1922,7 +1899,7 @@ class Parser {
         for (const auto& [key, a] : op.attrs)
           if (a.kind == Attr::dense && (key.empty() || key == "value")) v = &a;
         if (!v) malformed(op, "needs a dense<...> value");
-        Instruction c = make(sc, "constant", actual.shape, 0, op);
+        Instruction c = make("constant", actual.shape, 0, op);
         c.name = fresh(sc, op, "expected");
         expected = constant(sc, op, c, *v);
       } else {
@@ -1954,16 +1931,16 @@ class Parser {
       if (target != "check.eq" || op.nresults() != 1) malformed(op, "a check defines no value");
       Shape pred = actual.shape, scalar;
       pred.dtype = scalar.dtype = "pred";
-      Instruction eq = make(sc, "compare", pred, 0, op);
+      Instruction eq = make("compare", pred, 0, op);
       eq.name = fresh(sc, op, "eq");
       eq.operands = {actual.name, expected.name};
       eq.attributes.emplace_back("direction", "EQ");
-      Instruction yes = make(sc, "constant", scalar, 0, op);
+      Instruction yes = make("constant", scalar, 0, op);
       yes.name = fresh(sc, op, "true");
       yes.literal = "true";
       std::vector<int64_t> all(pred.dims.size());
       for (size_t d = 0; d < all.size(); ++d) all[d] = int64_t(d);
-      Instruction r = make(sc, "reduce", scalar, 0, op);
+      Instruction r = make("reduce", scalar, 0, op);
       r.name = fresh(sc, op, "all");
       r.operands = {push(sc, eq).name, push(sc, yes).name};
       r.attributes.emplace_back("dimensions", ints_text(all));
@@ -1971,7 +1948,7 @@ class Parser {
       define(sc, op, {push(sc, r)});
       return;
     }
-    Instruction i = make(sc, "custom-call", op.result_types.size() == 1 ? op.result_types[0] : tuple_of(op.result_types), 0, op);
+    Instruction i = make("custom-call", op.result_types.size() == 1 ? op.result_types[0] : tuple_of(op.result_types), 0, op);
     i.name = fresh(sc, op, "custom");
     for (const auto& v : in) i.operands.push_back(v.name);
     i.attributes.emplace_back("custom_call_target", "\"" + target + "\"");
@@ -1993,7 +1970,6 @@ class Parser {
   std::vector<std::string> public_;
   std::map<std::string, std::vector<Shape>> functions_;  // name -> result types
   std::string current_function_;
-  bool generic_results_pending_ = false;
   std::vector<Shape> last_return_types_;
   int region_counter_ = 0;
   std::vector<std::unique_ptr<Scope>> while_scopes_;
