@@ -1016,7 +1016,8 @@ class Parser {
       unsupported(op, fmt::format("multi-device program: sdy.manual_computation{} (the multi-chip work adds SPMD)",
                                   devices_.empty() ? "" : " with " + devices_));
     static const char* special[] = {"call", "func.call", "stablehlo.custom_call", "stablehlo.composite", "stablehlo.constant",
-                                    "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard"};
+                                    "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
+                                    "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh"};
     bool known = n.rfind("check.", 0) == 0;
     for (const char* k : special) known |= n == k;
     if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
@@ -1509,6 +1510,7 @@ class Parser {
       return define(sc, op, unpack(sc, op, c));
     }
 
+    if (n.rfind("chlo.", 0) == 0 && n != "chlo.erf") return define(sc, op, {chlo(sc, op, in)});
     Instruction i;
     const std::string opc = hlo_opcode(n, op);
     if (n == "stablehlo.optimization_barrier" || (n == "stablehlo.all_reduce" && op.result_types.size() > 1)) {
@@ -1679,6 +1681,45 @@ class Parser {
     }
     if (multi) return define(sc, op, unpack(sc, op, i));
     define(sc, op, {push(sc, i)});
+  }
+
+  // chlo ops JAX emits, spelled with HLO ops: is_inf (|x| == inf), is_pos_inf,
+  // is_neg_inf, tan (sin / cos), sinh and cosh ((e^x -+ e^-x) / 2).
+  Value chlo(Scope& sc, const Op& op, const std::vector<Value>& in) {
+    const std::string& n = op.name;
+    if (in.size() != 1 || op.result_types.size() != 1) malformed(op, "takes one operand and gives one result");
+    const Value x = in[0];
+    const Shape& rt = op.result_types[0];
+    if (x.shape.dtype != "f32" && x.shape.dtype != "bf16") unsupported(op, fmt::format("{} of {}", n, x.shape.dtype));
+    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
+      Instruction i = make(opc, shape, 0, op);
+      i.name = fresh(sc, op, "chlo");
+      for (const auto& a : args) i.operands.push_back(a.name);
+      return i;
+    };
+    auto splat = [&](const char* literal) {
+      Shape scalar = x.shape;
+      scalar.dims.clear();
+      Instruction c = inst("constant", {}, scalar);
+      c.literal = literal;
+      Instruction b = inst("broadcast", {push(sc, c)}, x.shape);
+      b.attributes.emplace_back("dimensions", "{}");
+      return push(sc, b);
+    };
+    if (n == "chlo.is_inf" || n == "chlo.is_pos_inf" || n == "chlo.is_neg_inf") {
+      const Value v = n == "chlo.is_inf" ? push(sc, inst("abs", {x}, x.shape)) : x;
+      Instruction eq = inst("compare", {v, splat(n == "chlo.is_neg_inf" ? "-inf" : "inf")}, rt);
+      eq.attributes.emplace_back("direction", "EQ");
+      return push(sc, eq);
+    }
+    if (n == "chlo.tan") return push(sc, inst("divide", {push(sc, inst("sine", {x}, rt)), push(sc, inst("cosine", {x}, rt))}, rt));
+    if (n == "chlo.sinh" || n == "chlo.cosh") {
+      const Value e = push(sc, inst("exponential", {x}, rt));
+      const Value f = push(sc, inst("exponential", {push(sc, inst("negate", {x}, rt))}, rt));
+      const Value d = push(sc, inst(n == "chlo.sinh" ? "subtract" : "add", {e, f}, rt));
+      return push(sc, inst("multiply", {d, splat("0.5")}, rt));
+    }
+    unsupported(op, fmt::format("operation {}", n));
   }
 
   static std::string last_word(const std::string& t) {

@@ -126,6 +126,17 @@ def main():
         arg = xp if op in ("log", "sqrt", "rsqrt") else x
         program(f"{op}_f32", f"stablehlo.{op} on f32 (numpy in f64, rounded)", [(arg, "f32")],
                 [f"%r = stablehlo.{op} %in0 : {t}"], "f32", fn(arg.astype(np.float64)).astype(np.float32))
+    xs = f32(8, 16, lo=-1, hi=1)
+    for op, fn in [("tan", np.tan), ("sinh", np.sinh), ("cosh", np.cosh)]:
+        program(f"chlo_{op}_f32", f"chlo.{op} on f32 (spelled with HLO ops: |error| <= 1e-6)", [(xs, "f32")],
+                [f"%r = chlo.{op} %in0 : {t} -> {t}"], "f32", fn(xs.astype(np.float64)).astype(np.float32),
+                check="expect_almost_eq")
+    special = x.copy()
+    special[0, :3] = [np.inf, -np.inf, np.nan]
+    tp16 = T(np.zeros((8, 16), bool), "pred")
+    for op, fn in [("is_inf", np.isinf), ("is_pos_inf", np.isposinf), ("is_neg_inf", np.isneginf)]:
+        program(f"chlo_{op}_f32", f"chlo.{op} on f32 with infinities and a NaN", [(special, "f32")],
+                [f"%r = chlo.{op} %in0 : {t} -> {tp16}"], "pred", fn(special), check="expect_eq")
     a, b = s32(8, 16), s32(8, 16)
     ti = T(a, "s32")
     for op, fn in [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply), ("maximum", np.maximum),
