@@ -41,6 +41,6 @@ mxu = m * k * n / (mxus * dim * dim)
 hbm = (2 * m * k + 2 * k * n + 4 * m * n) / (bw / clock)
 bound = max(mxu, hbm)
 c = s["cycles"]
-print(f"{int(m)} x {int(k)} x {int(n):<6} {c:10d} {mxu:10.0f} {hbm:10.0f} {'MXU' if mxu >= hbm else 'HBM':>8} {bound / c:8.1%} {s['mxu']['utilization']:7.1%}")
+print(f"{int(m)} x {int(k)} x {int(n):<6} {c:10d} {mxu:10.0f} {hbm:10.0f} {'MXU' if mxu >= hbm else 'HBM':>8} {bound / c:8.1%} {s['mxu']['mac_utilization']:7.1%}")
 PY
 done

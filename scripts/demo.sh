@@ -44,11 +44,11 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"== stats: {s['cycles']} cycles = {s['seconds'] * 1e6:.3f} us at {s['frequency_hz'] / 1e9:g} GHz; "
       f"{s['instructions']['total']} instructions {s['instructions']['by_class']}")
-print(f"   MXU {s['mxu']['macs']} MACs, utilization {s['mxu']['utilization']:.1%}; "
+print(f"   MXU {s['mxu']['macs']} MACs, MAC utilization {s['mxu']['mac_utilization']:.1%}; "
       f"HBM read {s['hbm']['bytes_read']} B, written {s['hbm']['bytes_written']} B, "
       f"bandwidth utilization {s['hbm']['bandwidth_utilization']:.1%}")
 for u, v in s["units"].items():
-    print(f"   {u:12} busy {v['utilization']:6.1%}  stalls {v['stalls']}")
+    print(f"   {u:12} busy {v['busy_fraction']:6.1%}  stalls {v['stalls']}")
 print(f"   simulated {s['host']['simulated_cycles_per_second']:.3g} cycles per host second")
 PYEOF
 echo "== waveforms: $OUT/run.vcd (gtkwave $OUT/run.vcd $OUT/run.vcd.gtkw groups the signals by unit)"

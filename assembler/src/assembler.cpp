@@ -222,6 +222,7 @@ class Assembler {
       }
     }
     check_data_overlap();
+    finish_kernels();
     AssembleResult result;
     if (errors_.empty()) {
       program_.data.erase(std::remove_if(program_.data.begin(), program_.data.end(),
@@ -353,7 +354,15 @@ class Assembler {
       advance_data(head, static_cast<uint64_t>(n));
     } else if (d == ".target") {
       target_directive(line, head, p);
-    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".check" || d == ".inst") {
+    } else if (d == ".in_kernel") {
+      // Instructions from here on belong to kernel N (-1: to none).
+      const Token& t = p.peek();
+      const int64_t k = p.expr();
+      p.expect_end();
+      if (k < -1 || k >= int64_t(isa::kMaxKernels)) throw SyntaxError{t.col, fmt::format(".in_kernel {} is not a kernel number or -1", k)};
+      if (section_ != Section::Text) throw SyntaxError{head.col, ".in_kernel outside .text"};
+      in_kernel_.push_back({code_count_, k < 0 ? isa::kNoKernel : uint32_t(k), line});
+    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".check" || d == ".kernel" || d == ".inst") {
       if (d == ".inst") {
         if (section_ != Section::Text) throw SyntaxError{head.col, ".inst outside .text"};
         if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
@@ -454,8 +463,54 @@ class Assembler {
       program_.code.push_back(static_cast<uint64_t>(v));
     } else if (d == ".check") {
       check_directive(p);
+    } else if (d == ".kernel") {
+      kernel_directive(p);
     } else {
       symbol_directive(head, p);
+    }
+  }
+
+  // .kernel N, "name"[, "op", work]...: kernel N (numbered from 0 in order)
+  // and the HLO ops it computes, for profiles.
+  void kernel_directive(Parser& p) {
+    const Token& nt = p.peek();
+    const int64_t n = p.expr();
+    if (n != int64_t(program_.kernels.size()))
+      Parser::fail(nt, fmt::format("kernel {} is defined where kernel {} comes next (they are numbered from 0 in order)", n,
+                                   program_.kernels.size()));
+    if (program_.kernels.size() == isa::kMaxKernels) Parser::fail(nt, fmt::format("more than {} kernels", isa::kMaxKernels));
+    isa::KernelInfo k;
+    p.expect(Tok::Comma, "','");
+    k.name = p.expect(Tok::String, "the kernel's name as a string").text;
+    while (p.accept(Tok::Comma)) {
+      isa::KernelOp op;
+      op.op = p.expect(Tok::String, "an op as a string").text;
+      p.expect(Tok::Comma, "',' and the op's work");
+      const Token& wt = p.peek();
+      const int64_t w = p.expr();
+      if (w < 0) Parser::fail(wt, fmt::format("work {} is negative", w));
+      op.work = uint64_t(w);
+      if (k.ops.size() == isa::kMaxKernelOps) Parser::fail(wt, fmt::format("more than {} ops in one kernel", isa::kMaxKernelOps));
+      k.ops.push_back(std::move(op));
+    }
+    p.expect_end();
+    program_.kernels.push_back(std::move(k));
+  }
+
+  // The pc map from the .in_kernel marks.
+  void finish_kernels() {
+    if (in_kernel_.empty() && program_.kernels.empty()) return;
+    if (program_.kernels.empty()) {
+      error(in_kernel_.front().line, 1, ".in_kernel without any .kernel");
+      return;
+    }
+    program_.kernel_of.assign(code_count_, isa::kNoKernel);
+    for (size_t i = 0; i < in_kernel_.size(); ++i) {
+      const auto& m = in_kernel_[i];
+      if (m.kernel != isa::kNoKernel && m.kernel >= program_.kernels.size())
+        error(m.line, 1, fmt::format(".in_kernel {}: there are {} kernels", m.kernel, program_.kernels.size()));
+      const size_t end = i + 1 < in_kernel_.size() ? in_kernel_[i + 1].pc : code_count_;
+      std::fill(program_.kernel_of.begin() + long(m.pc), program_.kernel_of.begin() + long(end), m.kernel);
     }
   }
 
@@ -638,6 +693,12 @@ class Assembler {
   isa::Program program_;
   Section section_ = Section::Text;
   size_t code_count_ = 0;
+  struct KernelMark {
+    size_t pc;
+    uint32_t kernel;
+    int line;
+  };
+  std::vector<KernelMark> in_kernel_;
   int64_t data_addr_ = 0;
   std::vector<int> segment_lines_;  // the .data line of each segment
   uint64_t data_bytes_ = 0;

@@ -27,6 +27,11 @@ std::string disassemble(const isa::Program& p) {
   }
   const auto outs = p.outputs();
   for (const auto& c : p.checks) out += check_directive(c, outs[c.actual]->name, outs[c.expected]->name) + "\n";
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    out += fmt::format(".kernel {}, \"{}\"", k, p.kernels[k].name);
+    for (const auto& o : p.kernels[k].ops) out += fmt::format(", \"{}\", {}", o.op, o.work);
+    out += "\n";
+  }
 
   // Name every branch target inside the program (or just past its end).
   std::vector<std::optional<isa::Instruction>> decoded;
@@ -45,9 +50,14 @@ std::string disassemble(const isa::Program& p) {
   auto label_for = [&](int64_t t) { return targets.count(t) ? fmt::format("L{}", t) : std::string(); };
 
   out += ".text\n";
+  uint32_t kernel = isa::kNoKernel;
   for (int64_t pc = 0; pc <= n; ++pc) {
     if (targets.count(pc)) out += fmt::format("L{}:\n", pc);
     if (pc == n) break;
+    if (!p.kernel_of.empty() && p.kernel_of[size_t(pc)] != kernel) {
+      kernel = p.kernel_of[size_t(pc)];
+      out += fmt::format(".in_kernel {}\n", kernel == isa::kNoKernel ? -1 : int64_t(kernel));
+    }
     const uint64_t word = p.code[static_cast<size_t>(pc)];
     std::string text = decoded[static_cast<size_t>(pc)] ? isa::disassemble(*decoded[static_cast<size_t>(pc)], pc, label_for)
                                                         : fmt::format(".inst {:#018x}", word);

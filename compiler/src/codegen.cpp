@@ -162,6 +162,27 @@ struct Plan {
   const Type& type(int v) const { return f.ops[v].type; }
   const Op& op(int v) const { return f.ops[v]; }
 
+  // The HLO ops a kernel computes, each with its share of the work (MACs of a
+  // dot, elements of any other op), in first-seen order: the listing's
+  // comments and the program's profile (.kernel).
+  std::vector<std::pair<std::string, uint64_t>> profile_ops(const Kernel& k) const {
+    std::vector<std::pair<std::string, uint64_t>> ops;
+    auto add = [&](const std::string& loc, uint64_t work) {
+      for (auto& o : ops)
+        if (o.first == loc) return void(o.second += work);
+      ops.push_back({loc, work});
+    };
+    if (k.kind == KKind::matmul)
+      for (size_t i = 1; i < k.from.size(); ++i) add(k.from[i], uint64_t(k.B * k.M * k.N * k.K));  // one dot per pass
+    if (k.kind == KKind::matmul || k.kind == KKind::elementwise)
+      for (const Node& n : k.expr.nodes)
+        if (n.leaf == Leaf::none && n.value_id >= 0) add(op(n.value_id).loc, uint64_t(type(n.value_id).elements()));
+    const uint64_t own = k.kind == KKind::reduce_lanes || k.kind == KKind::reduce_columns ? uint64_t(k.rows * k.cols)
+                                                                                          : uint64_t(type(k.out).elements());
+    if (!k.from.empty()) add(k.from.front(), ops.empty() ? own : 0);
+    return ops;
+  }
+
   std::optional<double> splat(int v) const {
     const Op& o = op(v);
     if (o.kind == OpKind::constant && o.literal.size() == 1) return o.literal[0];
@@ -628,6 +649,7 @@ struct Pending {
   int unit = 0;  // -1: a comment
   std::string text;
   std::vector<uint64_t> regs;
+  int kernel = -1;  // the kernel it belongs to (.in_kernel)
 };
 
 class Emitter {
@@ -649,8 +671,14 @@ class Emitter {
     line(fmt::format(".target \"{}\", {}", p_.t.name, fmt::join(kv, ", ")));
     for (const auto& s : p_.symbols) line(s);
     for (const auto& d : p_.data) out_ += d;
+    for (size_t i = 0; i < p_.kernels.size(); ++i) {
+      std::string d = fmt::format(".kernel {}, \"{}\"", i, debug_text(kernel_name(i, p_.kernels[i])));
+      for (const auto& [loc, work] : p_.profile_ops(p_.kernels[i])) d += fmt::format(", \"{}\", {}", debug_text(loc), work);
+      line(d);
+    }
     line(".text");
     for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(i, p_.kernels[i]);
+    cur_kernel_ = -1;
     push(0, now(), "halt");
     if (prog_.size() > isa::kMaxInstructions)
       throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds (kernels are unrolled; loops are not generated yet)",
@@ -687,7 +715,7 @@ class Emitter {
   double push(int unit, double ready, std::string text, std::vector<uint64_t> regs = {}, double occupancy = 1, double latency = 1) {
     if (unit == kVpu) return push_vpu(ready, std::move(text), std::move(regs), occupancy, latency);
     const double t = std::max({clk_[unit], ready, floor_});
-    prog_.push_back({t, unit, std::move(text), std::move(regs)});
+    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_});
     clk_[unit] = t + std::max(1.0, occupancy);
     done_[unit] = std::max(done_[unit], t + latency);
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
@@ -712,12 +740,23 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
-    prog_.push_back({t, kVpu, std::move(text), std::move(regs)});
+    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_});
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
   }
   void line(const std::string& s) { out_ += s + "\n"; }
+  std::string kernel_name(size_t idx, const Kernel& k) const {
+    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
+    return fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str());
+  }
+  // Text for a .kernel string: no quote, backslash or control character.
+  static std::string debug_text(std::string t) {
+    if (t.size() > isa::kMaxDebugText) t.resize(isa::kMaxDebugText);
+    for (char& c : t)
+      if (uint8_t(c) < 0x20 || c == '"' || c == '\\' || uint8_t(c) == 0x7f) c = '?';
+    return t;
+  }
   void note(const std::string& s, int unit = -1) { prog_.push_back({unit >= 0 ? clk_[unit] : floor_, -1, "# " + s, {}}); }
   // VPU instructions and mxu.swap (no scalar register operands).
   template <typename... A>
@@ -754,11 +793,13 @@ class Emitter {
   // cache constants (least recently used is replaced).
   void schedule() {
     std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.t < b.t; });
+    int kernel = -1;
     for (const Pending& p : prog_) {
       if (p.unit < 0) {
         out_ += p.text.empty() ? "\n" : "    " + p.text + "\n";
         continue;
       }
+      if (p.kernel != kernel && !p_.kernels.empty()) out_ += fmt::format(".in_kernel {}\n", kernel = p.kernel);
       std::string text;
       size_t r = 0;
       for (char c : p.text) {
@@ -870,12 +911,10 @@ class Emitter {
     kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
     vmem_top_ = 0;
     next_sem_ = 0;
-    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
     prog_.push_back({floor_, -1, "", {}});
-    note(fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str()));
-    std::set<std::string> seen;
-    for (const auto& s : k.from)
-      if (seen.insert(s).second) note("  from " + s);
+    note(kernel_name(idx, k));
+    cur_kernel_ = int(idx);
+    for (const auto& [loc, work] : p_.profile_ops(k)) note("  from " + loc);
     if (p_.type(k.out).elements() == 0) return;
     switch (k.kind) {
       case KKind::elementwise: elementwise(k); break;
@@ -1608,6 +1647,7 @@ class Emitter {
   uint64_t clock_ = 0;
   uint64_t vmem_top_ = 0;
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
+  int cur_kernel_ = -1;     // the kernel being emitted (-1: none)
   int next_sem_ = 0;
 };
 

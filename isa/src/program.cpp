@@ -15,16 +15,17 @@
 namespace tpu::isa {
 namespace {
 
-// Section tags in file order. Version 1.0 has the first four; 1.1 adds CHKS
-// and is written only by programs that have checks.
+// Section tags in file order. Version 1.0 has the first four; 1.1 adds the
+// optional ones after them (each present only when it has content, in this
+// order), and is written only by programs that have one.
 constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
          uint32_t(uint8_t(s[3])) << 24;
 }
-constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS")};
-constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS"};
-constexpr size_t kMaxSections = 5;
-size_t section_count(uint16_t minor) { return minor == 0 ? 4 : 5; }
+enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kMaxSections };
+constexpr size_t kRequiredSections = 4;
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN"};
 constexpr const char* kCheckKindNames[kNumCheckKinds] = {"expect_eq", "expect_almost_eq", "expect_close"};
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kSectionEntryBytes = 24;
@@ -189,6 +190,82 @@ void check_checks(const Program& p, const std::function<void(const std::string&)
   }
 }
 
+// A kernel name or an op: printable, no quote or backslash (it is a string
+// in assembly), at most kMaxDebugText characters.
+bool valid_debug_text(const std::string& t) {
+  if (t.size() > kMaxDebugText) return false;
+  for (char c : t)
+    if (uint8_t(c) < 0x20 || c == '"' || c == '\\' || uint8_t(c) == 0x7f) return false;
+  return true;
+}
+
+void check_kernels(const Program& p, const std::function<void(const std::string&)>& fail) {
+  if (p.kernels.size() > kMaxKernels) fail(fmt::format("{} kernels: at most {}", p.kernels.size(), kMaxKernels));
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const KernelInfo& ki = p.kernels[k];
+    if (!valid_debug_text(ki.name)) fail(fmt::format("kernel {} has a name that is not printable text of at most {} characters", k, kMaxDebugText));
+    if (ki.ops.size() > kMaxKernelOps) fail(fmt::format("kernel {} has {} ops: at most {}", k, ki.ops.size(), kMaxKernelOps));
+    for (const auto& o : ki.ops)
+      if (!valid_debug_text(o.op)) fail(fmt::format("kernel {} has an op that is not printable text of at most {} characters", k, kMaxDebugText));
+  }
+  if (p.kernels.empty() ? !p.kernel_of.empty() : p.kernel_of.size() != p.code.size())
+    fail(fmt::format("{} instructions have a kernel, the program has {} instructions and {} kernels", p.kernel_of.size(), p.code.size(),
+                     p.kernels.size()));
+  for (size_t pc = 0; pc < p.kernel_of.size(); ++pc)
+    if (p.kernel_of[pc] != kNoKernel && p.kernel_of[pc] >= p.kernels.size())
+      fail(fmt::format("instruction {} belongs to kernel {}; there are {}", pc, p.kernel_of[pc], p.kernels.size()));
+}
+
+// KERN: u32 kernels, each u16 name_len, name, u32 ops, each u16 len, text,
+// u64 work; then the pc map as runs: u32 runs, each u32 count, u32 kernel.
+void write_kernels(Writer& w, const Program& p) {
+  auto text = [&](const std::string& t) {
+    w.u16(uint16_t(t.size()));
+    w.bytes(t.data(), t.size());
+  };
+  w.u32(uint32_t(p.kernels.size()));
+  for (const auto& k : p.kernels) {
+    text(k.name);
+    w.u32(uint32_t(k.ops.size()));
+    for (const auto& o : k.ops) text(o.op), w.u64(o.work);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> runs;
+  for (uint32_t k : p.kernel_of) {
+    if (!runs.empty() && runs.back().second == k) ++runs.back().first;
+    else runs.push_back({1, k});
+  }
+  w.u32(uint32_t(runs.size()));
+  for (const auto& [n, k] : runs) w.u32(n), w.u32(k);
+}
+
+void read_kernels(Reader& r, Program& p) {
+  const uint32_t n = r.u32();
+  if (n == 0 || n > kMaxKernels) r.fail(fmt::format("{} kernels: 1 to {}", n, kMaxKernels));
+  for (uint32_t k = 0; k < n; ++k) {
+    KernelInfo ki;
+    ki.name = r.str(r.u16());
+    const uint32_t ops = r.u32();
+    if (ops > kMaxKernelOps) r.fail(fmt::format("kernel {} has {} ops: at most {}", k, ops, kMaxKernelOps));
+    for (uint32_t o = 0; o < ops; ++o) {
+      KernelOp op;
+      op.op = r.str(r.u16());
+      op.work = r.u64();
+      ki.ops.push_back(std::move(op));
+    }
+    p.kernels.push_back(std::move(ki));
+  }
+  const uint32_t runs = r.u32();
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < runs; ++i) {
+    const size_t at = r.pos();
+    const uint32_t count = r.u32(), k = r.u32();
+    if (count == 0 || count > p.code.size() - p.kernel_of.size() || (i > 0 && k == last))
+      r.fail(fmt::format("run {} of the pc map ({} instructions of kernel {}) is not canonical or runs past the code", i, count, k), at);
+    p.kernel_of.insert(p.kernel_of.end(), count, k);
+    last = k;
+  }
+}
+
 }  // namespace
 
 const char* check_kind_name(CheckKind k) { return int(k) < kNumCheckKinds ? kCheckKindNames[int(k)] : "?"; }
@@ -256,32 +333,35 @@ void validate(const Program& p) {
   if (p.checks.size() > kMaxChecks) throw Error(fmt::format("{} checks: at most {}", p.checks.size(), kMaxChecks));
   check_symbols_and_data(p, [](const std::string& m) { throw Error(m); });
   check_checks(p, [](const std::string& m) { throw Error(m); });
+  check_kernels(p, [](const std::string& m) { throw Error(m); });
 }
 
 std::vector<uint8_t> save(const Program& p) {
   validate(p);
   Writer w;
   w.bytes(kProgramMagic, sizeof kProgramMagic);
-  const uint16_t minor = p.checks.empty() ? 0 : 1;
-  const size_t sections = section_count(minor);
+  std::vector<size_t> present = {kTrgt, kCode, kData, kSyms};
+  if (!p.checks.empty()) present.push_back(kChks);
+  if (!p.kernels.empty()) present.push_back(kKern);
+  const size_t sections = present.size();
   w.u16(kProgramVersionMajor);
-  w.u16(minor);
+  w.u16(sections > kRequiredSections ? 1 : 0);
   w.u32(uint32_t(sections));
   const size_t table = w.size();
   for (size_t i = 0; i < sections; ++i) {
-    w.u32(kSectionTags[i]);
+    w.u32(kSectionTags[present[i]]);
     w.u32(0);
     w.u64(0);
     w.u64(0);
   }
   for (size_t i = 0; i < sections; ++i) {
     const size_t begin = w.size();
-    switch (i) {
-      case 0: write_target(w, p.target); break;
-      case 1:
+    switch (present[i]) {
+      case kTrgt: write_target(w, p.target); break;
+      case kCode:
         for (uint64_t word : p.code) w.u64(word);
         break;
-      case 2:
+      case kData:
         w.u32(uint32_t(p.data.size()));
         for (const auto& d : p.data) {
           w.u64(d.hbm_addr);
@@ -289,7 +369,7 @@ std::vector<uint8_t> save(const Program& p) {
           w.bytes(d.bytes.data(), d.bytes.size());
         }
         break;
-      case 3:
+      case kSyms:
         w.u32(uint32_t(p.symbols.size()));
         for (const auto& s : p.symbols) {
           w.u8(uint8_t(s.kind));
@@ -301,7 +381,7 @@ std::vector<uint8_t> save(const Program& p) {
           for (uint64_t d : s.dims) w.u64(d);
         }
         break;
-      case 4:
+      case kChks:
         w.u32(uint32_t(p.checks.size()));
         for (const auto& c : p.checks) {
           uint64_t tol = 0;
@@ -314,6 +394,7 @@ std::vector<uint8_t> save(const Program& p) {
           w.u64(c.max_ulp);
         }
         break;
+      case kKern: write_kernels(w, p); break;
     }
     w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
     w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
@@ -337,29 +418,37 @@ Program load(const uint8_t* bytes, size_t size) {
     h.fail(fmt::format("version {}.{} is not supported (this tool reads {}.{})", major, minor, kProgramVersionMajor,
                        kProgramVersionMinor),
            8);
-  const size_t sections = section_count(minor);
-  uint32_t count = h.u32();
-  if (count != sections) h.fail(fmt::format("{} sections, expected {} in version 1.{}", count, sections, minor), 12);
+  const uint32_t sections = h.u32();
+  if (minor == 0 ? sections != kRequiredSections : (sections <= kRequiredSections || sections > kMaxSections))
+    h.fail(fmt::format("{} sections: version 1.0 has {}, 1.1 from {} to {}", sections, kRequiredSections, kRequiredSections + 1, size_t(kMaxSections)), 12);
 
   size_t expected_offset = kHeaderBytes + sections * kSectionEntryBytes;
-  size_t begin[kMaxSections], end[kMaxSections];
-  for (size_t i = 0; i < sections; ++i) {
+  size_t begin[kMaxSections] = {}, end[kMaxSections] = {};
+  bool has[kMaxSections] = {};
+  size_t id = 0;  // the section this entry must be (required) or may be (optional, in order)
+  for (size_t i = 0; i < sections; ++i, ++id) {
     size_t at = h.pos();
     uint32_t t = h.u32();
     uint32_t reserved = h.u32();
     uint64_t off = h.u64();
     uint64_t len = h.u64();
-    if (t != kSectionTags[i]) h.fail(fmt::format("section {} has tag {:#010x}, expected {}", i, t, kSectionNames[i]), at);
-    if (reserved != 0) h.fail(fmt::format("section {} has non-zero reserved field", kSectionNames[i]), at + 4);
+    if (i >= kRequiredSections)
+      while (id < kMaxSections && kSectionTags[id] != t) ++id;
+    if (id >= kMaxSections || t != kSectionTags[id])
+      h.fail(i < kRequiredSections ? fmt::format("section {} has tag {:#010x}, expected {}", i, t, kSectionNames[i])
+                                   : fmt::format("section {} has tag {:#010x}: not an optional section in its place", i, t),
+             at);
+    if (reserved != 0) h.fail(fmt::format("section {} has non-zero reserved field", kSectionNames[id]), at + 4);
     if (off != expected_offset)
-      h.fail(fmt::format("section {} starts at {}, expected {}", kSectionNames[i], off, expected_offset), at + 8);
+      h.fail(fmt::format("section {} starts at {}, expected {}", kSectionNames[id], off, expected_offset), at + 8);
     if (len > size - std::min<uint64_t>(off, size))
-      h.fail(fmt::format("section {} ({} bytes at {}) runs past the end of the file ({} bytes)", kSectionNames[i], len,
+      h.fail(fmt::format("section {} ({} bytes at {}) runs past the end of the file ({} bytes)", kSectionNames[id], len,
                          off, size),
              at + 16);
-    begin[i] = off;
-    end[i] = off + len;
-    expected_offset = end[i];
+    has[id] = true;
+    begin[id] = off;
+    end[id] = off + len;
+    expected_offset = end[id];
   }
   if (expected_offset != size) h.fail(fmt::format("{} bytes after the last section", size - expected_offset), expected_offset);
 
@@ -409,8 +498,8 @@ Program load(const uint8_t* bytes, size_t size) {
   sr.expect_end();
   check_symbols_and_data(p, [&](const std::string& m) { throw Error(m); });
 
-  if (sections > 4) {
-    Reader kr(bytes, begin[4], end[4], "CHKS");
+  if (has[kChks]) {
+    Reader kr(bytes, begin[kChks], end[kChks], "CHKS");
     const uint32_t n = kr.u32();
     if (n == 0 || n > kMaxChecks) kr.fail(fmt::format("{} checks: 1 to {} in version 1.1", n, kMaxChecks));
     for (uint32_t i = 0; i < n; ++i) {
@@ -427,7 +516,13 @@ Program load(const uint8_t* bytes, size_t size) {
       p.checks.push_back(c);
     }
     kr.expect_end();
-    check_checks(p, [&](const std::string& m) { kr.fail(m, begin[4]); });
+    check_checks(p, [&](const std::string& m) { kr.fail(m, begin[kChks]); });
+  }
+  if (has[kKern]) {
+    Reader kr(bytes, begin[kKern], end[kKern], "KERN");
+    read_kernels(kr, p);
+    kr.expect_end();
+    check_kernels(p, [&](const std::string& m) { kr.fail(m, begin[kKern]); });
   }
   return p;
 }

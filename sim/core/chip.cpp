@@ -94,7 +94,7 @@ std::string TensorCore::blocked_report() const {
 }
 
 Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-           RunControl& rc, TraceWriter* trace)
+           RunControl& rc, TraceSink* trace)
     : sc_core::sc_module(name),
       hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles(), rc.budget()),
       clk("clk", rc.period()),

@@ -16,7 +16,7 @@
 #include "../mem/hbm_simple.h"
 #include "../mem/memory.h"
 #include "../mxu/mxu.h"
-#include "../obs/trace_writer.h"
+#include "../obs/observer.h"
 #include "../obs/vcd_writer.h"
 #include "../vpu/vpu.h"
 #include "run_control.h"
@@ -52,7 +52,7 @@ class TensorCore : public sc_core::sc_module {
 class Chip : public sc_core::sc_module {
  public:
   Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-       RunControl& rc, TraceWriter* trace);
+       RunControl& rc, TraceSink* trace);
 
   HbmSimple hbm;
   std::vector<std::unique_ptr<TensorCore>> cores;
@@ -69,7 +69,7 @@ class Chip : public sc_core::sc_module {
 
   const SimOptions& opts_;
   RunControl& rc_;
-  TraceWriter* trace_;
+  TraceSink* trace_;
   VcdWriter* vcd_ = nullptr;
   bool done_ = false;
   uint64_t end_cycle_ = 0;

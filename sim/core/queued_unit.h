@@ -53,7 +53,7 @@ class QueuedUnit {
     const Issued* h = head();
     if (h && waiting_ && sems_.take_grant(unit_id_)) {
       waiting_ = false;
-      if (trace_) trace_->instruction(track_id(core_, unit_id_), h->pc, wait_start_, now);
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), h->pc, wait_start_, now, 0);
       retire();
       h = head();
     }
@@ -73,7 +73,7 @@ class QueuedUnit {
     while (!deferred_.empty() && deferred_.front().at <= now) {
       const Deferred& d = deferred_.front();
       sems_.signal(d.sem, d.count);
-      if (trace_) trace_->instruction(track_id(core_, unit_id_), d.pc, d.issued, now + 1);
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), d.pc, d.issued, now + 1, 0);
       deferred_.pop_front();
     }
   }
@@ -95,7 +95,7 @@ class QueuedUnit {
       }
       if (!all_done && !done_at) return SyncResult::Blocked;
       sems_.signal(int(h.insn[1]), uint32_t(h.insn[2]));
-      if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, now, now + 1);
+      if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, now, now + 1, 0);
       retire();
       return SyncResult::Done;
     }
@@ -113,8 +113,8 @@ class QueuedUnit {
     state_ = s;
     stats_.account(s, cause);
   }
-  void trace_event(uint32_t pc, uint64_t start, uint64_t end) {
-    if (trace_) trace_->instruction(track_id(core_, unit_id_), pc, start, end);
+  void trace_event(uint32_t pc, uint64_t start, uint64_t end, uint64_t work = 0) {
+    if (trace_) trace_->instruction(track_id(core_, unit_id_), pc, start, end, work);
   }
 
   struct Deferred {

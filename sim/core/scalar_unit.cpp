@@ -33,7 +33,7 @@ void ScalarUnit::tick() {
       return finish(UnitState::Blocked, "semaphore");
     }
     waiting_ = false;
-    if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, wait_start_, now);
+    if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, wait_start_, now, 0);
     ++pc_;
   }
   // Up to core.issue_width instructions in order; the group ends at a taken
@@ -110,7 +110,7 @@ bool ScalarUnit::issue(uint64_t now, const char*& stall) {
           return true;  // busy this cycle; the grant is seen next cycle
         }
         sems_.signal(int(in[1]), uint32_t(in[2]));
-        if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1);
+        if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1, 0);
         ++pc_;
         break;
       }
@@ -155,7 +155,7 @@ bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now, const 
     stall = unit == 1 ? "queue_full.dma" : unit == 2 ? "queue_full.vpu" : "queue_full.mxu";
     return false;
   }
-  if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1);
+  if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1, 0);
   ++pc_;
   return true;
 }
@@ -250,7 +250,7 @@ void ScalarUnit::execute_scalar(const isa::Instruction& in, uint64_t now) {
     default:
       throw std::logic_error(fmt::format("internal error: {} is not a scalar instruction", isa::spec(in.op).mnemonic));
   }
-  if (trace_) trace_->instruction(track_id(p_.core, 0), pc, now, now + 1);
+  if (trace_) trace_->instruction(track_id(p_.core, 0), pc, now, now + 1, 0);
   if (taken)
     jump(target, now);
   else

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../obs/profiler.h"
+#include "../obs/trace_writer.h"
 #include "chip.h"
 
 namespace tpu::sim {
@@ -55,13 +57,14 @@ nlohmann::json unit_json(const UnitStats& s, uint64_t cycles) {
   nlohmann::json stalls = nlohmann::json::object();
   for (const auto& [cause, n] : s.stalls) stalls[cause] = n;
   return {{"busy_cycles", s.busy_cycles},
-          {"utilization", cycles ? double(s.busy_cycles) / double(cycles) : 0.0},
+          {"busy_fraction", cycles ? double(s.busy_cycles) / double(cycles) : 0.0},
           {"stall_cycles", s.stall_cycles},
           {"stalls", stalls},
           {"instructions", s.instructions}};
 }
 
-std::string stats_json(const MachineConfig& cfg, const Chip& chip, RunStatus status, uint64_t cycles, double wall) {
+std::string stats_json(const MachineConfig& cfg, const Chip& chip, const Profiler& prof, RunStatus status, uint64_t cycles,
+                       double wall) {
   using nlohmann::json;
   json units = json::object();
   json by_class = {{"scalar", 0}, {"sync", 0}, {"dma", 0}, {"mxu", 0}, {"vpu", 0}};
@@ -81,6 +84,7 @@ std::string stats_json(const MachineConfig& cfg, const Chip& chip, RunStatus sta
     for (size_t m = 0; m < c->mxus.size(); ++m) {
       json u = unit_json(c->mxus[m]->unit_stats(), cycles);
       u["macs"] = c->mxus[m]->macs();
+      u["mac_utilization"] = cycles ? double(c->mxus[m]->macs()) / (double(cycles) * double(cfg.target.mxu_dim * cfg.target.mxu_dim)) : 0.0;
       units[fmt::format("{}mxu{}", p, m)] = u;
       add_stalls("mxu", c->mxus[m]->unit_stats());
       macs += c->mxus[m]->macs();
@@ -105,15 +109,39 @@ std::string stats_json(const MachineConfig& cfg, const Chip& chip, RunStatus sta
       {"instructions", {{"total", total}, {"by_class", by_class}}},
       {"units", units},
       {"stall_cycles_by_cause", stalls},
-      {"mxu", {{"macs", macs}, {"utilization", peak_macs > 0 ? double(macs) / peak_macs : 0.0}}},
+      {"mxu", {{"macs", macs}, {"mac_utilization", peak_macs > 0 ? double(macs) / peak_macs : 0.0}}},
       {"hbm",
        {{"model", cfg.hbm.model},
         {"bytes_read", rd},
         {"bytes_written", wr},
         {"bandwidth_utilization", cycles ? double(rd + wr) / (double(cycles) * bytes_per_cycle) : 0.0}}},
       {"host", {{"wall_seconds", wall}, {"simulated_cycles_per_second", wall > 0 ? double(cycles) / wall : 0.0}}},
+      {"kernels", prof.kernels_json()},
+      {"ops", prof.ops_json()},
   };
   return j.dump(2) + "\n";
+}
+
+// The heaviest kernels and ops, as tpusim --profile prints them.
+std::string profile_table(const nlohmann::json& kernels, const nlohmann::json& ops, uint64_t total, size_t top) {
+  if (kernels.empty()) return {};
+  std::vector<const nlohmann::json*> ks;
+  for (const auto& k : kernels) ks.push_back(&k);
+  std::stable_sort(ks.begin(), ks.end(), [](const nlohmann::json* a, const nlohmann::json* b) { return (*a)["cycles"].get<uint64_t>() > (*b)["cycles"].get<uint64_t>(); });
+  auto pct = [&](double c) { return total ? 100.0 * c / double(total) : 0.0; };
+  std::string s = fmt::format("{:>4} {:>10} {:>6} {:>6} {:>6} {:>8}  {}\n", "kern", "cycles", "%run", "MXU%", "HBM%", "bound", "kernel (first op)");
+  for (size_t i = 0; i < ks.size() && i < top; ++i) {
+    const auto& k = *ks[i];
+    const std::string op = k["ops"].empty() ? "" : k["ops"][0].get<std::string>();
+    s += fmt::format("{:>4} {:>10} {:>5.1f}% {:>5.1f}% {:>5.1f}% {:>8}  {} ({})\n", k["index"].get<size_t>(), k["cycles"].get<uint64_t>(),
+                     pct(k["cycles"].get<double>()), 100 * k["mxu_utilization"].get<double>(),
+                     100 * k["hbm_bandwidth_utilization"].get<double>(), k["bound"].get<std::string>(), k["name"].get<std::string>(), op);
+  }
+  s += fmt::format("\n{:>10} {:>6}  {}\n", "cycles", "%run", "HLO op (cycles shared by work within each kernel)");
+  for (size_t i = 0; i < ops.size() && i < top; ++i)
+    s += fmt::format("{:>10.0f} {:>5.1f}%  {}\n", ops[i]["cycles"].get<double>(), pct(ops[i]["cycles"].get<double>()),
+                     ops[i]["op"].get<std::string>());
+  return s + "(kernels overlap in time: the next kernel's loads run during this one)\n";
 }
 
 }  // namespace
@@ -136,7 +164,10 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
     trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));
-  Chip chip("chip", config_, dp, options_, rc, trace.get());
+  Profiler profiler(program_, config_);
+  TeeSink both(trace.get(), &profiler);
+  TraceSink* sink = program_.kernels.empty() ? static_cast<TraceSink*>(trace.get()) : trace ? static_cast<TraceSink*>(&both) : &profiler;
+  Chip chip("chip", config_, dp, options_, rc, sink);
 
   SparseMemory& hbm = chip.hbm.memory();
   for (const auto& d : program_.data) hbm.write(d.hbm_addr, d.bytes.data(), d.bytes.size());
@@ -180,7 +211,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     hbm.read(o->hbm_addr, bytes.data(), bytes.size());
     r.outputs.push_back(std::move(bytes));
   }
-  r.stats_json = stats_json(config_, chip, r.status, r.cycles, wall);
+  r.stats_json = stats_json(config_, chip, profiler, r.status, r.cycles, wall);
+  r.profile = profile_table(profiler.kernels_json(), profiler.ops_json(), r.cycles, 10);
   if (vcd) vcd->close(r.cycles);
   if (trace) trace->finish();
   if (record.is_open()) {

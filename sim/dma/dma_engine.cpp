@@ -33,7 +33,7 @@ void DmaEngine::complete(uint64_t now) {
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
     sems_.signal(t.sem, 1);
-    trace_event(t.pc, t.start, now + 1);
+    trace_event(t.pc, t.start, now + 1, t.rows * t.row_bytes);
     transfers_.pop_front();
   }
 }

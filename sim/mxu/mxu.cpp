@@ -192,7 +192,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       const uint64_t done = now + rows - 1 + 2 * n - 1;
       buf_drained_[active_] = done;
       last_complete_ = std::max(last_complete_, done);
-      trace_event(is.pc, now, done + 1);
+      trace_event(is.pc, now, done + 1, rows * n * n);
       return true;
     }
     default:

@@ -96,7 +96,8 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     const bool taken = step(offer, now);
     if (offer) {
       if (taken) {
-        trace_event(offer->pc, now, now + 1);
+        const bool mm = offer->insn.op == isa::Opcode::MXU_MM || offer->insn.op == isa::Opcode::MXU_MMA;
+        trace_event(offer->pc, now, now + 1, mm ? (*offer)[4] * n_ * n_ : 0);  // MACs of the stream
         retire();
         state = UnitState::Busy;
       } else if (state != UnitState::Busy) {

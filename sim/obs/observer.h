@@ -27,14 +27,41 @@ struct UnitStats {
 };
 
 // Receives one event per executed instruction (track = core * 16 + unit
-// number as in the ISA's Unit operand) and counter samples.
+// number as in the ISA's Unit operand) and counter samples. `work` is what
+// the instruction moved or computed: MACs of an MXU stream, bytes of a DMA
+// transfer, 0 otherwise.
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
-  virtual void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle) = 0;
+  virtual void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle, uint64_t work) = 0;
   virtual void counter(int track, const char* name, uint64_t cycle, int64_t value) = 0;
 };
 
+// Hands every event to two sinks (the timeline and the profile).
+class TeeSink : public TraceSink {
+ public:
+  TeeSink(TraceSink* a, TraceSink* b) : a_(a), b_(b) {}
+  void instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) override {
+    a_->instruction(track, pc, start, end, work);
+    b_->instruction(track, pc, start, end, work);
+  }
+  void counter(int track, const char* name, uint64_t cycle, int64_t value) override {
+    a_->counter(track, name, cycle, value);
+    b_->counter(track, name, cycle, value);
+  }
+
+ private:
+  TraceSink* a_;
+  TraceSink* b_;
+};
+
 inline int track_id(int core, int unit) { return core * 16 + unit; }
+// A unit's name from its number in a track: scalar, dma, vpu, mxu0, ...
+inline std::string unit_name(int unit) {
+  if (unit == 0) return "scalar";
+  if (unit == 1) return "dma";
+  if (unit == 2) return "vpu";
+  return "mxu" + std::to_string(unit - 8);
+}
 
 }  // namespace tpu::sim

@@ -9,16 +9,6 @@
 #include "tpu/isa/isa.h"
 
 namespace tpu::sim {
-namespace {
-
-std::string unit_track_name(int unit) {
-  if (unit == 0) return "scalar";
-  if (unit == 1) return "dma";
-  if (unit == 2) return "vpu";
-  return fmt::format("mxu{}", unit - 8);
-}
-
-}  // namespace
 
 TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int cores, int mxus)
     : path_(path), program_(program), us_per_cycle_(1e6 / double(clock_hz)), text_(program.code.size()) {
@@ -32,7 +22,7 @@ TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, u
   for (int c = 0; c < cores; ++c) {
     put(json{{"ph", "M"}, {"name", "process_name"}, {"pid", c}, {"args", {{"name", fmt::format("core{}", c)}}}}.dump());
     for (size_t i = 0; i < units.size(); ++i) {
-      put(json{{"ph", "M"}, {"name", "thread_name"}, {"pid", c}, {"tid", units[i]}, {"args", {{"name", unit_track_name(units[i])}}}}
+      put(json{{"ph", "M"}, {"name", "thread_name"}, {"pid", c}, {"tid", units[i]}, {"args", {{"name", unit_name(units[i])}}}}
               .dump());
       put(json{{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", c}, {"tid", units[i]}, {"args", {{"sort_index", i}}}}.dump());
     }
@@ -71,17 +61,17 @@ bool TraceWriter::full(uint64_t cycle) {
   return true;
 }
 
-void TraceWriter::instruction(int track, uint32_t pc, uint64_t start, uint64_t end) {
+void TraceWriter::instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) {
   if (full(start)) return;
   const std::string& t = text_of(pc);
   put(nlohmann::json{{"ph", "X"},
                      {"name", t.substr(0, t.find(' '))},
-                     {"cat", unit_track_name(track % 16)},
+                     {"cat", unit_name(track % 16)},
                      {"pid", track / 16},
                      {"tid", track % 16},
                      {"ts", double(start) * us_per_cycle_},
                      {"dur", double(end - start) * us_per_cycle_},
-                     {"args", {{"pc", pc}, {"text", t}, {"start_cycle", start}, {"cycles", end - start}}}}
+                     {"args", {{"pc", pc}, {"text", t}, {"start_cycle", start}, {"cycles", end - start}, {"work", work}}}}
           .dump());
 }
 
@@ -91,7 +81,7 @@ void TraceWriter::counter(int track, const char* name, uint64_t cycle, int64_t v
                      {"name", name},
                      {"pid", track / 16},
                      {"ts", double(cycle) * us_per_cycle_},
-                     {"args", {{unit_track_name(track % 16), value}}}}
+                     {"args", {{unit_name(track % 16), value}}}}
           .dump());
 }
 

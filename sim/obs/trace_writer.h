@@ -23,7 +23,7 @@ class TraceWriter : public TraceSink {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle) override;
+  void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle, uint64_t work) override;
   void counter(int track, const char* name, uint64_t cycle, int64_t value) override;
   // Closes the JSON and the file; throws Error when anything failed to reach it.
   void finish();

@@ -82,7 +82,7 @@ int sc_main(int argc, char* argv[]) {
   std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
   std::string memory_budget = fmt::format("{}G", tpu::sim::kDefaultMemoryBudget >> 30);
-  bool quiet = false;
+  bool quiet = false, profile = false;
   app.add_option("program", program_path, "program (.tpu)");
   app.add_option("--set", settings,
                  "KEY=VALUE: change one parameter of the machine (hbm.bandwidth_bytes_per_s=1.6e12); repeatable; a target "
@@ -111,6 +111,8 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--record-mxu", record_mxu,
                  "core 0 MXU 0's command stream with the VMEM rows it reads, for the RTL lockstep harness");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
+  app.add_flag("--profile", profile,
+               "print the 10 kernels and HLO ops that took the most cycles (stats.json has all of them: docs/stats.md)");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   return tpu::cli::run("tpusim", [&] {
@@ -190,6 +192,9 @@ int sc_main(int argc, char* argv[]) {
       for (size_t i = 0; i < outs.size(); ++i)
         tpu::isa::write_npy((std::filesystem::path(outputs_dir) / fmt::format("out{}.npy", i)).string(),
                             tpu::isa::tensor_to_npy(*outs[i], std::move(r.outputs[i])));
+    if (profile)
+      std::cout << (r.profile.empty() ? std::string("tpusim: the program has no kernel table (tpuc writes one; tpu-as only with .kernel)\n")
+                                      : r.profile);
     if (!quiet)
       std::cout << fmt::format("tpusim: {} cycles ({:.3f} us at {:.3g} GHz on {}){}\n", r.cycles,
                                double(r.cycles) / double(cfg.clock_hz) * 1e6, double(cfg.clock_hz) / 1e9, cfg.target.name,

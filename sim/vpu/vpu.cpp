@@ -293,7 +293,7 @@ void Vpu::tick() {
   const Issued* h = current(now);
   const UnitState busy_or_idle = now + 1 < last_complete_ ? UnitState::Busy : UnitState::Idle;
   if (!h) return finish(busy_or_idle, "");
-  if (now < busy_until_) return finish(UnitState::Stalled, "transpose");
+  if (now < busy_until_) return finish(UnitState::Busy, "");  // transposing: work, not a stall
   // A signal's count arrives once the last result is being computed in its
   // final cycle: at last_complete_ - 1.
   switch (sync_deferred(*h, now, last_complete_ > 0 ? last_complete_ - 1 : 0)) {

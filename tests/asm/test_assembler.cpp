@@ -148,6 +148,27 @@ TEST_CASE("the .check directive names two outputs and tpu-objdump writes it back
   }
 }
 
+TEST_CASE(".kernel and .in_kernel give each instruction its kernel", "[asm]") {
+  const isa::Program p = ok(".kernel 0, \"copy\", \"m.hlo:3 x (a.py:1)\", 16\n.kernel 1, \"matmul\"\n.text\n"
+                            "  nop\n.in_kernel 1\n  nop\n  nop\n.in_kernel 0\n  nop\n.in_kernel -1\n  halt\n");
+  REQUIRE(p.kernels.size() == 2);
+  CHECK(p.kernels[0].ops == std::vector<isa::KernelOp>{{"m.hlo:3 x (a.py:1)", 16}});
+  CHECK(p.kernel_of == std::vector<uint32_t>{isa::kNoKernel, 1, 1, 0, isa::kNoKernel});
+  CHECK(ok(as::disassemble(p)) == p);
+  const std::pair<const char*, const char*> bad[] = {
+      {".kernel 1, \"x\"\nhalt\n", "kernel 1 is defined where kernel 0 comes next"},
+      {".in_kernel 0\nhalt\n", ".in_kernel without any .kernel"},
+      {".kernel 0, \"x\"\n.in_kernel 3\nhalt\n", ".in_kernel 3: there are 1 kernels"},
+      {".kernel 0, \"x\", \"op\"\nhalt\n", "',' and the op's work"},
+  };
+  for (const auto& [src, why] : bad) {
+    INFO(src);
+    const auto e = errors(src);
+    REQUIRE(e.size() >= 1);
+    CHECK_THAT(e[0].render(), Catch::Contains(why));
+  }
+}
+
 TEST_CASE(".inst carries words that are not instructions", "[asm]") {
   auto p = ok(".inst 0xff00000000000000\n");
   CHECK(p.code[0] == 0xff00000000000000ull);

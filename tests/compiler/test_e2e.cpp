@@ -146,6 +146,48 @@ TEST_CASE("corpus: StableHLO and HLO text give identical outputs and cycles") {
   }
 }
 
+// The profile (stats.json kernels and ops): every MAC and every DMA byte of
+// a kernel's instructions is credited to it, so kernels sum to the run's
+// totals; a matmul kernel's MACs are the formula's; op cycles add up to the
+// kernels'.
+TEST_CASE("profile: kernels and ops account for the whole run") {
+  for (const std::string& name : {std::string("matmul_f32"), std::string("mlp_f32"), std::string("lenet")}) {
+    const CorpusCase c = load_corpus(name, "module.stablehlo.mlir");
+    for (const std::string preset : {"tiny", "v5e"}) {
+      INFO(name << " on " << preset);
+      compiler::CompileOptions o;
+      o.target = isa::load_target(preset);
+      const compiler::Compiled comp = compiler::compile(c.f, o);
+      REQUIRE(!comp.program.kernels.empty());
+      std::vector<std::vector<uint8_t>> in;
+      for (const Tensor& t : c.inputs) in.push_back(ir::to_bytes(t));
+      const test::SimRun r = test::simulate(comp.program, sim::load_config(preset), in);
+      REQUIRE_FALSE(r.fault);
+      const auto& ks = r.stats["kernels"];
+      REQUIRE(ks.size() == comp.program.kernels.size());
+      uint64_t macs = 0, bytes = 0;
+      double kernel_cycles = 0, op_cycles = 0;
+      for (const auto& k : ks) {
+        macs += k["macs"].get<uint64_t>();
+        bytes += k["hbm_bytes"].get<uint64_t>();
+        kernel_cycles += k["cycles"].get<double>();
+        CHECK(k["first_cycle"].get<uint64_t>() <= k["last_cycle"].get<uint64_t>());
+        CHECK(k["last_cycle"].get<uint64_t>() <= r.cycles);
+        CHECK(k["ops"].size() >= 1);
+        for (const auto& [unit, busy] : k["busy_cycles"].items()) CHECK(busy.get<uint64_t>() <= k["cycles"].get<uint64_t>());
+      }
+      for (const auto& op : r.stats["ops"]) op_cycles += op["cycles"].get<double>();
+      CHECK(macs == r.stats["mxu"]["macs"].get<uint64_t>());
+      CHECK(bytes == r.stats["hbm"]["bytes_read"].get<uint64_t>() + r.stats["hbm"]["bytes_written"].get<uint64_t>());
+      CHECK(op_cycles == Approx(kernel_cycles).epsilon(1e-9));
+      if (name == "matmul_f32")  // 64x96 @ 96x80 at one bf16 pass; every dimension a multiple of 8 (and padded to 128 on v5e)
+        for (const auto& k : ks)
+          if (k["name"].get<std::string>().find("matmul") != std::string::npos)
+            CHECK(k["macs"].get<uint64_t>() == (preset == "tiny" ? uint64_t(64) * 96 * 80 : uint64_t(64) * 128 * 128));
+    }
+  }
+}
+
 // Compiled corpus programs with the Verilated RTL in the MXU's place: the
 // same outputs and cycles as the model (fast and PE-level paths); and MXU 0's
 // recorded command stream replayed through the RTL lockstep harness.

@@ -153,6 +153,32 @@ TEST_CASE("checks: version 1.1 with a CHKS section, 1.0 without", "[program]") {
   CHECK_THROWS_WITH(load(corrupt.data(), corrupt.size()), Catch::Contains("CHKS section"));
 }
 
+TEST_CASE("kernels: a KERN section maps every pc to a kernel and its HLO ops", "[program]") {
+  Program p = sample_program();
+  p.kernels = {{"kernel 0: matmul -> %3 f32[8,8]", {{"m.mlir:4 %0 (model.py:9)", 512}, {"m.mlir:5 %1", 64}}}, {"kernel 1: copy", {}}};
+  p.kernel_of = {1, kNoKernel};
+  const auto bytes = save(p);
+  CHECK(bytes[10] == 1);
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q == p);
+  CHECK(save(q) == bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  p.checks.push_back({CheckKind::expect_eq, 0, 0, 0, 0, 0});  // CHKS and KERN together, in that order
+  const auto both = save(p);
+  CHECK(load(both.data(), both.size()) == p);
+  Program bad = p;
+  bad.kernel_of = {0};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("1 instructions have a kernel, the program has 2"));
+  bad.kernel_of = {0, 2};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("instruction 1 belongs to kernel 2; there are 2"));
+  bad = p;
+  bad.kernels[0].name = "a \"quoted\" name";
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("not printable text"));
+  bad = p;
+  bad.kernels.clear();
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("0 kernels"));
+}
+
 TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
   const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0};
   auto bytes = [](std::vector<float> v) {

@@ -133,12 +133,12 @@ TEST_CASE("tpusim writes outputs, stats, the resolved config, a VCD and a trace"
     CHECK(stats.contains(k));
   CHECK(stats["cycles"] == 233);
   CHECK(stats["mxu"]["macs"] == 8 * 8 * 8);
-  CHECK(stats["mxu"].contains("utilization"));
+  CHECK(stats["mxu"].contains("mac_utilization"));
   for (const char* k : {"bytes_read", "bytes_written", "bandwidth_utilization"}) CHECK(stats["hbm"].contains(k));
   CHECK(stats["hbm"]["bytes_read"] == 2 * 128 + 32);
   CHECK(stats["hbm"]["bytes_written"] == 256);
   CHECK(stats["units"]["core0.mxu0"]["busy_cycles"].get<uint64_t>() > 0);
-  CHECK(stats["units"]["core0.vpu"].contains("utilization"));
+  CHECK(stats["units"]["core0.vpu"].contains("busy_fraction"));
   CHECK(stats["instructions"]["by_class"]["mxu"] == 3);
   CHECK(stats["host"]["simulated_cycles_per_second"].get<double>() > 0);
   auto cfg = nlohmann::json::parse(isa::read_text_file((dir / "out/stats.config.json").string()));

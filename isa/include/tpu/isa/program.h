@@ -78,6 +78,24 @@ struct Check {
   }
 };
 
+// What tpuc knows of each instruction, for profiles: the kernel it belongs
+// to and the HLO ops that kernel computes (tpusim's stats.json `kernels` and
+// `ops`). A hand-written program has none.
+struct KernelOp {
+  std::string op;     // "m.mlir:6 %0 (model.py:21)"
+  uint64_t work = 0;  // its share of the kernel's arithmetic (MACs, elements), to split the kernel's cycles
+  bool operator==(const KernelOp& o) const { return op == o.op && work == o.work; }
+};
+struct KernelInfo {
+  std::string name;  // "matmul -> %7 f32[8,16]"
+  std::vector<KernelOp> ops;
+  bool operator==(const KernelInfo& o) const { return name == o.name && ops == o.ops; }
+};
+inline constexpr uint32_t kNoKernel = 0xFFFFFFFF;
+inline constexpr size_t kMaxKernels = 1u << 16;
+inline constexpr size_t kMaxKernelOps = 1u << 16;  // per kernel
+inline constexpr size_t kMaxDebugText = 1024;      // characters of a kernel name or an op
+
 // Evaluates a check on the two outputs' bytes (dense, row-major, of type t):
 // pass or fail, and a line saying why (the first mismatch and its index).
 struct CheckOutcome {
@@ -93,11 +111,16 @@ struct Program {
   std::vector<DataSegment> data;
   std::vector<TensorSymbol> symbols;
   std::vector<Check> checks;  // saved in a CHKS section (version 1.1) when not empty
+  // Saved in a KERN section (version 1.1) when not empty; kernel_of then has
+  // one entry per instruction: its kernel, or kNoKernel.
+  std::vector<KernelInfo> kernels;
+  std::vector<uint32_t> kernel_of;
 
   std::vector<const TensorSymbol*> inputs() const;
   std::vector<const TensorSymbol*> outputs() const;
   bool operator==(const Program& o) const {
-    return target == o.target && code == o.code && data == o.data && symbols == o.symbols && checks == o.checks;
+    return target == o.target && code == o.code && data == o.data && symbols == o.symbols && checks == o.checks &&
+           kernels == o.kernels && kernel_of == o.kernel_of;
   }
 };
 

@@ -50,6 +50,7 @@ struct RunResult {
   uint64_t cycles = 0;
   std::vector<std::vector<uint8_t>> outputs;  // one per output symbol, in order
   std::string stats_json;
+  std::string profile;  // the top kernels and HLO ops as a table (tpusim --profile); "" without kernels
 };
 
 class Simulator {
