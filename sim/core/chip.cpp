@@ -157,11 +157,71 @@ void Chip::sample_counters(uint64_t now) {
   }
 }
 
+void Chip::attach_intervals(uint64_t every, std::ostream* csv) {
+  every_ = every;
+  csv_ = csv;
+  for (const auto& c : cores) {
+    const std::string p = fmt::format("core{}.", c->index);
+    columns_.push_back({track_id(c->index, 0), p + "scalar.busy_cycles"});
+    columns_.push_back({track_id(c->index, 1), p + "dma.busy_cycles"});
+    columns_.push_back({track_id(c->index, 2), p + "vpu.busy_cycles"});
+    for (size_t m = 0; m < c->mxus.size(); ++m) columns_.push_back({track_id(c->index, 8 + int(m)), fmt::format("{}mxu{}.busy_cycles", p, m)});
+    for (size_t m = 0; m < c->mxus.size(); ++m) columns_.push_back({-2, fmt::format("{}mxu{}.macs", p, m)});
+  }
+  columns_.push_back({-1, "hbm.bytes_read"});
+  columns_.push_back({-1, "hbm.bytes_written"});
+  row_base_.assign(columns_.size(), 0);
+  if (csv_) {
+    *csv_ << "cycle_start,cycle_end";
+    for (const auto& col : columns_) *csv_ << "," << col.second;
+    *csv_ << "\n";
+  }
+}
+
+std::vector<uint64_t> Chip::interval_counters() const {
+  std::vector<uint64_t> v;
+  for (const auto& c : cores) {
+    v.push_back(c->scalar.stats().busy_cycles);
+    v.push_back(c->dma.stats().busy_cycles);
+    v.push_back(c->vpu.stats().busy_cycles);
+    for (const auto& m : c->mxus) v.push_back(m->unit_stats().busy_cycles);
+    for (const auto& m : c->mxus) v.push_back(m->macs());
+  }
+  v.push_back(hbm.bytes_read());
+  v.push_back(hbm.bytes_written());
+  return v;
+}
+
+// One row [row_start_, end): the counters' growth, to the CSV and as counter
+// tracks (busy %, HBM bytes per cycle) on the trace.
+void Chip::interval_row(uint64_t end) {
+  if (end <= row_start_) return;
+  const std::vector<uint64_t> now = interval_counters();
+  const double span = double(end - row_start_);
+  if (csv_) *csv_ << row_start_ << "," << end;
+  uint64_t hbm_bytes = 0;
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const uint64_t d = now[i] - row_base_[i];
+    if (csv_) *csv_ << "," << d;
+    if (trace_ && columns_[i].first >= 0) trace_->counter(columns_[i].first, "busy %", row_start_, int64_t(100.0 * double(d) / span + 0.5));
+    if (columns_[i].first == -1) hbm_bytes += d;
+  }
+  if (csv_) *csv_ << "\n";
+  if (trace_) trace_->counter(-1, "HBM bytes per cycle", row_start_, int64_t(double(hbm_bytes) / span + 0.5));
+  row_base_ = now;
+  row_start_ = end;
+}
+
+void Chip::finish_intervals(uint64_t end_cycle) {
+  if (every_) interval_row(end_cycle);
+}
+
 void Chip::monitor() {
   if (rc_.faulted()) return;
   const uint64_t now = rc_.cycle();
   if (vcd_) vcd_->sample(now);
   if (trace_) sample_counters(now);
+  if (every_ && (now + 1) % every_ == 0) interval_row(now + 1);
 
   bool all_finished = true, flight = false, busy = false;
   for (const auto& c : cores) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <ostream>
 #include <vector>
 
 #include "../dma/dma_engine.h"
@@ -62,10 +63,19 @@ class Chip : public sc_core::sc_module {
   uint64_t end_cycle() const { return end_cycle_; }
   void attach_vcd(VcdWriter* vcd);
   bool progress_shown() const { return progress_shown_; }
+  // A time series every `every` cycles: CSV rows to `csv` (may be null) and
+  // counter tracks on the trace. finish_intervals writes the last, partial
+  // row; the rows add up to the run's totals.
+  void attach_intervals(uint64_t every, std::ostream* csv);
+  void finish_intervals(uint64_t end_cycle);
 
  private:
   void monitor();
   void sample_counters(uint64_t now);
+  // The counters the time series differences: per unit busy cycles, per MXU
+  // MACs, HBM bytes read and written.
+  std::vector<uint64_t> interval_counters() const;
+  void interval_row(uint64_t end);
 
   const SimOptions& opts_;
   RunControl& rc_;
@@ -74,6 +84,10 @@ class Chip : public sc_core::sc_module {
   bool done_ = false;
   uint64_t end_cycle_ = 0;
   std::vector<int64_t> last_depth_;
+  uint64_t every_ = 0, row_start_ = 0;
+  std::ostream* csv_ = nullptr;
+  std::vector<uint64_t> row_base_;
+  std::vector<std::pair<int, std::string>> columns_;  // track (or -1: HBM) and column name
   std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
   bool progress_shown_ = false;
 };

@@ -163,7 +163,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
                             MemoryBudget::text(acc_bytes), MemoryBudget::text(options_.memory_budget)));
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
-    trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores), int(config_.target.mxus_per_core));
+    trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores),
+                                          int(config_.target.mxus_per_core), options_.trace_start, options_.trace_end);
   Profiler profiler(program_, config_);
   TeeSink both(trace.get(), &profiler);
   TraceSink* sink = program_.kernels.empty() ? static_cast<TraceSink*>(trace.get()) : trace ? static_cast<TraceSink*>(&both) : &profiler;
@@ -189,6 +190,14 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     dynamic_cast<Mxu&>(*chip.cores[0]->mxus[0]).record_commands(&record);
   }
 
+  std::ofstream intervals;
+  if (!options_.intervals_path.empty()) {
+    intervals.open(options_.intervals_path, std::ios::trunc);
+    if (!intervals) throw Error(fmt::format("{}: cannot open for writing", options_.intervals_path));
+  }
+  const uint64_t every = options_.stats_interval ? options_.stats_interval : trace ? kTraceCounterInterval : 0;
+  if (every) chip.attach_intervals(every, intervals.is_open() ? &intervals : nullptr);
+
   std::unique_ptr<VcdWriter> vcd;
   if (!options_.vcd_path.empty()) {
     const uint64_t period_ps = (1000000000000ull + config_.clock_hz / 2) / config_.clock_hz;
@@ -211,10 +220,18 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     hbm.read(o->hbm_addr, bytes.data(), bytes.size());
     r.outputs.push_back(std::move(bytes));
   }
+  chip.finish_intervals(r.cycles);
+  if (intervals.is_open()) {
+    intervals.close();
+    if (!intervals) throw Error(fmt::format("{}: write error", options_.intervals_path));
+  }
   r.stats_json = stats_json(config_, chip, profiler, r.status, r.cycles, wall);
   r.profile = profile_table(profiler.kernels_json(), profiler.ops_json(), r.cycles, 10);
   if (vcd) vcd->close(r.cycles);
-  if (trace) trace->finish();
+  if (trace) {
+    trace->kernels(profiler.kernels_json());
+    trace->finish();
+  }
   if (record.is_open()) {
     record.close();
     if (!record) throw Error(fmt::format("{}: write error", options_.record_mxu_path));

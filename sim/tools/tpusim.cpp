@@ -50,17 +50,17 @@ uint64_t parse_bytes(const char* flag, const std::string& s) {
   return v << shift;
 }
 
-std::pair<uint64_t, uint64_t> parse_window(const std::string& w) {
+std::pair<uint64_t, uint64_t> parse_window(const char* flag, const std::string& w) {
   const auto colon = w.find(':');
-  if (colon == std::string::npos) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}' is not START:END", w));
+  if (colon == std::string::npos) throw tpu::cli::UsageError(fmt::format("{} '{}' is not START:END", flag, w));
   auto num = [&](const std::string& s, uint64_t dflt) -> uint64_t {
     if (s.empty()) return dflt;
     const auto [v, used] = leading_number(s);
-    if (used == 0 || used != s.size()) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': '{}' is not a cycle number", w, s));
+    if (used == 0 || used != s.size()) throw tpu::cli::UsageError(fmt::format("{} '{}': '{}' is not a cycle number", flag, w, s));
     return v;
   };
   const uint64_t a = num(w.substr(0, colon), 0), b = num(w.substr(colon + 1), UINT64_MAX);
-  if (a >= b) throw tpu::cli::UsageError(fmt::format("--vcd-window '{}': START must be below END", w));
+  if (a >= b) throw tpu::cli::UsageError(fmt::format("{} '{}': START must be below END", flag, w));
   return {a, b};
 }
 
@@ -77,7 +77,8 @@ int sc_main(int argc, char* argv[]) {
   CLI::App app{"tpusim: run a .tpu program on the cycle-accurate SystemC model of a TPU; a program's own checks "
                "(StableHLO check.expect_*) are evaluated after the run, one line each, exit 5 if any fails"};
   app.name("tpusim");
-  std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, rtl_trace, record_mxu, mxu = "fast";
+  std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, trace_window, rtl_trace, record_mxu,
+      stats_interval, mxu = "fast";
   std::vector<std::string> inputs, settings;
   std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
@@ -98,6 +99,10 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--vcd", vcd_path, "waveforms (VCD); a GTKWave save file grouping them by unit goes to FILE.gtkw (FILE: the whole VCD path)");
   app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
+  app.add_option("--trace-window", trace_window, "only instructions overlapping cycles START:END in the trace (either may be empty)");
+  app.add_option("--stats-interval", stats_interval,
+                 "with --stats F.json: a time series every N cycles in F.intervals.csv (busy cycles per unit, MACs, HBM bytes; "
+                 "its rows add up to the totals)");
   app.add_option("--max-cycles", max_cycles,
                  fmt::format("stop with an error (exit 3) after N cycles; 0: no limit (default {})", tpu::sim::kDefaultMaxCycles));
   app.add_option("--memory-budget", memory_budget,
@@ -154,7 +159,16 @@ int sc_main(int argc, char* argv[]) {
     if (!vcd_window.empty() && vcd_path.empty()) throw tpu::cli::UsageError("--vcd-window needs --vcd FILE");
     opts.interrupt = &g_interrupted;
     opts.vcd_path = vcd_path;
-    if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window(vcd_window);
+    if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window("--vcd-window", vcd_window);
+    if (!trace_window.empty() && trace_path.empty()) throw tpu::cli::UsageError("--trace-window needs --trace FILE");
+    if (!trace_window.empty()) std::tie(opts.trace_start, opts.trace_end) = parse_window("--trace-window", trace_window);
+    if (!stats_interval.empty() && stats_path.empty()) throw tpu::cli::UsageError("--stats-interval needs --stats FILE.json");
+    if (!stats_interval.empty()) {
+      opts.stats_interval = parse_cycles("--stats-interval", stats_interval);
+      if (opts.stats_interval == 0) throw tpu::cli::UsageError("--stats-interval must be at least 1 cycle");
+      std::filesystem::path p(stats_path);
+      opts.intervals_path = (p.parent_path() / (p.stem().string() + ".intervals.csv")).string();
+    }
     opts.trace_path = trace_path;
     opts.progress = !quiet && isatty(STDERR_FILENO);
 

@@ -27,6 +27,10 @@ inline constexpr uint64_t kDefaultMaxCycles = 50'000'000;
 // accumulators.
 inline constexpr uint64_t kDefaultMemoryBudget = uint64_t(8) << 30;
 
+// The trace's counter tracks (busy %, HBM bytes per cycle) sample this often
+// when --stats-interval does not say.
+inline constexpr uint64_t kTraceCounterInterval = 256;
+
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
@@ -41,6 +45,12 @@ struct SimOptions {
   uint64_t vcd_start = 0;       // window of cycles [start, end)
   uint64_t vcd_end = UINT64_MAX;
   std::string trace_path;       // Perfetto / Chrome trace-event JSON
+  uint64_t trace_start = 0;     // the trace's window of cycles [start, end): events outside it are left out
+  uint64_t trace_end = UINT64_MAX;
+  // A time series: a CSV row every stats_interval cycles (0: none) to
+  // intervals_path, whose columns add up to the stats' totals.
+  uint64_t stats_interval = 0;
+  std::string intervals_path;
   bool progress = false;        // a progress line on stderr for long runs
 };
 
