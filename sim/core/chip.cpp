@@ -157,28 +157,27 @@ void Chip::sample_counters(uint64_t now) {
   }
 }
 
-void Chip::attach_intervals(uint64_t every, std::ostream* csv) {
-  every_ = every;
-  csv_ = csv;
+void Chip::attach_series(uint64_t every, bool fixed) {
+  series_.every = every;
+  fixed_ = fixed;
+  auto column = [&](int track, std::string name) {
+    column_track_.push_back(track);
+    series_.columns.push_back(std::move(name));
+  };
   for (const auto& c : cores) {
     const std::string p = fmt::format("core{}.", c->index);
-    columns_.push_back({track_id(c->index, 0), p + "scalar.busy_cycles"});
-    columns_.push_back({track_id(c->index, 1), p + "dma.busy_cycles"});
-    columns_.push_back({track_id(c->index, 2), p + "vpu.busy_cycles"});
-    for (size_t m = 0; m < c->mxus.size(); ++m) columns_.push_back({track_id(c->index, 8 + int(m)), fmt::format("{}mxu{}.busy_cycles", p, m)});
-    for (size_t m = 0; m < c->mxus.size(); ++m) columns_.push_back({-2, fmt::format("{}mxu{}.macs", p, m)});
+    column(track_id(c->index, 0), p + "scalar.busy_cycles");
+    column(track_id(c->index, 1), p + "dma.busy_cycles");
+    column(track_id(c->index, 2), p + "vpu.busy_cycles");
+    for (size_t m = 0; m < c->mxus.size(); ++m) column(track_id(c->index, 8 + int(m)), fmt::format("{}mxu{}.busy_cycles", p, m));
+    for (size_t m = 0; m < c->mxus.size(); ++m) column(-2, fmt::format("{}mxu{}.macs", p, m));
   }
-  columns_.push_back({-1, "hbm.bytes_read"});
-  columns_.push_back({-1, "hbm.bytes_written"});
-  row_base_.assign(columns_.size(), 0);
-  if (csv_) {
-    *csv_ << "cycle_start,cycle_end";
-    for (const auto& col : columns_) *csv_ << "," << col.second;
-    *csv_ << "\n";
-  }
+  column(-1, "hbm.bytes_read");
+  column(-1, "hbm.bytes_written");
+  row_base_.assign(series_.columns.size(), 0);
 }
 
-std::vector<uint64_t> Chip::interval_counters() const {
+std::vector<uint64_t> Chip::series_counters() const {
   std::vector<uint64_t> v;
   for (const auto& c : cores) {
     v.push_back(c->scalar.stats().busy_cycles);
@@ -192,28 +191,40 @@ std::vector<uint64_t> Chip::interval_counters() const {
   return v;
 }
 
-// One row [row_start_, end): the counters' growth, to the CSV and as counter
-// tracks (busy %, HBM bytes per cycle) on the trace.
-void Chip::interval_row(uint64_t end) {
+// One row [row_start_, end), also as counter tracks (busy %, HBM bytes per
+// cycle) on the trace.
+void Chip::series_row(uint64_t end) {
   if (end <= row_start_) return;
-  const std::vector<uint64_t> now = interval_counters();
+  constexpr size_t kMaxRows = 4096;
+  const std::vector<uint64_t> now = series_counters();
+  Series::Row row{row_start_, end, {}};
   const double span = double(end - row_start_);
-  if (csv_) *csv_ << row_start_ << "," << end;
   uint64_t hbm_bytes = 0;
-  for (size_t i = 0; i < columns_.size(); ++i) {
-    const uint64_t d = now[i] - row_base_[i];
-    if (csv_) *csv_ << "," << d;
-    if (trace_ && columns_[i].first >= 0) trace_->counter(columns_[i].first, "busy %", row_start_, int64_t(100.0 * double(d) / span + 0.5));
-    if (columns_[i].first == -1) hbm_bytes += d;
+  for (size_t i = 0; i < now.size(); ++i) {
+    row.values.push_back(now[i] - row_base_[i]);
+    if (trace_ && column_track_[i] >= 0)
+      trace_->counter(column_track_[i], "busy %", row_start_, int64_t(100.0 * double(row.values[i]) / span + 0.5));
+    if (column_track_[i] == -1) hbm_bytes += row.values[i];
   }
-  if (csv_) *csv_ << "\n";
   if (trace_) trace_->counter(-1, "HBM bytes per cycle", row_start_, int64_t(double(hbm_bytes) / span + 0.5));
+  series_.rows.push_back(std::move(row));
   row_base_ = now;
   row_start_ = end;
+  if (!fixed_ && series_.rows.size() == kMaxRows) {  // merge pairs: half the rows, twice the interval
+    std::vector<Series::Row> merged;
+    for (size_t i = 0; i < series_.rows.size(); i += 2) {
+      Series::Row m = series_.rows[i];
+      m.end = series_.rows[i + 1].end;
+      for (size_t c = 0; c < m.values.size(); ++c) m.values[c] += series_.rows[i + 1].values[c];
+      merged.push_back(std::move(m));
+    }
+    series_.rows = std::move(merged);
+    series_.every *= 2;
+  }
 }
 
-void Chip::finish_intervals(uint64_t end_cycle) {
-  if (every_) interval_row(end_cycle);
+void Chip::finish_series(uint64_t end_cycle) {
+  if (series_.every) series_row(end_cycle);
 }
 
 void Chip::monitor() {
@@ -221,7 +232,7 @@ void Chip::monitor() {
   const uint64_t now = rc_.cycle();
   if (vcd_) vcd_->sample(now);
   if (trace_) sample_counters(now);
-  if (every_ && (now + 1) % every_ == 0) interval_row(now + 1);
+  if (series_.every && now + 1 - row_start_ >= series_.every) series_row(now + 1);
 
   bool all_finished = true, flight = false, busy = false;
   for (const auto& c : cores) {

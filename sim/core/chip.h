@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <memory>
-#include <ostream>
 #include <vector>
 
 #include "../dma/dma_engine.h"
@@ -63,19 +62,31 @@ class Chip : public sc_core::sc_module {
   uint64_t end_cycle() const { return end_cycle_; }
   void attach_vcd(VcdWriter* vcd);
   bool progress_shown() const { return progress_shown_; }
-  // A time series every `every` cycles: CSV rows to `csv` (may be null) and
-  // counter tracks on the trace. finish_intervals writes the last, partial
-  // row; the rows add up to the run's totals.
-  void attach_intervals(uint64_t every, std::ostream* csv);
-  void finish_intervals(uint64_t end_cycle);
+  // A time series, a row every `every` cycles (the growth of each counter:
+  // busy cycles per unit, MACs per MXU, HBM bytes), also drawn as counter
+  // tracks on the trace. Unless `fixed`, past 4096 rows pairs of rows merge
+  // and the interval doubles. finish_series closes the last, partial row;
+  // the rows add up to the run's totals.
+  struct Series {
+    std::vector<std::string> columns;  // "core0.vpu.busy_cycles", ..., "hbm.bytes_written"
+    struct Row {
+      uint64_t start, end;
+      std::vector<uint64_t> values;  // one per column
+    };
+    std::vector<Row> rows;
+    uint64_t every = 0;
+  };
+  void attach_series(uint64_t every, bool fixed);
+  void finish_series(uint64_t end_cycle);
+  const Series& series() const { return series_; }
 
  private:
   void monitor();
   void sample_counters(uint64_t now);
   // The counters the time series differences: per unit busy cycles, per MXU
   // MACs, HBM bytes read and written.
-  std::vector<uint64_t> interval_counters() const;
-  void interval_row(uint64_t end);
+  std::vector<uint64_t> series_counters() const;
+  void series_row(uint64_t end);
 
   const SimOptions& opts_;
   RunControl& rc_;
@@ -84,10 +95,11 @@ class Chip : public sc_core::sc_module {
   bool done_ = false;
   uint64_t end_cycle_ = 0;
   std::vector<int64_t> last_depth_;
-  uint64_t every_ = 0, row_start_ = 0;
-  std::ostream* csv_ = nullptr;
+  Series series_;
+  bool fixed_ = false;
+  uint64_t row_start_ = 0;
   std::vector<uint64_t> row_base_;
-  std::vector<std::pair<int, std::string>> columns_;  // track (or -1: HBM) and column name
+  std::vector<int> column_track_;  // the trace track of a busy column; -1 HBM bytes, -2 MACs
   std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
   bool progress_shown_ = false;
 };

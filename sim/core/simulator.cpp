@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "../obs/profiler.h"
+#include "../obs/report.h"
 #include "../obs/trace_writer.h"
 #include "chip.h"
+#include "tpu/isa/file.h"
 
 namespace tpu::sim {
 
@@ -146,6 +149,29 @@ std::string profile_table(const nlohmann::json& kernels, const nlohmann::json& o
 
 }  // namespace
 
+// DIR/index.html, linking the run's other files by paths relative to DIR.
+void Simulator::write_report(const Chip& chip, const RunResult& r) const {
+  namespace fs = std::filesystem;
+  ReportInput in;
+  in.stats = nlohmann::json::parse(r.stats_json);
+  in.config = config_.to_json();
+  in.columns = chip.series().columns;
+  for (const auto& row : chip.series().rows) in.rows.push_back({row.start, row.end, row.values});
+  in.peak_hbm_bytes_per_cycle = double(config_.hbm_bytes_per_cycle_fp()) / 1024.0;
+  auto link = [&](const char* label, const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(options_.report_dir, ec), ec);
+    in.links.push_back({label, ec || rel.empty() ? path : rel.string()});
+  };
+  link("statistics", options_.report_stats_path);
+  link("time series", options_.intervals_path);
+  link("timeline: open in ui.perfetto.dev", options_.trace_path);
+  link("waveforms: gtkwave FILE.vcd FILE.vcd.gtkw", options_.vcd_path);
+  if (!options_.vcd_path.empty()) link("GTKWave save file", options_.vcd_path + ".gtkw");
+  isa::write_file((fs::path(options_.report_dir) / "index.html").string(), report_html(in));
+}
+
 RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   DecodedProgram dp;
   dp.words = program_.code;
@@ -190,13 +216,10 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     dynamic_cast<Mxu&>(*chip.cores[0]->mxus[0]).record_commands(&record);
   }
 
-  std::ofstream intervals;
-  if (!options_.intervals_path.empty()) {
-    intervals.open(options_.intervals_path, std::ios::trunc);
-    if (!intervals) throw Error(fmt::format("{}: cannot open for writing", options_.intervals_path));
-  }
-  const uint64_t every = options_.stats_interval ? options_.stats_interval : trace ? kTraceCounterInterval : 0;
-  if (every) chip.attach_intervals(every, intervals.is_open() ? &intervals : nullptr);
+  // The time series: --stats-interval's fixed rows, or rows for the trace's
+  // counters and the report that widen as the run grows.
+  const uint64_t every = options_.stats_interval ? options_.stats_interval : (trace || !options_.report_dir.empty()) ? kTraceCounterInterval : 0;
+  if (every) chip.attach_series(every, options_.stats_interval > 0);
 
   std::unique_ptr<VcdWriter> vcd;
   if (!options_.vcd_path.empty()) {
@@ -220,12 +243,15 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     hbm.read(o->hbm_addr, bytes.data(), bytes.size());
     r.outputs.push_back(std::move(bytes));
   }
-  chip.finish_intervals(r.cycles);
-  if (intervals.is_open()) {
-    intervals.close();
-    if (!intervals) throw Error(fmt::format("{}: write error", options_.intervals_path));
+  chip.finish_series(r.cycles);
+  if (!options_.intervals_path.empty()) {
+    const auto& s = chip.series();
+    std::string csv = "cycle_start,cycle_end," + fmt::format("{}", fmt::join(s.columns, ",")) + "\n";
+    for (const auto& row : s.rows) csv += fmt::format("{},{},{}\n", row.start, row.end, fmt::join(row.values, ","));
+    isa::write_file(options_.intervals_path, csv);
   }
   r.stats_json = stats_json(config_, chip, profiler, r.status, r.cycles, wall);
+  if (!options_.report_dir.empty()) write_report(chip, r);
   r.profile = profile_table(profiler.kernels_json(), profiler.ops_json(), r.cycles, 10);
   if (vcd) vcd->close(r.cycles);
   if (trace) {

@@ -78,7 +78,7 @@ int sc_main(int argc, char* argv[]) {
                "(StableHLO check.expect_*) are evaluated after the run, one line each, exit 5 if any fails"};
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, trace_window, rtl_trace, record_mxu,
-      stats_interval, mxu = "fast";
+      stats_interval, report_dir, mxu = "fast";
   std::vector<std::string> inputs, settings;
   std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
@@ -100,6 +100,9 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--trace-window", trace_window, "only instructions overlapping cycles START:END in the trace (either may be empty)");
+  app.add_option("--report", report_dir,
+                 "DIR/index.html: one page with the totals, where the cycles went by kernel and HLO op, unit busy fractions "
+                 "over time, HBM bandwidth, a roofline and stalls (with the stats beside it, DIR/stats.json)");
   app.add_option("--stats-interval", stats_interval,
                  "with --stats F.json: a time series every N cycles in F.intervals.csv (busy cycles per unit, MACs, HBM bytes; "
                  "its rows add up to the totals)");
@@ -160,6 +163,12 @@ int sc_main(int argc, char* argv[]) {
     opts.interrupt = &g_interrupted;
     opts.vcd_path = vcd_path;
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window("--vcd-window", vcd_window);
+    if (!report_dir.empty()) {
+      std::filesystem::create_directories(report_dir);
+      if (stats_path.empty()) stats_path = (std::filesystem::path(report_dir) / "stats.json").string();
+      opts.report_dir = report_dir;
+      opts.report_stats_path = stats_path;
+    }
     if (!trace_window.empty() && trace_path.empty()) throw tpu::cli::UsageError("--trace-window needs --trace FILE");
     if (!trace_window.empty()) std::tie(opts.trace_start, opts.trace_end) = parse_window("--trace-window", trace_window);
     if (!stats_interval.empty() && stats_path.empty()) throw tpu::cli::UsageError("--stats-interval needs --stats FILE.json");

@@ -31,6 +31,8 @@ inline constexpr uint64_t kDefaultMemoryBudget = uint64_t(8) << 30;
 // when --stats-interval does not say.
 inline constexpr uint64_t kTraceCounterInterval = 256;
 
+class Chip;
+
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
@@ -51,6 +53,8 @@ struct SimOptions {
   // intervals_path, whose columns add up to the stats' totals.
   uint64_t stats_interval = 0;
   std::string intervals_path;
+  std::string report_dir;       // an HTML report (index.html) with charts of the run: docs/stats.md
+  std::string report_stats_path;  // the stats file the report links to
   bool progress = false;        // a progress line on stderr for long runs
 };
 
@@ -75,6 +79,7 @@ class Simulator {
   RunResult run(const std::vector<std::vector<uint8_t>>& inputs);
 
  private:
+  void write_report(const Chip& chip, const RunResult& r) const;
   MachineConfig config_;
   isa::Program program_;
   SimOptions options_;

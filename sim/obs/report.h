@@ -1,0 +1,30 @@
+// tpusim --report DIR: one self-contained HTML page (DIR/index.html, inline
+// SVG, no script) that answers where the cycles went: totals, unit busy
+// fractions over time, HBM bandwidth against its peak, a roofline with every
+// kernel, stalls by cause, the heaviest kernels and HLO ops, the config, and
+// links to the run's other files.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tpu::sim {
+
+struct ReportInput {
+  nlohmann::json stats;   // stats.json
+  std::string config;     // the resolved config (JSON text)
+  std::vector<std::string> columns;  // the time series (Chip::Series)
+  struct Row {
+    uint64_t start, end;
+    std::vector<uint64_t> values;
+  };
+  std::vector<Row> rows;
+  double peak_hbm_bytes_per_cycle = 0;
+  std::vector<std::pair<std::string, std::string>> links;  // (label, path relative to the report)
+};
+
+// The page's HTML.
+std::string report_html(const ReportInput& in);
+
+}  // namespace tpu::sim
