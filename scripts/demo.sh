@@ -2,8 +2,8 @@
 # The main job, end to end: compile a JAX model (examples/models/mlp) as
 # JAX prints it by default (StableHLO, module.stablehlo.mlir; module.hlo when
 # a folder has no StableHLO) with tpuc, run it on the simulated TPU (the default preset, v5e), check the
-# outputs against XLA's, summarise the statistics, and say where the
-# waveforms and the timeline went.
+# outputs against XLA's, summarise the statistics, print the profile, and
+# end with the run's report: one page with where the cycles went.
 #
 #   scripts/demo.sh [MODEL_DIR]      (CONFIG=tiny, PRECISION=highest, OUT=dir to change)
 set -euo pipefail
@@ -30,7 +30,7 @@ for a in "$MODEL"/arg*.npy; do inputs+=("$a"); done
 # jax.jit drops unused arguments; the examples here use all of theirs.
 echo "== tpusim $OUT/model.tpu --config $CONFIG --inputs ${inputs[*]}"
 "$BIN/tpusim" "$OUT/model.tpu" --config "$CONFIG" --inputs "${inputs[@]}" --outputs "$OUT" \
-  --stats "$OUT/stats.json" --vcd "$OUT/run.vcd" --trace "$OUT/trace.json"
+  --stats "$OUT/stats.json" --stats-interval 100 --vcd "$OUT/run.vcd" --trace "$OUT/trace.json" --report "$OUT/report" --profile
 
 status=0
 for ref in "$MODEL"/out*.npy; do
@@ -52,5 +52,12 @@ for u, v in s["units"].items():
 print(f"   simulated {s['host']['simulated_cycles_per_second']:.3g} cycles per host second")
 PYEOF
 echo "== waveforms: $OUT/run.vcd (gtkwave $OUT/run.vcd $OUT/run.vcd.gtkw groups the signals by unit)"
-echo "== timeline:  $OUT/trace.json (open in ui.perfetto.dev or chrome://tracing: one track per unit)"
+echo "== timeline:  $OUT/trace.json (open in ui.perfetto.dev or chrome://tracing: one track per unit, and the kernels)"
+for py in python3 /usr/bin/python3; do
+  if "$py" -c "import matplotlib" 2>/dev/null; then
+    echo "== plots:     $("$py" scripts/plot-run.py "$OUT/stats.json" -o "$OUT/plots" | tr '\n' ' ')"
+    break
+  fi
+done
+echo "== report:    $OUT/report/index.html (open it in a browser: where the cycles went, busy units, HBM, roofline)"
 exit $status
