@@ -116,6 +116,7 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
 
 void Chip::attach_vcd(VcdWriter* vcd) {
   vcd_ = vcd;
+  vcd->add("clock", "cycle", 64, [this] { return rc_.cycle(); });
   for (auto& c : cores) {
     const std::string p = fmt::format("core{}", c->index);
     TensorCore* core = c.get();
@@ -123,15 +124,18 @@ void Chip::attach_vcd(VcdWriter* vcd) {
     vcd->add(p + ".scalar", "state", 2, [core] { return uint64_t(core->scalar.state()); });
     vcd->add(p + ".scalar", "halted", 1, [core] { return core->scalar.halted(); });
     vcd->add(p + ".dma", "state", 2, [core] { return uint64_t(core->dma.state()); });
+    vcd->add(p + ".dma", "pc", 32, [core] { return core->dma.current_pc(); });
     vcd->add(p + ".dma", "queue", 16, [core] { return uint64_t(core->dma.queue_depth()); });
     vcd->add(p + ".dma", "outstanding", 16, [core] { return uint64_t(core->dma.outstanding()); });
     vcd->add(p + ".dma", "bytes_moved", 64, [core] { return core->dma.bytes_moved(); });
     vcd->add(p + ".vpu", "state", 2, [core] { return uint64_t(core->vpu.state()); });
+    vcd->add(p + ".vpu", "pc", 32, [core] { return core->vpu.current_pc(); });
     vcd->add(p + ".vpu", "queue", 16, [core] { return uint64_t(core->vpu.queue_depth()); });
     for (size_t m = 0; m < core->mxus.size(); ++m) {
       MxuUnit* mx = core->mxus[m].get();
       const std::string s = fmt::format("{}.mxu{}", p, m);
       vcd->add(s, "state", 2, [mx] { return uint64_t(mx->unit_state()); });
+      vcd->add(s, "pc", 32, [mx] { return mx->current_pc(); });
       vcd->add(s, "queue", 16, [mx] { return uint64_t(mx->pending_instructions()); });
       vcd->add(s, "streaming", 1, [mx] { return mx->streaming(); });
       vcd->add(s, "loading_weights", 1, [mx] { return mx->loading(); });

@@ -27,6 +27,9 @@ class QueuedUnit {
   int queue_depth() const { return queue_.num_available() + (head_ ? 1 : 0); }
   void set_trace(TraceSink* t) { trace_ = t; }
   const UnitStats& stats() const { return stats_; }
+  // The pc of the instruction at the head of the queue, or of the last one
+  // retired (the waveform's `pc`).
+  uint32_t current_pc() const { return head_ ? head_->pc : last_pc_; }
   UnitState state() const { return state_; }
   // Why the head instruction cannot proceed, for deadlock reports.
   std::string blocked_on() const {
@@ -106,6 +109,7 @@ class QueuedUnit {
   static const char* blocked_cause(const Issued& h) { return h.insn.op == isa::Opcode::WAIT ? "semaphore" : "drain"; }
 
   void retire() {
+    if (head_) last_pc_ = head_->pc;
     pop();
     ++stats_.instructions;
   }
@@ -135,6 +139,7 @@ class QueuedUnit {
   UnitState state_ = UnitState::Idle;
   bool waiting_ = false;
   uint64_t wait_start_ = 0;
+  uint32_t last_pc_ = 0;
 };
 
 }  // namespace tpu::sim

@@ -223,8 +223,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
 
   std::unique_ptr<VcdWriter> vcd;
   if (!options_.vcd_path.empty()) {
-    const uint64_t period_ps = (1000000000000ull + config_.clock_hz / 2) / config_.clock_hz;
-    vcd = std::make_unique<VcdWriter>(options_.vcd_path, period_ps, options_.vcd_start, options_.vcd_end);
+    vcd = std::make_unique<VcdWriter>(options_.vcd_path, config_.clock_hz, options_.vcd_start, options_.vcd_end,
+                                      options_.fst ? VcdWriter::Format::fst : VcdWriter::Format::vcd);
     chip.attach_vcd(vcd.get());
   }
 

@@ -226,6 +226,7 @@ void Mxu::tick() {
     }
   }
   if (rc_.faulted()) return;
+  loaded_now_ = loading_, streamed_now_ = streaming_;
   advance_load(now);
   advance_stream(now);
   if (in_flight_ > 0) array_->step(now);

@@ -36,10 +36,13 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   }
   uint64_t macs() const override { return macs_; }
   uint32_t rows_in_flight() const override { return in_flight_; }
-  bool streaming() const override { return streaming_; }
-  bool loading() const override { return loading_; }
+  // Whether a row was streamed / a weight row read in the cycle just ticked
+  // (the waveform's view, as the RTL reports it).
+  bool streaming() const override { return streamed_now_; }
+  bool loading() const override { return loaded_now_; }
   int pending_instructions() const override { return queue_depth(); }
   UnitState unit_state() const override { return state(); }
+  uint32_t current_pc() const override { return QueuedUnit::current_pc(); }
   const UnitStats& unit_stats() const override { return stats(); }
   std::string blocked_report() const override { return blocked_on(); }
 
@@ -93,6 +96,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   Shadow shadow_ = Shadow::Free;
   uint64_t buf_drained_[2] = {0, 0};  // cycle in which the last row using the buffer reaches the accumulators
   bool loading_ = false, streaming_ = false;
+  bool loaded_now_ = false, streamed_now_ = false;
   WeightLoad load_;
   Stream stream_;
   std::vector<MxuRow> slots_;  // rows in flight, by feed cycle mod 2N

@@ -31,6 +31,7 @@ class MxuUnit {
   virtual bool loading() const = 0;
   virtual int pending_instructions() const = 0;
   virtual UnitState unit_state() const = 0;
+  virtual uint32_t current_pc() const = 0;  // the head instruction's, or the last retired
   virtual const UnitStats& unit_stats() const = 0;
   virtual std::string blocked_report() const = 0;
 };

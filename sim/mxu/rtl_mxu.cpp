@@ -68,6 +68,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   bool loading() const override { return loading_; }
   int pending_instructions() const override { return queue_depth(); }
   UnitState unit_state() const override { return state(); }
+  uint32_t current_pc() const override { return QueuedUnit::current_pc(); }
   const UnitStats& unit_stats() const override { return stats(); }
   std::string blocked_report() const override { return blocked_on(); }
 

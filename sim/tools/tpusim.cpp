@@ -78,7 +78,7 @@ int sc_main(int argc, char* argv[]) {
                "(StableHLO check.expect_*) are evaluated after the run, one line each, exit 5 if any fails"};
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, trace_window, rtl_trace, record_mxu,
-      stats_interval, report_dir, mxu = "fast";
+      stats_interval, report_dir, fst_path, mxu = "fast";
   std::vector<std::string> inputs, settings;
   std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
@@ -97,7 +97,8 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--outputs", outputs_dir, "directory for out0.npy, out1.npy, ... (created if missing)");
   app.add_option("--stats", stats_path, "statistics (JSON); the resolved config is written beside it as *.config.json");
   app.add_option("--vcd", vcd_path, "waveforms (VCD); a GTKWave save file grouping them by unit goes to FILE.gtkw (FILE: the whole VCD path)");
-  app.add_option("--vcd-window", vcd_window, "only cycles START:END (either may be empty)");
+  app.add_option("--fst", fst_path, "waveforms as FST (GTKWave's compressed format) instead of a VCD, with the same .gtkw");
+  app.add_option("--vcd-window", vcd_window, "only cycles START:END of the waveforms (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--trace-window", trace_window, "only instructions overlapping cycles START:END in the trace (either may be empty)");
   app.add_option("--report", report_dir,
@@ -146,12 +147,8 @@ int sc_main(int argc, char* argv[]) {
     for (size_t i = 0; i < ins.size(); ++i)
       in_bytes.push_back(tpu::isa::npy_to_tensor(tpu::isa::read_npy(inputs[i]), *ins[i], inputs[i]));
 
-    // Output locations are created up front, so a bad path fails before the run.
-    if (!outputs_dir.empty()) std::filesystem::create_directories(outputs_dir);
-    for (const std::string* f : {&stats_path, &vcd_path, &trace_path, &rtl_trace, &record_mxu})
-      if (!f->empty() && std::filesystem::path(*f).has_parent_path())
-        std::filesystem::create_directories(std::filesystem::path(*f).parent_path());
-
+    // The flags' combinations, then the output locations (created up front,
+    // so a bad path fails before the run).
     tpu::sim::SimOptions opts;
     opts.pe_level_mxu = mxu == "pe";
     opts.rtl_mxu = mxu == "rtl";
@@ -159,18 +156,13 @@ int sc_main(int argc, char* argv[]) {
     opts.record_mxu_path = record_mxu;
     opts.max_cycles = parse_cycles("--max-cycles", max_cycles);
     opts.memory_budget = parse_bytes("--memory-budget", memory_budget);
-    if (!vcd_window.empty() && vcd_path.empty()) throw tpu::cli::UsageError("--vcd-window needs --vcd FILE");
-    opts.interrupt = &g_interrupted;
-    opts.vcd_path = vcd_path;
+    if (!fst_path.empty() && !vcd_path.empty()) throw tpu::cli::UsageError("give one of --vcd and --fst");
+    if (!fst_path.empty()) vcd_path = fst_path, opts.fst = true;
+    if (!vcd_window.empty() && vcd_path.empty()) throw tpu::cli::UsageError("--vcd-window needs --vcd FILE or --fst FILE");
     if (!vcd_window.empty()) std::tie(opts.vcd_start, opts.vcd_end) = parse_window("--vcd-window", vcd_window);
-    if (!report_dir.empty()) {
-      std::filesystem::create_directories(report_dir);
-      if (stats_path.empty()) stats_path = (std::filesystem::path(report_dir) / "stats.json").string();
-      opts.report_dir = report_dir;
-      opts.report_stats_path = stats_path;
-    }
     if (!trace_window.empty() && trace_path.empty()) throw tpu::cli::UsageError("--trace-window needs --trace FILE");
     if (!trace_window.empty()) std::tie(opts.trace_start, opts.trace_end) = parse_window("--trace-window", trace_window);
+    if (!report_dir.empty() && stats_path.empty()) stats_path = (std::filesystem::path(report_dir) / "stats.json").string();
     if (!stats_interval.empty() && stats_path.empty()) throw tpu::cli::UsageError("--stats-interval needs --stats FILE.json");
     if (!stats_interval.empty()) {
       opts.stats_interval = parse_cycles("--stats-interval", stats_interval);
@@ -178,8 +170,18 @@ int sc_main(int argc, char* argv[]) {
       std::filesystem::path p(stats_path);
       opts.intervals_path = (p.parent_path() / (p.stem().string() + ".intervals.csv")).string();
     }
+    opts.interrupt = &g_interrupted;
+    opts.vcd_path = vcd_path;
     opts.trace_path = trace_path;
+    opts.report_dir = report_dir;
+    opts.report_stats_path = stats_path;
     opts.progress = !quiet && isatty(STDERR_FILENO);
+
+    if (!outputs_dir.empty()) std::filesystem::create_directories(outputs_dir);
+    if (!report_dir.empty()) std::filesystem::create_directories(report_dir);
+    for (const std::string* f : {&stats_path, &vcd_path, &trace_path, &rtl_trace, &record_mxu})
+      if (!f->empty() && std::filesystem::path(*f).has_parent_path())
+        std::filesystem::create_directories(std::filesystem::path(*f).parent_path());
 
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);

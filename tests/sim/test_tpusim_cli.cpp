@@ -173,6 +173,37 @@ TEST_CASE("tpusim writes outputs, stats, the resolved config, a VCD and a trace"
   for (int t : {0, 1, 2, 8}) CHECK(events[t] > 0);
 }
 
+TEST_CASE("waveform time stamps are exact at any clock, with a cycle counter, state names and FST", "[cli]") {
+  const fs::path dir = workdir("wavetime");
+  prepare(dir);
+  // 1.5 GHz: a cycle is 666.67 ps; each stamp is its own cycle's time, rounded, so the last is cycles x 10^12 / 1.5e9.
+  REQUIRE(run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --set clock_hz=1.5e9 --vcd w.vcd --stats s.json -q", kBin), dir).status == 0);
+  const auto stats = nlohmann::json::parse(isa::read_text_file((dir / "s.json").string()));
+  const uint64_t cycles = stats["cycles"];
+  const std::string v = isa::read_text_file((dir / "w.vcd").string());
+  const uint64_t last = std::stoull(v.substr(v.rfind("\n#") + 2));
+  CHECK(last == (cycles * 2000 + 1) / 3);  // cycles x 10^12 / 1.5e9, rounded
+  CHECK(v.find(" cycle [63:0] $end") != std::string::npos);
+  CHECK(v.find("#667\n") != std::string::npos);  // cycle 1
+  const std::string g = isa::read_text_file((dir / "w.vcd.gtkw").string());
+  CHECK(g.find("^1 w.vcd.states\ntpu.core0.vpu.state[1:0]") != std::string::npos);
+  CHECK(isa::read_text_file((dir / "w.vcd.states").string()) == "0 idle\n1 busy\n2 stalled\n3 blocked\n");
+  CHECK(run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --vcd a.vcd --fst a.fst", kBin), dir).status != 0);
+  const auto f = run(fmt::format("{}tpusim prog.tpu --inputs x.npy w.npy b.npy --set clock_hz=1.5e9 --fst w.fst -q", kBin), dir);
+  if (f.status != 0 && f.err.find("no FST writer") != std::string::npos) {
+    WARN("SKIPPED: this build has no FST writer");
+    return;
+  }
+  REQUIRE(f.status == 0);
+  CHECK(fs::file_size(dir / "w.fst") > 0);
+  if (fs::exists("/usr/bin/fst2vcd")) {
+    auto r = run("fst2vcd w.fst", dir);
+    REQUIRE(r.status == 0);
+    const std::string& b = r.out;
+    CHECK(std::stoull(b.substr(b.rfind("\n#") + 2)) == last);
+  }
+}
+
 TEST_CASE("a VCD window keeps only those cycles", "[cli]") {
   const fs::path dir = workdir("window");
   prepare(dir);

@@ -43,7 +43,8 @@ struct SimOptions {
   // Set (by a signal handler) to end the run early with status interrupted;
   // outputs, stats, trace and VCD are still written.
   const volatile std::sig_atomic_t* interrupt = nullptr;
-  std::string vcd_path;         // waveforms (and vcd_path + ".gtkw")
+  std::string vcd_path;         // waveforms (and vcd_path + ".gtkw", + ".states")
+  bool fst = false;             // write vcd_path as FST (GTKWave's format), not VCD
   uint64_t vcd_start = 0;       // window of cycles [start, end)
   uint64_t vcd_end = UINT64_MAX;
   std::string trace_path;       // Perfetto / Chrome trace-event JSON
