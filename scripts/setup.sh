@@ -11,7 +11,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libsystemc-dev verilator catch2 libfmt-dev
-  nlohmann-json3-dev libcli11-dev zlib1g-dev yosys gtkwave python3 python3-numpy python3-matplotlib
+  nlohmann-json3-dev libcli11-dev libspdlog-dev zlib1g-dev yosys gtkwave python3 python3-numpy python3-matplotlib
 )
 
 missing=()

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     auto result = tpu::as::assemble(source, input, opts);
     for (const auto& d : result.errors) std::cerr << d.render();
     if (!result.program) {
-      std::cerr << fmt::format("tpu-as: {} error{}\n", result.errors.size(), result.errors.size() == 1 ? "" : "s");
+      spdlog::error("{} error{}", result.errors.size(), result.errors.size() == 1 ? "" : "s");
       return 1;
     }
     tpu::isa::save_file(*result.program, output);

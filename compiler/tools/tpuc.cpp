@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);
+    spdlog::info("{}: {} ops after the passes, {} kernels, {} instructions, {} checks for target {}", input, c.lowered.ops.size(),
+                 c.program.kernels.size(), c.program.code.size(), c.program.checks.size(), c.program.target.name);
     if (emit == "asm") {
       write_text(output, c.assembly);
       return 0;

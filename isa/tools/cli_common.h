@@ -1,6 +1,12 @@
-// Shared command-line plumbing for the tools: CLI11 parse errors become one
-// line on stderr and exit status 2.
+// Shared command-line plumbing for the tools: --version, --log-level and -v
+// on every tool; every diagnostic through spdlog as one line
+// "TOOL: LEVEL: message" on stderr (LEVEL: error, warning, info, debug,
+// trace, or "internal error"); CLI11 parse errors exit with status 2.
 #pragma once
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -14,17 +20,49 @@
 
 namespace tpu::cli {
 
-// Adds --version; returns -1 to continue, or the exit status to return now.
+// The level as the tools print it (a custom spdlog flag: %*).
+class LevelName : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& m, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr std::string_view names[] = {"trace", "debug", "info", "warning", "error", "internal error", "off"};
+    const std::string_view n = names[size_t(m.level) < 7 ? size_t(m.level) : 6];
+    dest.append(n.data(), n.data() + n.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelName>(); }
+};
+
+// The tool's logger on stderr, made the default one (the libraries log through it).
+inline void setup_logging(const std::string& tool, spdlog::level::level_enum level) {
+  auto logger = std::make_shared<spdlog::logger>(tool, std::make_shared<spdlog::sinks::stderr_sink_st>());
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<LevelName>('*').set_pattern("%n: %*: %v");
+  logger->set_formatter(std::move(f));
+  logger->set_level(level);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(std::move(logger));
+}
+
+// Adds --version, --log-level and -v; returns -1 to continue, or the exit
+// status to return now.
 inline int parse(CLI::App& app, int argc, char** argv) {
+  setup_logging(app.get_name(), spdlog::level::warn);
   app.set_version_flag("--version", app.get_name() + " (tpusim " TPUSIM_VERSION ")", "print the version and exit");
+  std::string level = "warning";
+  int verbose = 0;
+  app.add_option("--log-level", level, "what to print on stderr: off, error, warning (the default), info, debug or trace")
+      ->check(CLI::IsMember({"off", "error", "warning", "info", "debug", "trace"}));
+  app.add_flag("-v,--verbose", verbose, "print more: -v info, -vv debug, -vvv trace");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";
+    spdlog::error("{} (see --help)", e.what());
     return 2;
   }
+  auto lv = level == "warning" ? spdlog::level::warn : spdlog::level::from_str(level);
+  if (verbose > 0) lv = std::min(lv, spdlog::level::level_enum(std::max(0, int(spdlog::level::warn) - verbose)));
+  spdlog::set_level(lv);
   return -1;
 }
 
@@ -40,21 +78,22 @@ class UsageError : public tpu::Error {
 // memory), 4 for an internal error (a bug of ours), printed once.
 template <typename Work>
 int run(std::string_view tool, Work&& work, int bad_input = 1) {
+  (void)tool;
   try {
     return work();
   } catch (const UsageError& e) {
-    std::cerr << tool << ": error: " << e.what() << " (see --help)\n";
+    spdlog::error("{} (see --help)", e.what());
     return 2;
   } catch (const tpu::Error& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n";
+    spdlog::error("{}", e.what());
   } catch (const std::filesystem::filesystem_error& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n";
+    spdlog::error("{}", e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << tool << ": error: out of host memory\n";
+    spdlog::error("out of host memory");
   } catch (const std::exception& e) {
     std::string_view what = e.what();
     while (what.rfind("internal error: ", 0) == 0) what.remove_prefix(16);
-    std::cerr << tool << ": internal error: " << what << "\n";
+    spdlog::critical("{}", what);
     return 4;
   }
   return bad_input;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../obs/event_log.h"
 #include "../obs/profiler.h"
 #include "../obs/report.h"
 #include "../obs/trace_writer.h"
@@ -192,9 +193,13 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores),
                                           int(config_.target.mxus_per_core), options_.trace_start, options_.trace_end);
   Profiler profiler(program_, config_);
-  TeeSink both(trace.get(), &profiler);
-  TraceSink* sink = program_.kernels.empty() ? static_cast<TraceSink*>(trace.get()) : trace ? static_cast<TraceSink*>(&both) : &profiler;
-  Chip chip("chip", config_, dp, options_, rc, sink);
+  std::unique_ptr<EventLog> events;
+  if (!options_.log_units.empty()) events = std::make_unique<EventLog>(program_, options_.log_units);
+  FanOut sinks;
+  sinks.add(trace.get());
+  if (!program_.kernels.empty()) sinks.add(&profiler);
+  sinks.add(events.get());
+  Chip chip("chip", config_, dp, options_, rc, sinks.get());
 
   SparseMemory& hbm = chip.hbm.memory();
   for (const auto& d : program_.data) hbm.write(d.hbm_addr, d.bytes.data(), d.bytes.size());

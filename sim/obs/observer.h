@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "../core/issued.h"
 
@@ -37,22 +38,23 @@ class TraceSink {
   virtual void counter(int track, const char* name, uint64_t cycle, int64_t value) = 0;
 };
 
-// Hands every event to two sinks (the timeline and the profile).
-class TeeSink : public TraceSink {
+// Hands every event to several sinks (the timeline, the profile, the event log).
+class FanOut : public TraceSink {
  public:
-  TeeSink(TraceSink* a, TraceSink* b) : a_(a), b_(b) {}
+  void add(TraceSink* s) {
+    if (s) sinks_.push_back(s);
+  }
+  // The one sink there is, this when there are several, null for none.
+  TraceSink* get() { return sinks_.empty() ? nullptr : sinks_.size() == 1 ? sinks_[0] : this; }
   void instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) override {
-    a_->instruction(track, pc, start, end, work);
-    b_->instruction(track, pc, start, end, work);
+    for (auto* s : sinks_) s->instruction(track, pc, start, end, work);
   }
   void counter(int track, const char* name, uint64_t cycle, int64_t value) override {
-    a_->counter(track, name, cycle, value);
-    b_->counter(track, name, cycle, value);
+    for (auto* s : sinks_) s->counter(track, name, cycle, value);
   }
 
  private:
-  TraceSink* a_;
-  TraceSink* b_;
+  std::vector<TraceSink*> sinks_;
 };
 
 inline int track_id(int core, int unit) { return core * 16 + unit; }

@@ -79,7 +79,7 @@ int sc_main(int argc, char* argv[]) {
   app.name("tpusim");
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, trace_window, rtl_trace, record_mxu,
       stats_interval, report_dir, fst_path, mxu = "fast";
-  std::vector<std::string> inputs, settings;
+  std::vector<std::string> inputs, settings, log_units;
   std::string print_config;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
   std::string memory_budget = fmt::format("{}G", tpu::sim::kDefaultMemoryBudget >> 30);
@@ -101,6 +101,10 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--vcd-window", vcd_window, "only cycles START:END of the waveforms (either may be empty)");
   app.add_option("--trace", trace_path, "instruction timeline as Chrome/Perfetto trace-event JSON");
   app.add_option("--trace-window", trace_window, "only instructions overlapping cycles START:END in the trace (either may be empty)");
+  app.add_option("--log-units", log_units,
+                 "log every instruction of these units (scalar, dma, vpu, mxu0, ..., or all; comma-separated) as debug lines "
+                 "with their cycles")
+      ->delimiter(',');
   app.add_option("--report", report_dir,
                  "DIR/index.html: one page with the totals, where the cycles went by kernel and HLO op, unit busy fractions "
                  "over time, HBM bandwidth, a roofline and stalls (with the stats beside it, DIR/stats.json)");
@@ -176,6 +180,12 @@ int sc_main(int argc, char* argv[]) {
     opts.report_dir = report_dir;
     opts.report_stats_path = stats_path;
     opts.progress = !quiet && isatty(STDERR_FILENO);
+    if (auto why = tpu::sim::check_log_units(log_units); !why.empty()) throw tpu::cli::UsageError(why);
+    opts.log_units = log_units;
+    if (!log_units.empty() && spdlog::get_level() > spdlog::level::debug) spdlog::set_level(spdlog::level::debug);
+    spdlog::info("{}: {} instructions, {} inputs, {} outputs, {} checks, {} kernels; machine {} at {:.3g} GHz", program_path,
+                 program.code.size(), program.inputs().size(), program.outputs().size(), program.checks.size(), program.kernels.size(),
+                 cfg.target.name, double(cfg.clock_hz) / 1e9);
 
     if (!outputs_dir.empty()) std::filesystem::create_directories(outputs_dir);
     if (!report_dir.empty()) std::filesystem::create_directories(report_dir);
@@ -194,12 +204,12 @@ int sc_main(int argc, char* argv[]) {
       tpu::isa::write_file((p.parent_path() / (p.stem().string() + ".config.json")).string(), cfg.to_json());
     }
     if (r.status == tpu::sim::RunStatus::interrupted) {
-      std::cerr << "tpusim: " << *r.fault << "\n";
+      spdlog::error("{}", *r.fault);
       return 130;
     }
     if (r.fault) {
       const bool limit = r.status == tpu::sim::RunStatus::cycle_limit;
-      std::cerr << "tpusim: " << *r.fault << (limit ? "; --max-cycles N raises the limit, 0 removes it" : "") << "\n";
+      spdlog::error("{}{}", *r.fault, limit ? "; --max-cycles N raises the limit, 0 removes it" : "");
       return 3;
     }
     // The program's own checks (StableHLO check.expect_*), before the
@@ -225,7 +235,7 @@ int sc_main(int argc, char* argv[]) {
                                double(r.cycles) / double(cfg.clock_hz) * 1e6, double(cfg.clock_hz) / 1e9, cfg.target.name,
                                outputs_dir.empty() ? "" : ", outputs in " + outputs_dir);
     if (failed) {
-      std::cerr << fmt::format("tpusim: {} of {} checks failed\n", failed, program.checks.size());
+      spdlog::error("{} of {} checks failed", failed, program.checks.size());
       return 5;
     }
     return 0;

@@ -87,6 +87,14 @@ group_files() {
   mkdir -p dir
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # Logging: one logger for every tool; bad levels and units are usage errors.
+  expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
+  expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
+  "$BIN/tpusim" good.tpu -v -q 2>verbose.txt || fail "tpusim -v failed"
+  grep -q "^tpusim: info: good.tpu: 1 instructions" verbose.txt || fail "tpusim -v: $(cat verbose.txt)"
+  "$BIN/tpusim" good.tpu --log-units all --log-level debug -q 2>units.txt || fail "tpusim --log-units failed"
+  grep -q "^tpusim: debug: cycles 0..1 core0.scalar pc 0: halt" units.txt || fail "tpusim --log-units: $(cat units.txt)"
+  ONE_LINE=1 expect 1 "^tpu-as: error: missing.s" 10 "$BIN/tpu-as" missing.s -o x.tpu --log-level error
   for f in dir /dev/zero /dev/null; do
     expect 1 "^tpu-as: error: $f: (is a directory|is not a regular file)" 10 "$BIN/tpu-as" "$f" -o x.tpu
     expect 1 "^tpu-objdump: error: $f: " 10 "$BIN/tpu-objdump" "$f"
@@ -116,6 +124,14 @@ group_config() {
   config_with huge_acc.json 's/"acc_rows": [0-9]*/"acc_rows": 16777216/; s/"mxu_dim": 8/"mxu_dim": 1024/; s/"vpu_lanes": 8/"vpu_lanes": 1024/'
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # Logging: one logger for every tool; bad levels and units are usage errors.
+  expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
+  expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
+  "$BIN/tpusim" good.tpu -v -q 2>verbose.txt || fail "tpusim -v failed"
+  grep -q "^tpusim: info: good.tpu: 1 instructions" verbose.txt || fail "tpusim -v: $(cat verbose.txt)"
+  "$BIN/tpusim" good.tpu --log-units all --log-level debug -q 2>units.txt || fail "tpusim --log-units failed"
+  grep -q "^tpusim: debug: cycles 0..1 core0.scalar pc 0: halt" units.txt || fail "tpusim --log-units: $(cat units.txt)"
+  ONE_LINE=1 expect 1 "^tpu-as: error: missing.s" 10 "$BIN/tpu-as" missing.s -o x.tpu --log-level error
   local mm="$SRC/tests/corpus/mlp_f32/module.hlo"
   for c in clk_huge clk_zero clk_frac no_hbm; do
     expect 1 "^tpuc: error: $c.json: " 20 "$BIN/tpuc" "$mm" -o x.tpu --config $c.json
@@ -350,7 +366,7 @@ PY
   # A program's failing check: exit 5, the check's line on stdout, one line on stderr.
   expect 0 "" 10 "$BIN/tpuc" check.mlir -o check.tpu --config tiny
   npy a.npy '<f4' '(4,)' '1, 2, 3, 4'
-  expect 5 "^tpusim: 1 of 1 checks failed$" 20 "$BIN/tpusim" check.tpu --inputs a.npy
+  expect 5 "^tpusim: error: 1 of 1 checks failed$" 20 "$BIN/tpusim" check.tpu --inputs a.npy
   grep -q "^check 0 expect_close out1 vs out2: FAIL (-1 (actual) vs 1 (expected) at index \[0\]" out.txt || fail "no FAIL line for the check: $(cat out.txt)"
 }
 
@@ -365,6 +381,14 @@ group_asm() {
 group_writes() {
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # Logging: one logger for every tool; bad levels and units are usage errors.
+  expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
+  expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
+  "$BIN/tpusim" good.tpu -v -q 2>verbose.txt || fail "tpusim -v failed"
+  grep -q "^tpusim: info: good.tpu: 1 instructions" verbose.txt || fail "tpusim -v: $(cat verbose.txt)"
+  "$BIN/tpusim" good.tpu --log-units all --log-level debug -q 2>units.txt || fail "tpusim --log-units failed"
+  grep -q "^tpusim: debug: cycles 0..1 core0.scalar pc 0: halt" units.txt || fail "tpusim --log-units: $(cat units.txt)"
+  ONE_LINE=1 expect 1 "^tpu-as: error: missing.s" 10 "$BIN/tpu-as" missing.s -o x.tpu --log-level error
   mkdir -p dir
   expect 1 "^tpu-as: error: /dev/full: write error" 10 "$BIN/tpu-as" good.s -o /dev/full
   expect 1 "^tpu-objdump: error: /dev/full: write error" 10 "$BIN/tpu-objdump" good.tpu -o /dev/full
@@ -385,20 +409,28 @@ group_runs() {
   "$BIN/tpu-as" spin.s -o spin.tpu
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # Logging: one logger for every tool; bad levels and units are usage errors.
+  expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
+  expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
+  "$BIN/tpusim" good.tpu -v -q 2>verbose.txt || fail "tpusim -v failed"
+  grep -q "^tpusim: info: good.tpu: 1 instructions" verbose.txt || fail "tpusim -v: $(cat verbose.txt)"
+  "$BIN/tpusim" good.tpu --log-units all --log-level debug -q 2>units.txt || fail "tpusim --log-units failed"
+  grep -q "^tpusim: debug: cycles 0..1 core0.scalar pc 0: halt" units.txt || fail "tpusim --log-units: $(cat units.txt)"
+  ONE_LINE=1 expect 1 "^tpu-as: error: missing.s" 10 "$BIN/tpu-as" missing.s -o x.tpu --log-level error
   expect 2 "^tpusim: error: --max-cycles '-1' is not a cycle count" 10 "$BIN/tpusim" good.tpu --max-cycles -1
   expect 2 "^tpusim: error: --max-cycles 'x' is not a cycle count" 10 "$BIN/tpusim" good.tpu --max-cycles x
   expect 2 "^tpusim: error: --vcd-window needs --vcd" 10 "$BIN/tpusim" good.tpu --vcd-window 1:2
   expect 2 "^tpusim: error: --memory-budget '12Q' is not a size" 10 "$BIN/tpusim" good.tpu --memory-budget 12Q
   expect 2 "^tpusim: error: .* takes 0 input" 10 "$BIN/tpusim" good.tpu --inputs good.tpu
   # A program that never halts stops at the default cycle limit, its trace bounded.
-  expect 3 "^tpusim: cycle limit of 50000000 reached" 300 "$BIN/tpusim" spin.tpu --stats spin.json
+  expect 3 "^tpusim: error: cycle limit of 50000000 reached" 300 "$BIN/tpusim" spin.tpu --stats spin.json
   "$PY" -c "import json,sys; s=json.load(open('spin.json')); sys.exit(s['status'] != 'cycle_limit')" || fail "stats of a cycle-limited run"
-  expect 3 "^tpusim: cycle limit of 2000000 reached" 120 "$BIN/tpusim" spin.tpu --max-cycles 2000000 --trace spin_trace.json
+  expect 3 "^tpusim: error: cycle limit of 2000000 reached" 120 "$BIN/tpusim" spin.tpu --max-cycles 2000000 --trace spin_trace.json
   "$PY" -c "import json; json.load(open('spin_trace.json'))" || fail "the trace of a cycle-limited run is not valid JSON"
   # A program filling HBM stops at the memory budget.
   printf '.target v5e\n  li s2, 4194304\n  li s3, 1\n  slli s3, s3, 32\nagain:\n  dma.st s1, s0, s2, sem1\n  add s1, s1, s2\n  bltu s1, s3, again\n  halt\n' >fill.s
   "$BIN/tpu-as" fill.s -o fill.tpu
-  expect 3 "^tpusim: cycle [0-9]+: the program touched more simulated memory than the host memory budget of 512 MiB" 120 \
+  expect 3 "^tpusim: error: cycle [0-9]+: the program touched more simulated memory than the host memory budget of 512 MiB" 120 \
     "$BIN/tpusim" fill.tpu --memory-budget 512M
   # SIGINT mid-run: status interrupted, exit 130, stats/trace/VCD valid.
   (
@@ -411,7 +443,7 @@ group_runs() {
     echo $? >int_rc.txt
   )
   [ "$(cat int_rc.txt)" = 130 ] || fail "SIGINT: exit $(cat int_rc.txt), want 130"
-  grep -q "^tpusim: interrupted at cycle" int_err.txt || fail "SIGINT: stderr $(cat int_err.txt)"
+  grep -q "^tpusim: error: interrupted at cycle" int_err.txt || fail "SIGINT: stderr $(cat int_err.txt)"
   "$PY" -c "import json,sys; json.load(open('int_trace.json')); s=json.load(open('int.json')); sys.exit(s['status'] != 'interrupted')" ||
     fail "SIGINT: the stats or trace are not valid"
   tail -n 1 int.vcd | grep -q '^#[0-9]*$' || fail "SIGINT: the VCD does not end with a time stamp"

@@ -57,6 +57,7 @@ struct SimOptions {
   std::string report_dir;       // an HTML report (index.html) with charts of the run: docs/stats.md
   std::string report_stats_path;  // the stats file the report links to
   bool progress = false;        // a progress line on stderr for long runs
+  std::vector<std::string> log_units;  // log every instruction of these units at debug level ("dma", "mxu0", ..., "all")
 };
 
 struct RunResult {
@@ -85,6 +86,9 @@ class Simulator {
   isa::Program program_;
   SimOptions options_;
 };
+
+// Why --log-units names something that is not a unit ("" if they all are).
+std::string check_log_units(const std::vector<std::string>& units);
 
 // Why a program cannot run on a machine ("" if it can).
 std::string target_mismatch(const isa::Target& program, const isa::Target& machine);
