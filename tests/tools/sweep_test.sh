@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# scripts/sweep.sh over HBM bandwidth on tiny: one row per point, all
+# finished, and the narrowest HBM the slowest (each point is compiled with
+# its own setting, so the schedules differ: the rest need not be monotonic).
+#   tests/tools/sweep_test.sh BIN_DIR SRC_DIR WORK_DIR
+set -euo pipefail
+bin=$1 src=$2 work=$3
+rm -rf "$work"
+m=$src/tests/corpus/mlp_f32
+TPU_BIN=$bin bash "$src/scripts/sweep.sh" --sweep hbm.bandwidth_bytes_per_s=1e10,4e10,1.6e11 --config tiny -j 2 -o "$work" \
+  "$m/module.stablehlo.mlir" --inputs "$m"/arg{0,1,2,3,4}.npy
+[ "$(wc -l <"$work/points.txt")" -eq 3 ] || { echo "points.txt should list 3 points"; exit 1; }
+python3 - "$work/sweep.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 3, rows
+assert all(r["status"] == "finished" for r in rows), rows
+cycles = [int(r["cycles"]) for r in rows]
+assert cycles[0] == max(cycles) and cycles[0] > cycles[-1], f"10 GB/s should be the slowest: {cycles}"
+print("sweep.csv:", cycles)
+PY
