@@ -135,7 +135,11 @@ int sc_main(int argc, char* argv[]) {
     }
     if (program_path.empty()) throw tpu::cli::UsageError("program is required");
     tpu::isa::Program program = tpu::isa::load_file(program_path);
-    if (config.empty()) config = tpu::isa::preset_text(program.target.name) ? program.target.name : "v5e";
+    if (config.empty() && !tpu::isa::preset_text(program.target.name))
+      throw tpu::cli::UsageError(fmt::format("{} was compiled for target '{}', which is not a preset: give the config tpuc had "
+                                             "with --config FILE",
+                                             program_path, program.target.name));
+    if (config.empty()) config = program.target.name;
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
 
     const auto ins = program.inputs();

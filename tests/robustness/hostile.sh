@@ -87,6 +87,11 @@ group_files() {
   mkdir -p dir
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # A program for a target that is not a preset needs its config file, and says so.
+  config_with mine.json 's/"name": "tiny"/"name": "mine"/'
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o mine.tpu --config mine.json || fail "tpuc --config mine.json"
+  expect 2 "^tpusim: error: mine.tpu was compiled for target 'mine', which is not a preset: give the config tpuc had with --config FILE" 10 \
+    "$BIN/tpusim" mine.tpu
   # Logging: one logger for every tool; bad levels and units are usage errors.
   expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
   expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
@@ -124,6 +129,11 @@ group_config() {
   config_with huge_acc.json 's/"acc_rows": [0-9]*/"acc_rows": 16777216/; s/"mxu_dim": 8/"mxu_dim": 1024/; s/"vpu_lanes": 8/"vpu_lanes": 1024/'
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # A program for a target that is not a preset needs its config file, and says so.
+  config_with mine.json 's/"name": "tiny"/"name": "mine"/'
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o mine.tpu --config mine.json || fail "tpuc --config mine.json"
+  expect 2 "^tpusim: error: mine.tpu was compiled for target 'mine', which is not a preset: give the config tpuc had with --config FILE" 10 \
+    "$BIN/tpusim" mine.tpu
   # Logging: one logger for every tool; bad levels and units are usage errors.
   expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
   expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
@@ -381,6 +391,11 @@ group_asm() {
 group_writes() {
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # A program for a target that is not a preset needs its config file, and says so.
+  config_with mine.json 's/"name": "tiny"/"name": "mine"/'
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o mine.tpu --config mine.json || fail "tpuc --config mine.json"
+  expect 2 "^tpusim: error: mine.tpu was compiled for target 'mine', which is not a preset: give the config tpuc had with --config FILE" 10 \
+    "$BIN/tpusim" mine.tpu
   # Logging: one logger for every tool; bad levels and units are usage errors.
   expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
   expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
@@ -409,6 +424,11 @@ group_runs() {
   "$BIN/tpu-as" spin.s -o spin.tpu
   printf '.target tiny\nhalt\n' >good.s
   "$BIN/tpu-as" good.s -o good.tpu
+  # A program for a target that is not a preset needs its config file, and says so.
+  config_with mine.json 's/"name": "tiny"/"name": "mine"/'
+  "$BIN/tpuc" "$SRC/tests/corpus/matmul_f32/module.hlo" -o mine.tpu --config mine.json || fail "tpuc --config mine.json"
+  expect 2 "^tpusim: error: mine.tpu was compiled for target 'mine', which is not a preset: give the config tpuc had with --config FILE" 10 \
+    "$BIN/tpusim" mine.tpu
   # Logging: one logger for every tool; bad levels and units are usage errors.
   expect 2 "^tpusim: error: --log-units: 'bogus' is not a unit" 10 "$BIN/tpusim" good.tpu --log-units bogus
   expect 2 "^tpu-as: error: --log-level: loud not in" 10 "$BIN/tpu-as" good.s -o x.tpu --log-level loud
