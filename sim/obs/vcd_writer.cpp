@@ -79,65 +79,45 @@ void VcdWriter::add(const std::string& scope, const std::string& name, int width
   signals_.push_back({scope, name, vcd_id(signals_.size()), width, std::move(get), 0, false, 0});
 }
 
+// Calls open/close around the nested scopes of the signals, in registration
+// order ("core0.mxu1": core0, then mxu1), and var for each signal.
+void VcdWriter::walk_scopes(const std::function<void(const std::string&)>& open, const std::function<void()>& close,
+                            const std::function<void(Signal&)>& var) {
+  std::vector<std::string> opened;
+  for (Signal& s : signals_) {
+    std::vector<std::string> parts;
+    size_t at = 0;
+    for (size_t dot; (dot = s.scope.find('.', at)) != std::string::npos; at = dot + 1) parts.push_back(s.scope.substr(at, dot - at));
+    parts.push_back(s.scope.substr(at));
+    size_t common = 0;
+    while (common < opened.size() && common < parts.size() && opened[common] == parts[common]) ++common;
+    for (; opened.size() > common; opened.pop_back()) close();
+    for (size_t i = common; i < parts.size(); ++i) open(parts[i]), opened.push_back(parts[i]);
+    var(s);
+  }
+  for (; !opened.empty(); opened.pop_back()) close();
+}
+
 void VcdWriter::header() {
+  header_done_ = true;
 #ifdef TPU_HAVE_FST
   if (fst_) {
-    std::vector<std::string> open;
-    auto split = [](const std::string& s) {
-      std::vector<std::string> parts;
-      size_t at = 0;
-      for (size_t dot; (dot = s.find('.', at)) != std::string::npos; at = dot + 1) parts.push_back(s.substr(at, dot - at));
-      parts.push_back(s.substr(at));
-      return parts;
-    };
     fstWriterSetScope(fst_, FST_ST_VCD_MODULE, "tpu", nullptr);
-    for (Signal& s : signals_) {
-      auto parts = split(s.scope);
-      size_t common = 0;
-      while (common < open.size() && common < parts.size() && open[common] == parts[common]) ++common;
-      while (open.size() > common) fstWriterSetUpscope(fst_), open.pop_back();
-      for (size_t i = common; i < parts.size(); ++i) fstWriterSetScope(fst_, FST_ST_VCD_MODULE, parts[i].c_str(), nullptr), open.push_back(parts[i]);
-      s.fst_handle = fstWriterCreateVar(fst_, FST_VT_VCD_WIRE, FST_VD_IMPLICIT, uint32_t(s.width), s.name.c_str(), 0);
-    }
-    while (!open.empty()) fstWriterSetUpscope(fst_), open.pop_back();
+    walk_scopes([&](const std::string& name) { fstWriterSetScope(fst_, FST_ST_VCD_MODULE, name.c_str(), nullptr); },
+                [&] { fstWriterSetUpscope(fst_); },
+                [&](Signal& s) { s.fst_handle = fstWriterCreateVar(fst_, FST_VT_VCD_WIRE, FST_VD_IMPLICIT, uint32_t(s.width), s.name.c_str(), 0); });
     fstWriterSetUpscope(fst_);
-    header_done_ = true;
     return;
   }
 #endif
-  out_ << "$date tpusim $end\n$version tpusim VCD writer $end\n$timescale 1 ps $end\n";
-  // Emit nested scopes; signals are grouped by scope in registration order.
-  std::vector<std::string> open;
-  auto split = [](const std::string& s) {
-    std::vector<std::string> parts;
-    size_t at = 0;
-    for (size_t dot; (dot = s.find('.', at)) != std::string::npos; at = dot + 1) parts.push_back(s.substr(at, dot - at));
-    parts.push_back(s.substr(at));
-    return parts;
-  };
-  out_ << "$scope module tpu $end\n";
-  for (const Signal& s : signals_) {
-    auto parts = split(s.scope);
-    size_t common = 0;
-    while (common < open.size() && common < parts.size() && open[common] == parts[common]) ++common;
-    while (open.size() > common) {
-      out_ << "$upscope $end\n";
-      open.pop_back();
-    }
-    for (size_t i = common; i < parts.size(); ++i) {
-      out_ << "$scope module " << parts[i] << " $end\n";
-      open.push_back(parts[i]);
-    }
-    out_ << "$var wire " << s.width << " " << s.id << " " << s.name;
-    if (s.width > 1) out_ << " [" << s.width - 1 << ":0]";
-    out_ << " $end\n";
-  }
-  while (!open.empty()) {
-    out_ << "$upscope $end\n";
-    open.pop_back();
-  }
+  out_ << "$date tpusim $end\n$version tpusim VCD writer $end\n$timescale 1 ps $end\n$scope module tpu $end\n";
+  walk_scopes([&](const std::string& name) { out_ << "$scope module " << name << " $end\n"; }, [&] { out_ << "$upscope $end\n"; },
+              [&](Signal& s) {
+                out_ << "$var wire " << s.width << " " << s.id << " " << s.name;
+                if (s.width > 1) out_ << " [" << s.width - 1 << ":0]";
+                out_ << " $end\n";
+              });
   out_ << "$upscope $end\n$enddefinitions $end\n";
-  header_done_ = true;
 }
 
 void VcdWriter::emit(Signal& s, uint64_t v) {

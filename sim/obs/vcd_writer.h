@@ -47,6 +47,8 @@ class VcdWriter {
     uint32_t fst_handle;
   };
   void header();
+  void walk_scopes(const std::function<void(const std::string&)>& open, const std::function<void()>& close,
+                   const std::function<void(Signal&)>& var);
   void emit(Signal& s, uint64_t v);
   void stamp(uint64_t cycle);
   uint64_t time_ps(uint64_t cycle) const;
