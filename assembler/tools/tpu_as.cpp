@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--set", settings, "KEY=VALUE: change one parameter of --config (target.mxu_dim=16); repeatable")
       ->allow_extra_args(false);
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
-  return tpu::cli::run("tpu-as", [&] {
+  return tpu::cli::run([&] {
     tpu::as::AssembleOptions opts;
     if (!settings.empty() && config.empty()) throw tpu::cli::UsageError("--set needs --config");
     if (!config.empty()) opts.target = tpu::isa::load_config(config, settings).target;

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   app.add_option("program", input, "program (.tpu)")->required();
   app.add_option("-o,--output", output, "write the assembly here instead of stdout");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
-  return tpu::cli::run("tpu-objdump", [&] {
+  return tpu::cli::run([&] {
     const std::string text = tpu::as::disassemble(tpu::isa::load_file(input));
     if (output.empty()) {
       std::cout << text << std::flush;

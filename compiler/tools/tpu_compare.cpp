@@ -38,9 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--tol", tol, "fail (exit 1) when the relative error exceeds this");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
   // diff's convention: 0 within --tol, 1 beyond it, 2 for trouble.
-  return tpu::cli::run(
-      "tpu-compare",
-      [&] {
+  return tpu::cli::run([&] {
     const auto ref = load(ref_path), got = load(got_path);
     if (ref.type != got.type)
       throw tpu::Error(fmt::format("{} differ: {} and {}", ref.type.dims != got.type.dims ? "shapes" : "dtypes", ref.type.str(),
@@ -48,6 +46,5 @@ int main(int argc, char** argv) {
     const auto d = tpu::ir::compare(got, ref);
     fmt::print("rel_err {:.3g} max_abs {:.3g} differing {}/{}\n", d.relative, d.max_abs, d.differing, ref.v.size());
     return tol >= 0 && (d.relative > tol || (tol == 0 && d.differing)) ? 1 : 0;
-      },
-      2);
+  }, 2);
 }

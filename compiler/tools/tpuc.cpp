@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   using namespace tpu;
-  return cli::run("tpuc", [&] {
+  return cli::run([&] {
     ir::Function f = compiler::load_module(input);
     if (dump) std::cerr << "// ----- after import\n" << ir::print(f);
     if (interpret) {

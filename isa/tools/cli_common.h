@@ -77,8 +77,7 @@ class UsageError : public tpu::Error {
 // 2) for the user's mistake (Error, a file system error, a host out of
 // memory), 4 for an internal error (a bug of ours), printed once.
 template <typename Work>
-int run(std::string_view tool, Work&& work, int bad_input = 1) {
-  (void)tool;
+int run(Work&& work, int bad_input = 1) {
   try {
     return work();
   } catch (const UsageError& e) {

@@ -128,7 +128,7 @@ int sc_main(int argc, char* argv[]) {
                "print the 10 kernels and HLO ops that took the most cycles (stats.json has all of them: docs/stats.md)");
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
-  return tpu::cli::run("tpusim", [&] {
+  return tpu::cli::run([&] {
     if (!print_config.empty()) {
       std::cout << tpu::sim::load_config(print_config, settings).to_json();
       return 0;
