@@ -672,8 +672,9 @@ class Emitter {
     for (const auto& s : p_.symbols) line(s);
     for (const auto& d : p_.data) out_ += d;
     for (size_t i = 0; i < p_.kernels.size(); ++i) {
+      kernel_ops_.push_back(p_.profile_ops(p_.kernels[i]));
       std::string d = fmt::format(".kernel {}, \"{}\"", i, debug_text(kernel_name(i, p_.kernels[i])));
-      for (const auto& [loc, work] : p_.profile_ops(p_.kernels[i])) d += fmt::format(", \"{}\", {}", debug_text(loc), work);
+      for (const auto& [loc, work] : kernel_ops_.back()) d += fmt::format(", \"{}\", {}", debug_text(loc), work);
       line(d);
     }
     line(".text");
@@ -914,7 +915,7 @@ class Emitter {
     prog_.push_back({floor_, -1, "", {}});
     note(kernel_name(idx, k));
     cur_kernel_ = int(idx);
-    for (const auto& [loc, work] : p_.profile_ops(k)) note("  from " + loc);
+    for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
     if (p_.type(k.out).elements() == 0) return;
     switch (k.kind) {
       case KKind::elementwise: elementwise(k); break;
@@ -1648,6 +1649,7 @@ class Emitter {
   uint64_t vmem_top_ = 0;
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
   int cur_kernel_ = -1;     // the kernel being emitted (-1: none)
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> kernel_ops_;  // Plan::profile_ops of each kernel
   int next_sem_ = 0;
 };
 

@@ -1899,17 +1899,7 @@ class Parser {
       from_bits = true;
     }
     if (from_bits) {
-      if (dt == "f64") {
-        std::memcpy(&x, &bits, 8);
-      } else if (dt == "f32" || dt == "bf16") {
-        const uint32_t b = dt == "f32" ? uint32_t(bits) : uint32_t(bits) << 16;
-        float f;
-        std::memcpy(&f, &b, 4);
-        x = f;
-      } else {
-        const int e = int(bits >> 10 & 0x1f), m = int(bits & 0x3ff);
-        x = (bits >> 15 & 1 ? -1.0 : 1.0) * (e == 0x1f ? (m ? NAN : INFINITY) : e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24));
-      }
+      x = isa::float_bits_value(*isa::dtype_from_name(dt), bits);  // dt is f16, bf16, f32 or f64 here
     } else {
       char* end = nullptr;
       x = std::strtod(tok.c_str(), &end);

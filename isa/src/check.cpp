@@ -30,24 +30,6 @@ uint64_t load_bits(const std::vector<uint8_t>& b, size_t i, size_t size) {
   return v;
 }
 
-double to_double(uint64_t bits, FloatFormat f) {
-  if (f.bits == 64) {
-    double d;
-    std::memcpy(&d, &bits, 8);
-    return d;
-  }
-  if (f.bits == 32 || f.mantissa == 7) {  // f32, or bf16: the top half of an f32
-    const uint32_t b = f.bits == 32 ? uint32_t(bits) : uint32_t(bits) << 16;
-    float x;
-    std::memcpy(&x, &b, 4);
-    return x;
-  }
-  const int e = int(bits >> 10 & 0x1f), m = int(bits & 0x3ff);  // f16
-  const double s = bits >> 15 ? -1 : 1;
-  if (e == 0x1f) return m ? NAN : s * INFINITY;
-  return s * (e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24));
-}
-
 int64_t to_integer(uint64_t bits, Dtype d, size_t size) {
   const bool is_signed = d == Dtype::s8 || d == Dtype::s16 || d == Dtype::s32 || d == Dtype::s64;
   if (!is_signed || size == 8) return int64_t(bits);
@@ -96,7 +78,7 @@ CheckOutcome evaluate_check(const Check& c, const TensorSymbol& t, const std::ve
       return {false, fmt::format("{} (actual) vs {} (expected) at index {}", to_integer(a, t.dtype, size), to_integer(e, t.dtype, size),
                                  index_of(i, t.dims))};
     }
-    const double x = to_double(a, *ff), y = to_double(e, *ff);
+    const double x = float_bits_value(t.dtype, a), y = float_bits_value(t.dtype, e);
     bool ok = false;
     std::string why;
     switch (c.kind) {

@@ -5,6 +5,7 @@
 #include "tpu/isa/file.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -290,6 +291,30 @@ std::optional<Dtype> dtype_from_name(std::string_view name) {
 size_t dtype_size(Dtype d) {
   auto i = static_cast<size_t>(d);
   return i < kNumDtypes ? kDtypeSizes[i] : 0;
+}
+
+double float_bits_value(Dtype d, uint64_t bits) {
+  switch (d) {
+    case Dtype::f64: {
+      double x;
+      std::memcpy(&x, &bits, 8);
+      return x;
+    }
+    case Dtype::f32:
+    case Dtype::bf16: {  // bf16: the top half of an f32
+      const uint32_t b = d == Dtype::f32 ? uint32_t(bits) : uint32_t(bits) << 16;
+      float x;
+      std::memcpy(&x, &b, 4);
+      return x;
+    }
+    case Dtype::f16: {
+      const int e = int(bits >> 10 & 0x1f), m = int(bits & 0x3ff);
+      const double s = bits >> 15 & 1 ? -1 : 1;
+      if (e == 0x1f) return m ? NAN : s * INFINITY;
+      return s * (e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24));
+    }
+    default: return NAN;
+  }
 }
 
 const char* symbol_kind_directive(SymbolKind k) {

@@ -201,7 +201,7 @@ void Chip::series_row(uint64_t end) {
   if (end <= row_start_) return;
   constexpr size_t kMaxRows = 4096;
   const std::vector<uint64_t> now = series_counters();
-  Series::Row row{row_start_, end, {}};
+  TimeSeries::Row row{row_start_, end, {}};
   const double span = double(end - row_start_);
   uint64_t hbm_bytes = 0;
   for (size_t i = 0; i < now.size(); ++i) {
@@ -215,9 +215,9 @@ void Chip::series_row(uint64_t end) {
   row_base_ = now;
   row_start_ = end;
   if (!fixed_ && series_.rows.size() == kMaxRows) {  // merge pairs: half the rows, twice the interval
-    std::vector<Series::Row> merged;
+    std::vector<TimeSeries::Row> merged;
     for (size_t i = 0; i < series_.rows.size(); i += 2) {
-      Series::Row m = series_.rows[i];
+      TimeSeries::Row m = series_.rows[i];
       m.end = series_.rows[i + 1].end;
       for (size_t c = 0; c < m.values.size(); ++c) m.values[c] += series_.rows[i + 1].values[c];
       merged.push_back(std::move(m));

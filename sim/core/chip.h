@@ -67,18 +67,9 @@ class Chip : public sc_core::sc_module {
   // tracks on the trace. Unless `fixed`, past 4096 rows pairs of rows merge
   // and the interval doubles. finish_series closes the last, partial row;
   // the rows add up to the run's totals.
-  struct Series {
-    std::vector<std::string> columns;  // "core0.vpu.busy_cycles", ..., "hbm.bytes_written"
-    struct Row {
-      uint64_t start, end;
-      std::vector<uint64_t> values;  // one per column
-    };
-    std::vector<Row> rows;
-    uint64_t every = 0;
-  };
   void attach_series(uint64_t every, bool fixed);
   void finish_series(uint64_t end_cycle);
-  const Series& series() const { return series_; }
+  const TimeSeries& series() const { return series_; }
 
  private:
   void monitor();
@@ -95,7 +86,7 @@ class Chip : public sc_core::sc_module {
   bool done_ = false;
   uint64_t end_cycle_ = 0;
   std::vector<int64_t> last_depth_;
-  Series series_;
+  TimeSeries series_;
   bool fixed_ = false;
   uint64_t row_start_ = 0;
   std::vector<uint64_t> row_base_;

@@ -67,8 +67,9 @@ nlohmann::json unit_json(const UnitStats& s, uint64_t cycles) {
           {"instructions", s.instructions}};
 }
 
-std::string stats_json(const MachineConfig& cfg, const Chip& chip, const Profiler& prof, RunStatus status, uint64_t cycles,
-                       double wall) {
+// stats.json (docs/stats.md); kernels and ops come from the profiler.
+nlohmann::json stats_json(const MachineConfig& cfg, const Chip& chip, nlohmann::json kernels, nlohmann::json ops, RunStatus status,
+                          uint64_t cycles, double wall) {
   using nlohmann::json;
   json units = json::object();
   json by_class = {{"scalar", 0}, {"sync", 0}, {"dma", 0}, {"mxu", 0}, {"vpu", 0}};
@@ -120,10 +121,10 @@ std::string stats_json(const MachineConfig& cfg, const Chip& chip, const Profile
         {"bytes_written", wr},
         {"bandwidth_utilization", cycles ? double(rd + wr) / (double(cycles) * bytes_per_cycle) : 0.0}}},
       {"host", {{"wall_seconds", wall}, {"simulated_cycles_per_second", wall > 0 ? double(cycles) / wall : 0.0}}},
-      {"kernels", prof.kernels_json()},
-      {"ops", prof.ops_json()},
+      {"kernels", std::move(kernels)},
+      {"ops", std::move(ops)},
   };
-  return j.dump(2) + "\n";
+  return j;
 }
 
 // The heaviest kernels and ops, as tpusim --profile prints them.
@@ -148,30 +149,29 @@ std::string profile_table(const nlohmann::json& kernels, const nlohmann::json& o
   return s + "(kernels overlap in time: the next kernel's loads run during this one)\n";
 }
 
-}  // namespace
-
 // DIR/index.html, linking the run's other files by paths relative to DIR.
-void Simulator::write_report(const Chip& chip, const RunResult& r) const {
+void write_report(const SimOptions& options, const MachineConfig& config, const Chip& chip, const nlohmann::json& stats) {
   namespace fs = std::filesystem;
   ReportInput in;
-  in.stats = nlohmann::json::parse(r.stats_json);
-  in.config = config_.to_json();
-  in.columns = chip.series().columns;
-  for (const auto& row : chip.series().rows) in.rows.push_back({row.start, row.end, row.values});
-  in.peak_hbm_bytes_per_cycle = double(config_.hbm_bytes_per_cycle_fp()) / 1024.0;
+  in.stats = stats;
+  in.config = config.to_json();
+  in.series = &chip.series();
+  in.peak_hbm_bytes_per_cycle = double(config.hbm_bytes_per_cycle_fp()) / 1024.0;
   auto link = [&](const char* label, const std::string& path) {
     if (path.empty()) return;
     std::error_code ec;
-    const fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(options_.report_dir, ec), ec);
+    const fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(options.report_dir, ec), ec);
     in.links.push_back({label, ec || rel.empty() ? path : rel.string()});
   };
-  link("statistics", options_.report_stats_path);
-  link("time series", options_.intervals_path);
-  link("timeline: open in ui.perfetto.dev", options_.trace_path);
-  link("waveforms: gtkwave FILE.vcd FILE.vcd.gtkw", options_.vcd_path);
-  if (!options_.vcd_path.empty()) link("GTKWave save file", options_.vcd_path + ".gtkw");
-  isa::write_file((fs::path(options_.report_dir) / "index.html").string(), report_html(in));
+  link("statistics", options.report_stats_path);
+  link("time series", options.intervals_path);
+  link("timeline: open in ui.perfetto.dev", options.trace_path);
+  link("waveforms: gtkwave FILE.vcd FILE.vcd.gtkw", options.vcd_path);
+  if (!options.vcd_path.empty()) link("GTKWave save file", options.vcd_path + ".gtkw");
+  isa::write_file((fs::path(options.report_dir) / "index.html").string(), report_html(in));
 }
+
+}  // namespace
 
 RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   DecodedProgram dp;
@@ -255,12 +255,13 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     for (const auto& row : s.rows) csv += fmt::format("{},{},{}\n", row.start, row.end, fmt::join(row.values, ","));
     isa::write_file(options_.intervals_path, csv);
   }
-  r.stats_json = stats_json(config_, chip, profiler, r.status, r.cycles, wall);
-  if (!options_.report_dir.empty()) write_report(chip, r);
-  r.profile = profile_table(profiler.kernels_json(), profiler.ops_json(), r.cycles, 10);
+  const nlohmann::json stats = stats_json(config_, chip, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
+  r.stats_json = stats.dump(2) + "\n";
+  if (!options_.report_dir.empty()) write_report(options_, config_, chip, stats);
+  r.profile = profile_table(stats["kernels"], stats["ops"], r.cycles, 10);
   if (vcd) vcd->close(r.cycles);
   if (trace) {
-    trace->kernels(profiler.kernels_json());
+    trace->kernels(stats["kernels"]);
     trace->finish();
   }
   if (record.is_open()) {

@@ -11,6 +11,18 @@
 
 namespace tpu::sim {
 
+// A time series of the run: each row the growth of every column's counter
+// over the cycles [start, end) (Chip::attach_series).
+struct TimeSeries {
+  std::vector<std::string> columns;  // "core0.vpu.busy_cycles", ..., "hbm.bytes_written"
+  struct Row {
+    uint64_t start, end;
+    std::vector<uint64_t> values;  // one per column
+  };
+  std::vector<Row> rows;
+  uint64_t every = 0;  // cycles a row (the last may be shorter)
+};
+
 // Per-unit counters, updated by the unit itself once per cycle.
 struct UnitStats {
   uint64_t busy_cycles = 0;

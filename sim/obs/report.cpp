@@ -26,20 +26,20 @@ const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", 
 // fraction of every row's cycles the unit was busy.
 std::string units_chart(const ReportInput& in) {
   std::vector<size_t> cols;
-  for (size_t c = 0; c < in.columns.size(); ++c)
-    if (in.columns[c].size() > 12 && in.columns[c].substr(in.columns[c].size() - 12) == ".busy_cycles") cols.push_back(c);
-  if (in.rows.empty() || cols.empty()) return "<p>No time series.</p>";
+  for (size_t c = 0; c < in.series->columns.size(); ++c)
+    if (in.series->columns[c].size() > 12 && in.series->columns[c].substr(in.series->columns[c].size() - 12) == ".busy_cycles") cols.push_back(c);
+  if (in.series->rows.empty() || cols.empty()) return "<p>No time series.</p>";
   const double W = 900, band = 34, left = 130, right = 10;
   const double H = band * double(cols.size()) + 30;
-  const double total = double(in.rows.back().end);
+  const double total = double(in.series->rows.back().end);
   auto x = [&](double cycle) { return left + (W - left - right) * cycle / total; };
   std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">", W, H);
   for (size_t i = 0; i < cols.size(); ++i) {
     const double y0 = 5 + band * double(i), h = band - 6;
-    const std::string name = in.columns[cols[i]].substr(0, in.columns[cols[i]].size() - 12);
+    const std::string name = in.series->columns[cols[i]].substr(0, in.series->columns[cols[i]].size() - 12);
     std::string pts = fmt::format("{:.1f},{:.1f} ", x(0), y0 + h);
     uint64_t busy = 0;
-    for (const auto& r : in.rows) {
+    for (const auto& r : in.series->rows) {
       const double f = double(r.values[cols[i]]) / double(r.end - r.start);
       pts += fmt::format("{:.1f},{:.1f} {:.1f},{:.1f} ", x(double(r.start)), y0 + h * (1 - f), x(double(r.end)), y0 + h * (1 - f));
       busy += r.values[cols[i]];
@@ -50,23 +50,23 @@ std::string units_chart(const ReportInput& in) {
     s += fmt::format("<text x=\"4\" y=\"{:.1f}\">{} {:.0f}%</text>", y0 + h / 2 + 4, esc(name), 100.0 * double(busy) / total);
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} cycles</text>", left, H - 6,
-                   W - right, H - 6, in.rows.back().end);
+                   W - right, H - 6, in.series->rows.back().end);
   return s + "</svg>";
 }
 
 // HBM bytes per cycle in each row against the peak.
 std::string hbm_chart(const ReportInput& in) {
   std::vector<size_t> cols;
-  for (size_t c = 0; c < in.columns.size(); ++c)
-    if (in.columns[c].rfind("hbm.", 0) == 0) cols.push_back(c);
-  if (in.rows.empty() || cols.empty() || in.peak_hbm_bytes_per_cycle <= 0) return "<p>No time series.</p>";
+  for (size_t c = 0; c < in.series->columns.size(); ++c)
+    if (in.series->columns[c].rfind("hbm.", 0) == 0) cols.push_back(c);
+  if (in.series->rows.empty() || cols.empty() || in.peak_hbm_bytes_per_cycle <= 0) return "<p>No time series.</p>";
   const double W = 900, H = 180, left = 60, right = 10, top = 10, bottom = 25;
-  const double total = double(in.rows.back().end), peak = in.peak_hbm_bytes_per_cycle;
+  const double total = double(in.series->rows.back().end), peak = in.peak_hbm_bytes_per_cycle;
   auto x = [&](double c) { return left + (W - left - right) * c / total; };
   auto y = [&](double v) { return top + (H - top - bottom) * (1 - std::min(v / (peak * 1.1), 1.0)); };
   std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">", W, H);
   std::string pts = fmt::format("{:.1f},{:.1f} ", x(0), y(0));
-  for (const auto& r : in.rows) {
+  for (const auto& r : in.series->rows) {
     double bytes = 0;
     for (size_t c : cols) bytes += double(r.values[c]);
     const double v = bytes / double(r.end - r.start);
@@ -77,7 +77,7 @@ std::string hbm_chart(const ReportInput& in) {
   s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#d62728\" stroke-dasharray=\"6,3\"/>", left, W - right, y(peak), y(peak));
   s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">peak {:.0f} B/cycle</text>", left + 4, y(peak) - 4, peak);
   s += fmt::format("<text x=\"4\" y=\"{:.1f}\">B/cycle</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} cycles</text>", y(0), W - right,
-                   H - 6, in.rows.back().end);
+                   H - 6, in.series->rows.back().end);
   return s + "</svg>";
 }
 

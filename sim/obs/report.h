@@ -9,17 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "observer.h"
+
 namespace tpu::sim {
 
 struct ReportInput {
   nlohmann::json stats;   // stats.json
   std::string config;     // the resolved config (JSON text)
-  std::vector<std::string> columns;  // the time series (Chip::Series)
-  struct Row {
-    uint64_t start, end;
-    std::vector<uint64_t> values;
-  };
-  std::vector<Row> rows;
+  const TimeSeries* series = nullptr;  // the run's (Chip::series)
   double peak_hbm_bytes_per_cycle = 0;
   std::vector<std::pair<std::string, std::string>> links;  // (label, path relative to the report)
 };

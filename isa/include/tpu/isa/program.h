@@ -30,6 +30,9 @@ inline constexpr int kNumDtypes = 13;
 const char* dtype_name(Dtype d);
 std::optional<Dtype> dtype_from_name(std::string_view name);
 size_t dtype_size(Dtype d);
+// The value of a float element stored as these bits (f16, bf16, f32, f64;
+// the low dtype_size(d) bytes); NaN for any other dtype.
+double float_bits_value(Dtype d, uint64_t bits);
 
 enum class SymbolKind : uint8_t { Input = 0, Output = 1, Constant = 2 };
 const char* symbol_kind_directive(SymbolKind k);  // ".input", ".output", ".const"

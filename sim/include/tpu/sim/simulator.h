@@ -31,8 +31,6 @@ inline constexpr uint64_t kDefaultMemoryBudget = uint64_t(8) << 30;
 // when --stats-interval does not say.
 inline constexpr uint64_t kTraceCounterInterval = 256;
 
-class Chip;
-
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
@@ -81,7 +79,6 @@ class Simulator {
   RunResult run(const std::vector<std::vector<uint8_t>>& inputs);
 
  private:
-  void write_report(const Chip& chip, const RunResult& r) const;
   MachineConfig config_;
   isa::Program program_;
   SimOptions options_;
