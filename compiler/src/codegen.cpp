@@ -2113,8 +2113,10 @@ Backend::Backend(const Function& f, const isa::Target& t, const ScheduleHints& h
 ScheduleHints schedule_hints(const isa::MachineConfig& c) {
   ScheduleHints h;
   const double clock = double(c.clock_hz);
-  h.dma_bytes_per_cycle = std::max(1.0, double(c.hbm.bandwidth_bytes_per_s) / clock);
-  h.dma_latency_cycles = double(c.hbm.latency_ns) * clock / 1e9 + 4;
+  // ideal memory (peak 0) has no bandwidth limit: a burst a cycle per port at most.
+  const double peak = c.hbm_peak_bytes_per_s();
+  h.dma_bytes_per_cycle = peak > 0 ? std::max(1.0, peak / clock) : double(c.dma.burst_bytes) * c.dma.bursts_per_cycle;
+  h.dma_latency_cycles = c.hbm_unloaded_latency_ns() * clock / 1e9 + 4;
   h.dma_burst_bytes = c.dma.burst_bytes;
   h.dma_bursts_per_cycle = c.dma.bursts_per_cycle;
   h.vpu_width = c.vpu.issue.width;

@@ -7,10 +7,35 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+namespace tpu::generated {
+extern const std::vector<std::pair<std::string_view, std::string_view>> kDramPresets;
+}
+
 namespace tpu::isa {
 namespace {
 
 using nlohmann::json;
+
+// hbm.detailed.preset names a device (configs/dram/NAME.json, built in): its
+// sections are the defaults, the config's own keys override them.
+void expand_dram_preset(json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("hbm") || !j["hbm"].is_object()) return;
+  json& h = j["hbm"];
+  if (!h.contains("detailed") || !h["detailed"].is_object() || !h["detailed"].contains("preset")) return;
+  json& d = h["detailed"];
+  if (!d["preset"].is_string()) throw Error(fmt::format("{}: hbm.detailed.preset must be a string", where));
+  const std::string name = d["preset"].get<std::string>();
+  std::vector<std::string> names;
+  for (const auto& [n, text] : generated::kDramPresets) {
+    names.emplace_back(n);
+    if (n != name) continue;
+    json base = json::parse(text);
+    base.merge_patch(d);
+    d = std::move(base);
+    return;
+  }
+  throw Error(fmt::format("{}: hbm.detailed.preset = '{}' is not a device preset ({})", where, name, fmt::join(names, ", ")));
+}
 
 // Reads one object of the config, checking every key it holds is known.
 class Section {
@@ -43,7 +68,17 @@ class Section {
     if (it == j_->end()) fail(name(key), "is missing");
     if (!it->is_string()) fail(name(key), "must be a string");
     out = it->get<std::string>();
-    if (!allowed.count(out)) fail(name(key), fmt::format("= '{}' is not one of: {}", out, fmt::join(allowed, ", ")));
+    if (!allowed.empty() && !allowed.count(out))
+      fail(name(key), fmt::format("= '{}' is not one of: {}", out, fmt::join(allowed, ", ")));
+  }
+  template <typename Set>
+  void str(const char* key, std::string& out, const Set& allowed) {
+    str(key, out, std::set<std::string>(allowed.begin(), allowed.end()));
+  }
+  const json* optional_child(const char* key) {
+    seen_.insert(key);
+    auto it = j_->find(key);
+    return it == j_->end() ? nullptr : &*it;
   }
   const json& child(const char* key) {
     seen_.insert(key);
@@ -70,6 +105,95 @@ class Section {
 
 }  // namespace
 
+const std::vector<DramField>& dram_fields() {
+  using D = DramParams;
+  static const std::vector<DramField> f = {
+      {"organisation", "channels", &D::channels, 1, 1024, "independent channels of all stacks (a pseudo-channel counts as one)"},
+      {"organisation", "ranks", &D::ranks, 1, 16, "ranks (stack IDs) per channel"},
+      {"organisation", "bankgroups", &D::bankgroups, 1, 64, "bank groups per rank"},
+      {"organisation", "banks_per_group", &D::banks_per_group, 1, 64, "banks per bank group"},
+      {"organisation", "rows", &D::rows, 1, 1u << 24, "rows per bank"},
+      {"organisation", "row_bytes", &D::row_bytes, 8, 1u << 20, "bytes an activate opens (the page of a channel)"},
+      {"organisation", "bus_bits", &D::bus_bits, 8, 1024, "data bus width of a channel"},
+      {"organisation", "burst_length", &D::burst_length, 2, 64, "BL: beats a column command moves"},
+      {"organisation", "beats_per_clock", &D::beats_per_clock, 2, 8, "data beats a clock: 2 (double data rate), 4 (HBM3)"},
+      {"timing", "tck_ps", &D::tck_ps, 100, 100000, "clock period, picoseconds"},
+      {"timing", "CL", &D::CL, 1, 255, "read command to first data"},
+      {"timing", "CWL", &D::CWL, 0, 255, "write command to first data"},
+      {"timing", "tRCDRD", &D::tRCDRD, 1, 255, "activate to read"},
+      {"timing", "tRCDWR", &D::tRCDWR, 1, 255, "activate to write"},
+      {"timing", "tRP", &D::tRP, 1, 255, "precharge to activate"},
+      {"timing", "tRAS", &D::tRAS, 1, 255, "activate to precharge"},
+      {"timing", "tRFC", &D::tRFC, 1, 4095, "all-bank refresh to activate"},
+      {"timing", "tRFCb", &D::tRFCb, 1, 4095, "per-bank refresh to activate of that bank"},
+      {"timing", "tREFI", &D::tREFI, 2, 1u << 20, "all-bank refresh interval"},
+      {"timing", "tREFIb", &D::tREFIb, 2, 1u << 20, "per-bank refresh interval (one bank after another)"},
+      {"timing", "tRRD_S", &D::tRRD_S, 1, 255, "activate to activate, other bank group"},
+      {"timing", "tRRD_L", &D::tRRD_L, 1, 255, "activate to activate, same bank group"},
+      {"timing", "tWTR_S", &D::tWTR_S, 0, 255, "end of write data to read, other bank group"},
+      {"timing", "tWTR_L", &D::tWTR_L, 0, 255, "end of write data to read, same bank group"},
+      {"timing", "tFAW", &D::tFAW, 1, 1023, "window in which a rank takes at most four activates"},
+      {"timing", "tWR", &D::tWR, 1, 255, "end of write data to precharge"},
+      {"timing", "tCCD_S", &D::tCCD_S, 1, 255, "column command to column command, other bank group"},
+      {"timing", "tCCD_L", &D::tCCD_L, 1, 255, "column command to column command, same bank group"},
+      {"timing", "tRTP", &D::tRTP, 1, 255, "read to precharge"},
+      {"timing", "tRTRS", &D::tRTRS, 0, 255, "rank to rank switch on the data bus"},
+      {"timing", "tRPRE", &D::tRPRE, 0, 255, "read preamble"},
+      {"timing", "tWPRE", &D::tWPRE, 0, 255, "write preamble"},
+      {"controller", "cmd_queue_depth", &D::cmd_queue_depth, 1, 1024, "entries per command queue"},
+      {"controller", "trans_queue_depth", &D::trans_queue_depth, 1, 4096, "read transactions waiting per channel"},
+      {"controller", "write_buffer", &D::write_buffer, 1, 4096, "writes buffered per channel; full: drain them"},
+      {"controller", "write_drain_threshold", &D::write_drain_threshold, 1, 4096,
+       "drain the write buffer when it holds this many and no read waits"},
+      {"controller", "row_hit_cap", &D::row_hit_cap, 1, 1u << 20, "row hits after which a waiting conflict may close the row"},
+      {"controller", "dual_command", &D::dual_command, 0, 1, "1: a row and a column command issue in the same cycle (HBM)"},
+  };
+  return f;
+}
+
+const std::vector<DramTextField>& dram_text_fields() {
+  using D = DramParams;
+  static const std::vector<DramTextField> f = {
+      {"address_mapping", &D::address_mapping, {}, "address bits, most significant first: six of ro ra bg ba ch co"},
+      {"page_policy", &D::page_policy, {"open", "closed"}, "open: rows stay open; closed: every access auto-precharges"},
+      {"queue_structure", &D::queue_structure, {"per_bank", "per_rank"}, "one command queue per bank or per rank"},
+      {"refresh", &D::refresh, {"all_bank", "per_bank"}, "REF of a rank every tREFI, or REFb of one bank every tREFIb"},
+  };
+  return f;
+}
+
+namespace {
+
+bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+void validate_dram(const DramParams& d, const std::string& where) {
+  auto fail = [&](const std::string& m) { throw Error(fmt::format("{}: hbm.detailed: {}", where, m)); };
+  for (auto [name, v] : {std::pair<const char*, uint64_t>{"channels", d.channels}, {"ranks", d.ranks}, {"bankgroups", d.bankgroups},
+                         {"banks_per_group", d.banks_per_group}, {"rows", d.rows}, {"row_bytes", d.row_bytes}})
+    if (!pow2(v)) fail(fmt::format("organisation.{} = {} is not a power of two", name, v));
+  if (d.bus_bits % 8 || !pow2(d.request_bytes()))
+    fail(fmt::format("a request (bus_bits / 8 x burst_length = {} bytes) must be a power of two", d.request_bytes()));
+  if (d.burst_length % d.beats_per_clock)
+    fail(fmt::format("organisation.burst_length = {} is not a multiple of beats_per_clock = {}", d.burst_length, d.beats_per_clock));
+  if (d.row_bytes < d.request_bytes())
+    fail(fmt::format("organisation.row_bytes = {} is less than a request ({} bytes)", d.row_bytes, d.request_bytes()));
+  std::string m = d.address_mapping;
+  std::vector<std::string> want = {"ro", "ra", "bg", "ba", "ch", "co"};
+  bool ok = m.size() == 12;
+  for (size_t i = 0; ok && i < 12; i += 2) {
+    auto it = std::find(want.begin(), want.end(), m.substr(i, 2));
+    if (it == want.end()) ok = false;
+    else want.erase(it);
+  }
+  if (!ok) fail(fmt::format("controller.address_mapping = '{}' must name each of ro ra bg ba ch co once", m));
+  if (d.tRFC >= d.tREFI) fail(fmt::format("timing.tRFC = {} must be less than tREFI = {}", d.tRFC, d.tREFI));
+  if (d.tRAS < d.tRCDRD) fail(fmt::format("timing.tRAS = {} is less than tRCDRD = {}", d.tRAS, d.tRCDRD));
+  if (d.write_drain_threshold > d.write_buffer)
+    fail(fmt::format("controller.write_drain_threshold = {} exceeds write_buffer = {}", d.write_drain_threshold, d.write_buffer));
+}
+
+}  // namespace
+
 uint64_t MachineConfig::hbm_latency_cycles() const {
   return (uint64_t(hbm.latency_ns) * clock_hz + 999999999) / 1000000000;
 }
@@ -79,10 +203,25 @@ uint64_t MachineConfig::hbm_bytes_per_cycle_fp() const {
   return fp < 1 ? 1 : uint64_t(fp);
 }
 
+double MachineConfig::hbm_peak_bytes_per_s() const {
+  if (hbm.model == "detailed") return hbm.detailed.peak_bytes_per_s();
+  if (hbm.model == "simple") return double(hbm.bandwidth_bytes_per_s);
+  return 0;
+}
+
+double MachineConfig::hbm_unloaded_latency_ns() const {
+  if (hbm.model == "detailed") {
+    const DramParams& d = hbm.detailed;
+    return double(d.tRP + d.tRCDRD + d.CL + d.burst_cycles()) * d.tck_ps / 1000.0;
+  }
+  return hbm.model == "simple" ? hbm.latency_ns : hbm.ideal_latency_ns;
+}
+
 MachineConfig config_from_json(const std::string& text, const std::string& where) {
   MachineConfig c;
   c.target = target_from_json(text, where);
   json j = json::parse(text);  // already validated as JSON above
+  expand_dram_preset(j, where);
   Section top(j, "", where);
   top.skip("name");
   top.skip("target");
@@ -127,10 +266,56 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
   }
   {
     Section h(top.child("hbm"), "hbm", where);
-    h.str("model", c.hbm.model, {"simple"});
-    h.uint("bandwidth_bytes_per_s", c.hbm.bandwidth_bytes_per_s, 1000000, 1000000000000000ull);
-    h.uint("latency_ns", c.hbm.latency_ns, 0, 100000);
+    h.str("model", c.hbm.model, {"ideal", "simple", "detailed"});
+    if (const json* s = h.optional_child("ideal")) {
+      Section i(*s, "hbm.ideal", where);
+      i.uint("latency_ns", c.hbm.ideal_latency_ns, 0, 100000);
+      i.finish();
+      c.hbm.has_ideal = true;
+    }
+    if (const json* s = h.optional_child("simple")) {
+      Section i(*s, "hbm.simple", where);
+      i.uint("bandwidth_bytes_per_s", c.hbm.bandwidth_bytes_per_s, 1000000, 1000000000000000ull);
+      i.uint("latency_ns", c.hbm.latency_ns, 0, 100000);
+      i.finish();
+      c.hbm.has_simple = true;
+    }
+    if (const json* s = h.optional_child("detailed")) {
+      Section d(*s, "hbm.detailed", where);
+      DramParams& p = c.hbm.detailed;
+      if (s->contains("preset")) {
+        d.skip("preset");
+        p.preset = s->at("preset").is_string() ? s->at("preset").get<std::string>() : "";
+      }
+      if (s->contains("description")) {
+        d.skip("description");
+        if (!s->at("description").is_string()) d.fail("hbm.detailed.description", "must be a string");
+        p.description = s->at("description").get<std::string>();
+      }
+      for (const char* sec : {"organisation", "timing", "controller"}) {
+        Section part(d.child(sec), fmt::format("hbm.detailed.{}", sec), where);
+        for (const auto& f : dram_fields())
+          if (std::string(f.section) == sec) part.uint(f.key, p.*f.member, f.min, f.max);
+        if (std::string(sec) == "controller")
+          for (const auto& f : dram_text_fields()) part.str(f.key, p.*f.member, f.allowed);
+        part.finish();
+      }
+      d.finish();
+      validate_dram(p, where);
+      if (p.capacity_bytes() < c.target.hbm_bytes)
+        h.fail("detailed", fmt::format("holds {} bytes, less than target.hbm_bytes = {}", p.capacity_bytes(), c.target.hbm_bytes));
+      c.hbm.has_detailed = true;
+    }
+    const bool have = c.hbm.model == "ideal" ? c.hbm.has_ideal : c.hbm.model == "simple" ? c.hbm.has_simple : c.hbm.has_detailed;
+    if (!have) h.fail(c.hbm.model.c_str(), fmt::format("is missing: hbm.model = '{}' needs its section", c.hbm.model));
     h.finish();
+  }
+  {
+    Section n(top.child("noc"), "noc", where);
+    n.uint("link_bytes_per_cycle", c.noc.link_bytes_per_cycle, 1, 1u << 20);
+    n.uint("hop_latency", c.noc.hop_latency, 0, 1000);
+    n.uint("credits", c.noc.credits, 1, 4096);
+    n.finish();
   }
   top.finish();
   if (c.target.chips != 1) throw Error(fmt::format("{}: target.chips = {}: multi-chip systems are not modelled yet", where, c.target.chips));
@@ -178,6 +363,7 @@ MachineConfig load_config(const std::string& preset_or_path, const std::vector<s
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
+  expand_dram_preset(j, where);
   for (const std::string& s : settings) apply_setting(j, s);
   return config_from_json(j.dump(), fmt::format("{} with --set {}", where, fmt::join(settings, " --set ")));
 }
@@ -201,7 +387,19 @@ std::string MachineConfig::to_json() const {
                 {"reduce", vpu.latency.reduce}}},
               {"issue", {{"width", vpu.issue.width}, {"alu", vpu.issue.alu}, {"load", vpu.issue.load}, {"store", vpu.issue.store}}}}},
             {"dma", {{"max_outstanding", dma.max_outstanding}, {"burst_bytes", dma.burst_bytes}, {"bursts_per_cycle", dma.bursts_per_cycle}}},
-            {"hbm", {{"model", hbm.model}, {"bandwidth_bytes_per_s", hbm.bandwidth_bytes_per_s}, {"latency_ns", hbm.latency_ns}}}};
+            {"hbm", {{"model", hbm.model}}},
+            {"noc", {{"link_bytes_per_cycle", noc.link_bytes_per_cycle}, {"hop_latency", noc.hop_latency}, {"credits", noc.credits}}}};
+  json& h = j["hbm"];
+  if (hbm.has_ideal) h["ideal"] = {{"latency_ns", hbm.ideal_latency_ns}};
+  if (hbm.has_simple) h["simple"] = {{"bandwidth_bytes_per_s", hbm.bandwidth_bytes_per_s}, {"latency_ns", hbm.latency_ns}};
+  if (hbm.has_detailed) {
+    json d;
+    if (!hbm.detailed.preset.empty()) d["preset"] = hbm.detailed.preset;
+    if (!hbm.detailed.description.empty()) d["description"] = hbm.detailed.description;
+    for (const auto& f : dram_fields()) d[f.section][f.key] = hbm.detailed.*f.member;
+    for (const auto& f : dram_text_fields()) d["controller"][f.key] = hbm.detailed.*f.member;
+    h["detailed"] = d;
+  }
   return j.dump(2) + "\n";
 }
 

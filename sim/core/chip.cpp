@@ -21,7 +21,7 @@ std::string rtl_trace_path(const std::string& base, const MachineConfig& cfg, in
 }  // namespace
 
 TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program,
-                       MxuModel model, RunControl& rc, HbmSimple& hbm, const std::string& rtl_trace)
+                       MxuModel model, RunControl& rc, MemorySystem& hbm, const std::string& rtl_trace)
     : sc_core::sc_module(name),
       index(idx),
       vmem(cfg.target.vmem_bytes, &rc.budget()),
@@ -96,7 +96,7 @@ std::string TensorCore::blocked_report() const {
 Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
            RunControl& rc, TraceSink* trace)
     : sc_core::sc_module(name),
-      hbm("hbm", cfg.target.hbm_bytes, cfg.hbm_bytes_per_cycle_fp(), cfg.hbm_latency_cycles(), rc.budget()),
+      hbm("hbm", cfg, rc.budget()),
       clk("clk", rc.period()),
       opts_(opts),
       rc_(rc),
@@ -234,6 +234,11 @@ void Chip::finish_series(uint64_t end_cycle) {
 void Chip::monitor() {
   if (rc_.faulted()) return;
   const uint64_t now = rc_.cycle();
+  hbm.end_cycle(now);
+  if (auto v = hbm.timing().violation()) {
+    rc_.fault(fmt::format("cycle {}: internal error: {}", now, *v));
+    return;
+  }
   if (vcd_) vcd_->sample(now);
   if (trace_) sample_counters(now);
   if (series_.every && now + 1 - row_start_ >= series_.every) series_row(now + 1);

@@ -13,7 +13,7 @@
 
 #include "../dma/dma_engine.h"
 #include "../mem/accumulators.h"
-#include "../mem/hbm_simple.h"
+#include "../mem/memory_system.h"
 #include "../mem/memory.h"
 #include "../mxu/mxu.h"
 #include "../obs/observer.h"
@@ -29,7 +29,7 @@ namespace tpu::sim {
 class TensorCore : public sc_core::sc_module {
  public:
   TensorCore(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program,
-             MxuModel model, RunControl& rc, HbmSimple& hbm, const std::string& rtl_trace = {});
+             MxuModel model, RunControl& rc, MemorySystem& hbm, const std::string& rtl_trace = {});
 
   void bind_clock(sc_core::sc_clock& clk);
   bool finished(uint64_t now) const;
@@ -54,7 +54,7 @@ class Chip : public sc_core::sc_module {
   Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
        RunControl& rc, TraceSink* trace);
 
-  HbmSimple hbm;
+  MemorySystem hbm;
   std::vector<std::unique_ptr<TensorCore>> cores;
   sc_core::sc_clock clk;
 

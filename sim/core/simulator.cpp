@@ -103,7 +103,7 @@ nlohmann::json stats_json(const MachineConfig& cfg, const Chip& chip, nlohmann::
   }
   const double n = double(cfg.target.mxu_dim);
   const double peak_macs = double(cycles) * n * n * double(cfg.target.mxus_per_core * cfg.target.cores);
-  const double bytes_per_cycle = double(cfg.hbm_bytes_per_cycle_fp()) / 1024.0;
+  const double bytes_per_cycle = cfg.hbm_peak_bytes_per_s() / double(cfg.clock_hz);  // 0: ideal, no limit
   const uint64_t rd = chip.hbm.bytes_read(), wr = chip.hbm.bytes_written();
   json j = {
       {"status", status_name(status)},
@@ -119,11 +119,15 @@ nlohmann::json stats_json(const MachineConfig& cfg, const Chip& chip, nlohmann::
        {{"model", cfg.hbm.model},
         {"bytes_read", rd},
         {"bytes_written", wr},
-        {"bandwidth_utilization", cycles ? double(rd + wr) / (double(cycles) * bytes_per_cycle) : 0.0}}},
+        {"peak_bandwidth_bytes_per_s", cfg.hbm_peak_bytes_per_s()},
+        {"bandwidth_utilization", cycles && bytes_per_cycle > 0 ? double(rd + wr) / (double(cycles) * bytes_per_cycle) : 0.0}}},
       {"host", {{"wall_seconds", wall}, {"simulated_cycles_per_second", wall > 0 ? double(cycles) / wall : 0.0}}},
       {"kernels", std::move(kernels)},
       {"ops", std::move(ops)},
   };
+  json noc;
+  chip.hbm.timing().add_stats(j["hbm"], noc, cycles);
+  if (!noc.is_null()) j["noc"] = noc;
   return j;
 }
 
@@ -156,7 +160,7 @@ void write_report(const SimOptions& options, const MachineConfig& config, const 
   in.stats = stats;
   in.config = config.to_json();
   in.series = &chip.series();
-  in.peak_hbm_bytes_per_cycle = double(config.hbm_bytes_per_cycle_fp()) / 1024.0;
+  in.peak_hbm_bytes_per_cycle = config.hbm_peak_bytes_per_s() / double(config.clock_hz);
   auto link = [&](const char* label, const std::string& path) {
     if (path.empty()) return;
     std::error_code ec;

@@ -7,7 +7,7 @@ namespace tpu::sim {
 using isa::Opcode;
 
 DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc,
-                     SemaphoreFile& sems, SparseMemory& vmem, HbmSimple& hbm)
+                     SemaphoreFile& sems, SparseMemory& vmem, MemorySystem& hbm)
     : sc_core::sc_module(name), QueuedUnit(core, 1, cfg.core.queue_depth, rc, sems), cfg_(cfg), vmem_(vmem), hbm_(hbm) {
   SC_HAS_PROCESS(DmaEngine);
   SC_METHOD(tick);
@@ -16,8 +16,12 @@ DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig
 }
 
 void DmaEngine::complete(uint64_t now) {
-  while (!bursts_.empty() && bursts_.front().second.done_cycle <= now) {
-    auto& [t, b] = bursts_.front();
+  for (auto it = bursts_.begin(); it != bursts_.end();) {
+    if (it->second.done_cycle > now) {
+      ++it;
+      continue;
+    }
+    auto& [t, b] = *it;
     if (b.write) {
       hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
     } else {
@@ -27,7 +31,7 @@ void DmaEngine::complete(uint64_t now) {
     }
     bytes_moved_ += b.bytes;
     --t->in_flight;
-    bursts_.pop_front();
+    it = bursts_.erase(it);
   }
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {

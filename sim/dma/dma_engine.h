@@ -1,16 +1,17 @@
 // The DMA engine of one TensorCore: takes transfers from its queue, cuts
 // them into bursts (at most burst_bytes, not crossing a burst_bytes boundary
 // of the HBM address), sends up to dma.bursts_per_cycle bursts per cycle to
-// HBM (oldest transfer first), and signals a transfer's semaphore when its
-// last burst has landed.
+// HBM's port (oldest transfer first), and signals a transfer's semaphore when
+// its last burst has landed (bursts may land in any order).
 #pragma once
 
 #include <systemc>
 
 #include <deque>
+#include <list>
 
 #include "../core/queued_unit.h"
-#include "../mem/hbm_simple.h"
+#include "../mem/memory_system.h"
 #include "../mem/memory.h"
 #include "tpu/sim/config.h"
 
@@ -21,7 +22,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   sc_core::sc_in<bool> clk{"clk"};
 
   DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
-            SparseMemory& vmem, HbmSimple& hbm);
+            SparseMemory& vmem, MemorySystem& hbm);
 
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
   uint32_t outstanding() const { return uint32_t(transfers_.size()); }
@@ -46,9 +47,9 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
 
   const MachineConfig& cfg_;
   SparseMemory& vmem_;
-  HbmSimple& hbm_;
+  MemorySystem& hbm_;
   std::deque<Transfer> transfers_;
-  std::deque<std::pair<Transfer*, HbmBurst>> bursts_;
+  std::list<std::pair<Transfer*, HbmBurst>> bursts_;  // in flight; they may finish in any order
   uint64_t bytes_moved_ = 0;
   std::vector<uint8_t> landing_;  // a load burst on its way from HBM to VMEM
 };

@@ -49,7 +49,7 @@ nlohmann::json Profiler::kernels_json() const {
   using nlohmann::json;
   const auto& t = config_.target;
   const double peak_macs = double(t.mxu_dim * t.mxu_dim * t.mxus_per_core * t.cores);
-  const double peak_bytes = double(config_.hbm_bytes_per_cycle_fp()) / 1024.0;
+  const double peak_bytes = config_.hbm_peak_bytes_per_s() / double(config_.clock_hz);  // 0: ideal memory, no roof
   json out = json::array();
   for (size_t i = 0; i < kernels_.size(); ++i) {
     const Kernel& k = kernels_[i];
@@ -68,7 +68,7 @@ nlohmann::json Profiler::kernels_json() const {
       if (tr % 16 == 0) scalar = std::max(scalar, frac);
     }
     const double mxu = cycles ? double(k.macs) / (double(cycles) * peak_macs) : 0;
-    const double hbm = cycles ? double(k.hbm_bytes) / (double(cycles) * peak_bytes) : 0;
+    const double hbm = cycles && peak_bytes > 0 ? double(k.hbm_bytes) / (double(cycles) * peak_bytes) : 0;
     const std::pair<const char*, double> limits[] = {{"compute", std::max(mxu, vpu)}, {"memory", hbm}, {"issue", scalar}};
     const auto* top = &limits[0];
     for (const auto& l : limits)
@@ -95,8 +95,8 @@ nlohmann::json Profiler::kernels_json() const {
          {{"macs_per_hbm_byte", intensity},
           {"peak_macs_per_cycle", peak_macs},
           {"peak_hbm_bytes_per_cycle", peak_bytes},
-          {"ridge_macs_per_hbm_byte", peak_macs / peak_bytes},
-          {"attainable_macs_per_cycle", k.hbm_bytes ? std::min(peak_macs, intensity * peak_bytes) : peak_macs},
+          {"ridge_macs_per_hbm_byte", peak_bytes > 0 ? peak_macs / peak_bytes : 0.0},
+          {"attainable_macs_per_cycle", k.hbm_bytes && peak_bytes > 0 ? std::min(peak_macs, intensity * peak_bytes) : peak_macs},
           {"achieved_macs_per_cycle", cycles ? double(k.macs) / double(cycles) : 0.0}}},
     });
   }

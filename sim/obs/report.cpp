@@ -87,6 +87,7 @@ std::string roofline_chart(const nlohmann::json& kernels) {
   if (kernels.empty()) return "<p>The program has no kernel table.</p>";
   const auto& r0 = kernels[0]["roofline"];
   const double peak = r0["peak_macs_per_cycle"], bw = r0["peak_hbm_bytes_per_cycle"], ridge = r0["ridge_macs_per_hbm_byte"];
+  if (bw <= 0) return "<p>No memory roof: hbm.model = ideal has no bandwidth limit.</p>";
   double xmin = ridge / 100, xmax = ridge * 10, ymin = peak / 1e4;
   for (const auto& k : kernels) {
     const double i = k["roofline"]["macs_per_hbm_byte"], a = k["roofline"]["achieved_macs_per_cycle"];

@@ -13,6 +13,7 @@
 
 #include "cli_common.h"
 #include "tpu/isa/npy.h"
+#include "tpu/sim/hbm_trace.h"
 #include "tpu/sim/simulator.h"
 
 namespace {
@@ -80,7 +81,8 @@ int sc_main(int argc, char* argv[]) {
   std::string program_path, config, outputs_dir, stats_path, vcd_path, vcd_window, trace_path, trace_window, rtl_trace, record_mxu,
       stats_interval, report_dir, fst_path, mxu = "fast";
   std::vector<std::string> inputs, settings, log_units;
-  std::string print_config;
+  std::string print_config, hbm_trace;
+  bool no_check = false;
   std::string max_cycles = std::to_string(tpu::sim::kDefaultMaxCycles);
   std::string memory_budget = fmt::format("{}G", tpu::sim::kDefaultMemoryBudget >> 30);
   bool quiet = false, profile = false;
@@ -89,6 +91,10 @@ int sc_main(int argc, char* argv[]) {
                  "KEY=VALUE: change one parameter of the machine (hbm.bandwidth_bytes_per_s=1.6e12); repeatable; a target "
                  "parameter must match the program's (give tpuc the same --set)")
       ->allow_extra_args(false);
+  app.add_option("--hbm-trace", hbm_trace,
+                 "replay a memory trace (DRAMsim3's format: 0xADDR READ|WRITE CYCLE) through the config's detailed HBM model "
+                 "alone, with the timing checker; --stats gets the figures (docs/memory.md)");
+  app.add_flag("--no-dram-check", no_check, "with --hbm-trace: do not run the DRAM timing checker");
   app.add_option("--print-config", print_config, "print the resolved config of a preset or file (with any --set) and exit");
   app.add_option("--config", config,
                  "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
@@ -133,7 +139,17 @@ int sc_main(int argc, char* argv[]) {
       std::cout << tpu::sim::load_config(print_config, settings).to_json();
       return 0;
     }
-    if (program_path.empty()) throw tpu::cli::UsageError("program is required");
+    if (!hbm_trace.empty()) {
+      if (!program_path.empty()) throw tpu::cli::UsageError("give a program or --hbm-trace, not both");
+      const tpu::sim::MachineConfig cfg = tpu::sim::load_config(config.empty() ? "hbm2" : config, settings);
+      const tpu::sim::TraceReplayResult r = tpu::sim::replay_hbm_trace(hbm_trace, cfg, !no_check);
+      if (!stats_path.empty()) tpu::isa::write_file(stats_path, r.stats_json);
+      if (!quiet)
+        std::cout << fmt::format("tpusim: {} requests drained in {} memory cycles ({:.1f} ns) on {}\n", r.requests, r.drain_cycles,
+                                 double(r.drain_cycles) * cfg.hbm.detailed.tck_ps / 1000.0, cfg.target.name);
+      return 0;
+    }
+    if (program_path.empty()) throw tpu::cli::UsageError("program is required (or --hbm-trace TRACE)");
     tpu::isa::Program program = tpu::isa::load_file(program_path);
     if (config.empty() && !tpu::isa::preset_text(program.target.name))
       throw tpu::cli::UsageError(fmt::format("{} was compiled for target '{}', which is not a preset: give the config tpuc had "

@@ -48,10 +48,80 @@ struct DmaParams {
   uint32_t bursts_per_cycle = 1;  // bursts the engine sends to HBM per cycle
 };
 
+// The `detailed` HBM model's device and controller (docs/memory.md): every
+// field is in dram_fields(), which drives parsing, to_json and the docs.
+struct DramParams {
+  std::string preset;  // the device preset (configs/dram/NAME.json) the values start from
+  std::string description;
+  // organisation
+  uint32_t channels = 0;         // independent channels (pseudo-channels count as channels), all stacks
+  uint32_t ranks = 0;            // per channel
+  uint32_t bankgroups = 0;       // per rank
+  uint32_t banks_per_group = 0;
+  uint32_t rows = 0;             // per bank
+  uint32_t row_bytes = 0;        // the page: bytes one activate opens in a channel
+  uint32_t bus_bits = 0;         // data bus width of a channel
+  uint32_t burst_length = 0;     // BL: beats a column command moves
+  uint32_t beats_per_clock = 0;  // 2 (double data rate), 4 for HBM3's data clock
+  // timing, in cycles of tck_ps
+  uint32_t tck_ps = 0;
+  uint32_t CL = 0, CWL = 0, tRCDRD = 0, tRCDWR = 0, tRP = 0, tRAS = 0, tRFC = 0, tRFCb = 0, tREFI = 0, tREFIb = 0;
+  uint32_t tRRD_S = 0, tRRD_L = 0, tWTR_S = 0, tWTR_L = 0, tFAW = 0, tWR = 0, tCCD_S = 0, tCCD_L = 0, tRTP = 0;
+  uint32_t tRTRS = 0, tRPRE = 0, tWPRE = 0;
+  // controller
+  std::string address_mapping;   // six 2-letter fields, most significant first: ro ra bg ba ch co
+  std::string page_policy;       // open | closed
+  std::string queue_structure;   // per_bank | per_rank command queues
+  std::string refresh;           // all_bank (REF every tREFI) | per_bank (REFb every tREFIb)
+  uint32_t cmd_queue_depth = 0;  // entries per command queue
+  uint32_t trans_queue_depth = 0;  // read transactions waiting per channel
+  uint32_t write_buffer = 0;     // writes buffered per channel; drained when full
+  uint32_t write_drain_threshold = 0;  // ... or when more wait and no read does
+  uint32_t row_hit_cap = 0;      // row hits served before a waiting conflict may close the row
+  uint32_t dual_command = 0;     // 1: a row and a column command may issue in the same cycle (HBM)
+
+  uint64_t request_bytes() const { return uint64_t(bus_bits) / 8 * burst_length; }
+  uint32_t burst_cycles() const { return burst_length / beats_per_clock; }
+  uint64_t capacity_bytes() const { return uint64_t(channels) * ranks * bankgroups * banks_per_group * rows * row_bytes; }
+  double peak_bytes_per_s() const { return double(channels) * bus_bits / 8 * beats_per_clock * 1e12 / tck_ps; }
+};
+
+struct DramField {
+  const char* section;  // organisation | timing | controller
+  const char* key;
+  uint32_t DramParams::*member;
+  uint32_t min, max;
+  const char* doc;
+};
+struct DramTextField {
+  const char* key;  // in controller
+  std::string DramParams::*member;
+  std::vector<std::string> allowed;  // empty: checked by validate_dram
+  const char* doc;
+};
+const std::vector<DramField>& dram_fields();
+const std::vector<DramTextField>& dram_text_fields();
+
 struct HbmParams {
-  std::string model = "simple";  // "simple": one FIFO server, bandwidth + latency
-  uint64_t bandwidth_bytes_per_s = 0;
-  uint32_t latency_ns = 100;
+  // ideal: every request returns `ideal_latency_ns` after it is sent, no
+  // bandwidth limit; simple: one FIFO server, bandwidth + latency;
+  // detailed: channels, banks, rows, refresh and a scheduling controller.
+  std::string model = "simple";
+  uint32_t ideal_latency_ns = 0;
+  uint64_t bandwidth_bytes_per_s = 0;  // simple
+  uint32_t latency_ns = 0;             // simple
+  bool has_ideal = false, has_simple = false, has_detailed = false;  // the subtrees the config holds
+  DramParams detailed;
+};
+
+// The on-chip interconnect between the cores' DMA ports and the HBM
+// channels (used by the detailed HBM model): a crossbar whose port per core
+// carries link_bytes_per_cycle each way, hop_latency cycles each way, and
+// credits for the requests a channel's input buffer holds.
+struct NocParams {
+  uint32_t link_bytes_per_cycle = 0;
+  uint32_t hop_latency = 0;
+  uint32_t credits = 0;
 };
 
 struct MachineConfig {
@@ -62,11 +132,17 @@ struct MachineConfig {
   VpuParams vpu;
   DmaParams dma;
   HbmParams hbm;
+  NocParams noc;
 
-  // Derived.
+  // Derived. The simple model's latency and bandwidth (in 1/1024 bytes per
+  // cycle, fixed point, at least 1).
   uint64_t hbm_latency_cycles() const;
-  // HBM bandwidth in 1/1024 bytes per cycle (fixed point, at least 1).
   uint64_t hbm_bytes_per_cycle_fp() const;
+  // The selected model's peak bandwidth (0 for `ideal`: no limit) and the
+  // latency of an unloaded read (for `detailed`: a row conflict, tRP + tRCD
+  // + CL + burst), for rooflines and the compiler's cost model.
+  double hbm_peak_bytes_per_s() const;
+  double hbm_unloaded_latency_ns() const;
 
   std::string to_json() const;  // the resolved config, every parameter
 };

@@ -1,0 +1,501 @@
+#include "dram.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace tpu::sim::dram {
+
+const char* cmd_name(Cmd c) {
+  static const char* names[kNumCmds] = {"ACT", "PRE", "PREA", "RD", "WR", "RDA", "WRA", "REF", "REFb"};
+  return names[int(c)];
+}
+
+namespace {
+
+int log2u(uint64_t v) {
+  int n = 0;
+  while (v > 1) v >>= 1, ++n;
+  return n;
+}
+
+constexpr uint64_t kNever = ~uint64_t(0);
+
+}  // namespace
+
+AddressMap::AddressMap(const isa::DramParams& p) {
+  shift_ = log2u(p.request_bytes());
+  const std::vector<std::pair<std::string, int>> widths = {
+      {"ch", log2u(p.channels)}, {"ra", log2u(p.ranks)},  {"bg", log2u(p.bankgroups)}, {"ba", log2u(p.banks_per_group)},
+      {"ro", log2u(p.rows)},     {"co", log2u(p.row_bytes / p.request_bytes())}};
+  int pos = 0;
+  for (int i = int(p.address_mapping.size()) - 2; i >= 0; i -= 2) {  // least significant field last
+    const std::string f = p.address_mapping.substr(size_t(i), 2);
+    int w = 0;
+    for (const auto& [name, width] : widths)
+      if (name == f) w = width;
+    Field fld{pos, (uint64_t(1) << w) - 1};
+    if (f == "ch") ch_ = fld;
+    else if (f == "ra") ra_ = fld;
+    else if (f == "bg") bg_ = fld;
+    else if (f == "ba") ba_ = fld;
+    else if (f == "ro") ro_ = fld;
+    else co_ = fld;
+    pos += w;
+  }
+}
+
+Location AddressMap::decode(uint64_t addr) const {
+  const uint64_t a = addr >> shift_;
+  return {ch_.get(a), ra_.get(a), bg_.get(a), ba_.get(a), ro_.get(a), co_.get(a)};
+}
+
+void Histogram::add(uint64_t v) {
+  if (v >= counts_.size()) counts_.resize(std::max<size_t>(v + 1, counts_.size() * 2), 0);
+  ++counts_[v];
+  ++n_;
+  sum_ += v;
+}
+
+uint64_t Histogram::percentile(double p) const {
+  if (!n_) return 0;
+  const uint64_t need = std::max<uint64_t>(1, uint64_t(p * double(n_) + 0.999999));
+  uint64_t seen = 0;
+  for (size_t v = 0; v < counts_.size(); ++v)
+    if ((seen += counts_[v]) >= need) return v;
+  return counts_.size() - 1;
+}
+
+void Histogram::merge(const Histogram& o) {
+  if (o.counts_.size() > counts_.size()) counts_.resize(o.counts_.size(), 0);
+  for (size_t v = 0; v < o.counts_.size(); ++v) counts_[v] += o.counts_[v];
+  n_ += o.n_;
+  sum_ += o.sum_;
+}
+
+Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map)
+    : index_(index), p_(p), map_(map), banks_per_rank_(p.bankgroups * p.banks_per_group) {
+  banks_.resize(size_t(p.ranks) * banks_per_rank_);
+  ranks_.resize(p.ranks);
+  queues_.resize(p.queue_structure == "per_bank" ? banks_.size() : p.ranks);
+}
+
+size_t Channel::bank_index(const Location& l) const {
+  return size_t(l.rank) * banks_per_rank_ + l.bankgroup * p_.banks_per_group + l.bank;
+}
+
+int Channel::queue_index(const Location& l) const {
+  return p_.queue_structure == "per_bank" ? int(bank_index(l)) : int(l.rank);
+}
+
+bool Channel::will_accept(bool write) const {
+  return write ? write_buf_.size() < p_.write_buffer : read_q_.size() < p_.trans_queue_depth;
+}
+
+void Channel::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
+  const Trans t{id, addr, map_.decode(addr), write, cycle};
+  if (write) {
+    ++stats_.writes;
+    if (pending_writes_[addr]++ == 0) {
+      write_buf_.push_back(t);
+    } else {
+      complete(id, cycle + 1);  // merged into the buffered write of the same address
+    }
+    return;
+  }
+  ++stats_.reads;
+  read_added_[id] = cycle;
+  if (pending_writes_.count(addr)) {  // served from the write buffer
+    complete(id, cycle + 1);
+    return;
+  }
+  auto& waiting = pending_reads_[addr];
+  waiting.emplace_back(id, cycle);
+  if (waiting.size() == 1) read_q_.push_back(t);
+}
+
+Cmd Channel::required(const Entry& e) const {
+  const Bank& b = banks_[bank_index(e.at)];
+  if (!b.open) return Cmd::ACT;
+  return b.row == e.at.row ? e.cmd : Cmd::PRE;
+}
+
+bool Channel::ready(Cmd c, const Location& at, uint64_t cycle) const { return ready_at(c, at) <= cycle; }
+
+// The first cycle at which command c to `at` meets every timing constraint
+// (state permitting).
+uint64_t Channel::ready_at(Cmd c, const Location& at) const {
+  const size_t first = size_t(at.rank) * banks_per_rank_;
+  switch (c) {
+    case Cmd::PREA: {
+      uint64_t t = 0;
+      for (size_t b = first; b < first + banks_per_rank_; ++b)
+        if (banks_[b].open) t = std::max(t, banks_[b].earliest[int(Cmd::PRE)]);
+      return t;
+    }
+    case Cmd::REF: {
+      uint64_t t = 0;
+      for (size_t b = first; b < first + banks_per_rank_; ++b) t = std::max(t, banks_[b].earliest[int(Cmd::REF)]);
+      return t;
+    }
+    case Cmd::ACT: {
+      uint64_t t = banks_[bank_index(at)].earliest[int(Cmd::ACT)];
+      const auto& acts = ranks_[at.rank].acts;
+      if (acts.size() >= 4) t = std::max(t, acts[acts.size() - 4] + p_.tFAW);
+      return t;
+    }
+    default: return banks_[bank_index(at)].earliest[int(c)];
+  }
+}
+
+// Issuing c at `cycle` delays later commands, by scope (docs/memory.md has
+// the table; the checker restates it independently).
+void Channel::update_timing(Cmd c, const Location& at, uint64_t cycle) {
+  const uint32_t bc = p_.burst_cycles();
+  const auto sub = [](int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); };
+  const uint64_t ccd_l = std::max(bc, p_.tCCD_L), ccd_s = std::max(bc, p_.tCCD_S);
+  const uint64_t rd2wr = sub(int64_t(p_.CL) + bc - p_.CWL + p_.tRPRE + p_.tRTRS);
+  const uint64_t rd2wr_o = sub(int64_t(p_.CL) + bc + p_.tRTRS - p_.CWL);
+  const uint64_t wr2rd_l = p_.CWL + bc + p_.tWTR_L, wr2rd_s = p_.CWL + bc + p_.tWTR_S;
+  const uint64_t wr2rd_o = sub(int64_t(p_.CWL) + bc + p_.tRTRS - p_.CL);
+  const uint64_t rd2rd_o = bc + p_.tRTRS, wr2wr_o = bc + p_.tWPRE;
+  const uint64_t wr2pre = p_.CWL + bc + p_.tWR;
+  const size_t me = bank_index(at);
+  auto bump = [&](size_t b, Cmd d, uint64_t delay) {
+    uint64_t& e = banks_[b].earliest[int(d)];
+    e = std::max(e, cycle + delay);
+  };
+  auto bump_reads = [&](size_t b, uint64_t d) { bump(b, Cmd::RD, d), bump(b, Cmd::RDA, d); };
+  auto bump_writes = [&](size_t b, uint64_t d) { bump(b, Cmd::WR, d), bump(b, Cmd::WRA, d); };
+  const size_t rank_first = size_t(at.rank) * banks_per_rank_;
+  for (size_t b = 0; b < banks_.size(); ++b) {
+    const bool same_rank = b >= rank_first && b < rank_first + banks_per_rank_;
+    const bool same_bg = same_rank && (b - rank_first) / p_.banks_per_group == at.bankgroup;
+    switch (c) {
+      case Cmd::RD:
+      case Cmd::RDA:
+        if (!same_rank) bump_reads(b, rd2rd_o), bump_writes(b, rd2wr_o);
+        else bump_reads(b, same_bg ? ccd_l : ccd_s), bump_writes(b, rd2wr);
+        if (b == me && c == Cmd::RD) bump(b, Cmd::PRE, p_.tRTP);
+        if (b == me && c == Cmd::RDA)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRTP + p_.tRP);
+        break;
+      case Cmd::WR:
+      case Cmd::WRA:
+        if (!same_rank) bump_reads(b, wr2rd_o), bump_writes(b, wr2wr_o);
+        else bump_reads(b, same_bg ? wr2rd_l : wr2rd_s), bump_writes(b, same_bg ? ccd_l : ccd_s);
+        if (b == me && c == Cmd::WR) bump(b, Cmd::PRE, wr2pre);
+        if (b == me && c == Cmd::WRA)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, wr2pre + p_.tRP);
+        break;
+      case Cmd::ACT:
+        if (b == me) {
+          bump(b, Cmd::ACT, p_.tRAS + p_.tRP);
+          bump_reads(b, p_.tRCDRD);
+          bump_writes(b, p_.tRCDWR);
+          bump(b, Cmd::PRE, p_.tRAS);
+          bump(b, Cmd::REF, p_.tRAS + p_.tRP);
+        } else if (same_rank) {
+          bump(b, Cmd::ACT, same_bg ? p_.tRRD_L : p_.tRRD_S);
+          bump(b, Cmd::REFb, same_bg ? p_.tRRD_L : p_.tRRD_S);
+        }
+        break;
+      case Cmd::PRE:
+        if (b == me)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRP);
+        break;
+      case Cmd::PREA:
+        if (same_rank)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRP);
+        break;
+      case Cmd::REF:
+        if (same_rank)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRFC);
+        break;
+      case Cmd::REFb:
+        if (b == me)
+          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRFCb);
+        else if (same_rank)
+          bump(b, Cmd::ACT, p_.tRRD_L), bump(b, Cmd::REFb, p_.tRRD_L);
+        break;
+    }
+  }
+}
+
+// A precharge for entry i closes a row others may still want: only when no
+// earlier entry waits on the bank, and no later one hits the open row (or
+// the row has served row_hit_cap hits already).
+bool Channel::precharge_allowed(const std::vector<Entry>& q, size_t i) const {
+  const Location& at = q[i].at;
+  const size_t bank = bank_index(at);
+  for (size_t k = 0; k < i; ++k)
+    if (bank_index(q[k].at) == bank) return false;
+  const Bank& b = banks_[bank];
+  if (b.hits >= p_.row_hit_cap) return true;
+  for (size_t k = i; k < q.size(); ++k)
+    if (bank_index(q[k].at) == bank && q[k].at.row == b.row) return false;
+  return true;
+}
+
+// The first ready command of the next queue that has one, round robin;
+// within a queue the oldest ready command (FR-FCFS: a row hit is ready
+// while a conflict waits behind its precharge).
+Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
+  const int n = int(queues_.size());
+  for (int k = 0; k < n; ++k) {
+    rr_ = (rr_ + 1) % n;
+    const auto& q = queues_[size_t(rr_)];
+    for (size_t i = 0; i < q.size(); ++i) {
+      const Entry& e = q[i];
+      if (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh) continue;
+      const Cmd c = required(e);
+      if (!ready(c, e.at, cycle)) continue;
+      if (c == Cmd::PRE && !precharge_allowed(q, i)) continue;
+      if (is_write(c)) {  // a write waits for an older read of the same column
+        bool older_read = false;
+        for (size_t k = 0; k < i && !older_read; ++k)
+          older_read = is_read(q[k].cmd) && q[k].addr == e.addr;
+        if (older_read) continue;
+      }
+      return {true, c, rr_, i, e.at};
+    }
+  }
+  return {};
+}
+
+// A waiting refresh: close the rank's (or bank's) rows, then refresh.
+Channel::Pick Channel::pick_refresh(uint64_t cycle) const {
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    Location at;
+    at.channel = index_;
+    at.rank = r;
+    if (ranks_[r].refresh) {
+      bool open = false;
+      for (size_t b = size_t(r) * banks_per_rank_; b < size_t(r + 1) * banks_per_rank_; ++b) open |= banks_[b].open;
+      const Cmd c = open ? Cmd::PREA : Cmd::REF;
+      if (ready(c, at, cycle)) return {true, c, -1, 0, at};
+      continue;
+    }
+    for (uint32_t k = 0; k < banks_per_rank_; ++k) {
+      const Bank& b = banks_[size_t(r) * banks_per_rank_ + k];
+      if (!b.refresh) continue;
+      at.bankgroup = k / p_.banks_per_group;
+      at.bank = k % p_.banks_per_group;
+      const Cmd c = b.open ? Cmd::PRE : Cmd::REFb;
+      if (ready(c, at, cycle)) return {true, c, -1, 0, at};
+    }
+  }
+  return {};
+}
+
+void Channel::issue(const Pick& p, uint64_t cycle) {
+  if (listener_) listener_->command(cycle, p.cmd, p.at);
+  Bank& b = banks_[bank_index(p.at)];
+  const size_t rank_first = size_t(p.at.rank) * banks_per_rank_;
+  switch (p.cmd) {
+    case Cmd::ACT:
+      b.open = true;
+      b.row = p.at.row;
+      b.hits = 0;
+      ++stats_.activates;
+      ranks_[p.at.rank].acts.push_back(cycle);
+      if (ranks_[p.at.rank].acts.size() > 4) ranks_[p.at.rank].acts.pop_front();
+      break;
+    case Cmd::PRE:
+      b.open = false;
+      b.conflict = p.queue >= 0;
+      ++stats_.precharges;
+      break;
+    case Cmd::PREA:
+      for (size_t k = rank_first; k < rank_first + banks_per_rank_; ++k)
+        if (banks_[k].open) banks_[k].open = false, banks_[k].conflict = false;
+      ++stats_.precharges;
+      break;
+    case Cmd::REF:
+      ranks_[p.at.rank].refresh = false;
+      ranks_[p.at.rank].refreshing_until = cycle + p_.tRFC;
+      ++stats_.refreshes;
+      stats_.refresh_cycles += cycle - ranks_[p.at.rank].refresh_since + p_.tRFC;
+      break;
+    case Cmd::REFb:
+      b.refresh = false;
+      ++stats_.refreshes;
+      stats_.refresh_cycles += p_.tRFCb;
+      break;
+    default: {  // a column command
+      auto& q = queues_[size_t(p.queue)];
+      const Entry e = q[p.entry];
+      q.erase(q.begin() + std::ptrdiff_t(p.entry));
+      --queued_;
+      if (b.hits > 0) ++stats_.row_hits;
+      else if (b.conflict) ++stats_.row_conflicts;
+      else ++stats_.row_misses;
+      b.conflict = false;
+      ++b.hits;
+      const bool write = is_write(p.cmd);
+      if (any_column_ && write != last_column_write_) ++stats_.turnarounds;
+      any_column_ = true;
+      last_column_write_ = write;
+      stats_.data_cycles += p_.burst_cycles();
+      if (write) {
+        ++stats_.write_cmds;
+        complete(e.id, cycle + p_.CWL + p_.burst_cycles());
+        auto it = pending_writes_.find(e.addr);
+        if (it != pending_writes_.end() && --it->second == 0) pending_writes_.erase(it);
+      } else {
+        ++stats_.read_cmds;
+        auto it = pending_reads_.find(e.addr);
+        for (const auto& [id, added] : it->second) complete(id, cycle + p_.CL + p_.burst_cycles());
+        pending_reads_.erase(it);
+      }
+      if (p.cmd == Cmd::RDA || p.cmd == Cmd::WRA) b.open = false;
+    }
+  }
+  update_timing(p.cmd, p.at, cycle);
+}
+
+// One transaction a cycle moves into its command queue: reads first; the
+// write buffer drains when full, or when enough writes wait and no read does.
+void Channel::schedule_transaction() {
+  if (write_draining_ == 0 &&
+      (write_buf_.size() >= p_.write_buffer || (read_q_.empty() && write_buf_.size() >= p_.write_drain_threshold)))
+    write_draining_ = uint32_t(write_buf_.size());
+  auto& from = write_draining_ > 0 ? write_buf_ : read_q_;
+  for (auto it = from.begin(); it != from.end(); ++it) {
+    auto& q = queues_[size_t(queue_index(it->at))];
+    if (q.size() >= p_.cmd_queue_depth) continue;
+    if (it->write) {
+      if (pending_reads_.count(it->addr)) {  // a read of this address goes first
+        write_draining_ = 0;
+        return;
+      }
+      --write_draining_;
+    }
+    const bool closed = p_.page_policy == "closed";
+    const Cmd c = it->write ? (closed ? Cmd::WRA : Cmd::WR) : (closed ? Cmd::RDA : Cmd::RD);
+    q.push_back({c, it->at, it->addr, it->id});
+    ++queued_;
+    from.erase(it);
+    return;
+  }
+}
+
+void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
+  // Cycles skipped since the last tick had the same queues.
+  const uint64_t gap = cycle > last_tick_ ? cycle - last_tick_ : 0;
+  stats_.queue_occupancy += uint64_t(queued_) * gap;
+  stats_.cycles += gap;
+  if (act_wait_) stats_.act_wait_cycles += gap + 1;
+  last_tick_ = cycle;
+  while (!returns_.empty() && returns_.top().cycle <= cycle) {
+    const Completion c = returns_.top();
+    returns_.pop();
+    if (auto it = read_added_.find(c.id); it != read_added_.end()) {
+      stats_.read_latency.add(c.cycle - it->second);
+      read_added_.erase(it);
+    }
+    done.push_back(c);
+  }
+  if (p_.refresh == "all_bank") {
+    const uint64_t every = std::max<uint64_t>(1, p_.tREFI / p_.ranks);
+    if (cycle > 0 && cycle % every == 0) {
+      ranks_[next_refresh_rank_].refresh = true;
+      ranks_[next_refresh_rank_].refresh_since = cycle;
+      next_refresh_rank_ = (next_refresh_rank_ + 1) % uint32_t(ranks_.size());
+    }
+  } else if (cycle > 0 && cycle % p_.tREFIb == 0) {
+    banks_[next_refresh_bank_].refresh = true;
+    next_refresh_bank_ = (next_refresh_bank_ + 1) % uint32_t(banks_.size());
+  }
+  Pick first = pick_refresh(cycle);
+  if (!first.valid) first = pick_from_queues(cycle);
+  if (first.valid) {
+    issue(first, cycle);
+    if (p_.dual_command) {  // HBM: a row and a column command in one cycle
+      const Pick second = pick_from_queues(cycle);
+      if (second.valid && is_column(second.cmd) != is_column(first.cmd)) issue(second, cycle);
+    }
+  }
+  schedule_transaction();
+  act_wait_ = queued_ > 0;
+  for (const auto& q : queues_)
+    for (const Entry& e : q) act_wait_ = act_wait_ && !is_column(required(e));
+  stats_.queue_occupancy += queued_;
+  ++stats_.cycles;
+  last_tick_ = cycle + 1;
+}
+
+uint64_t Channel::next_event(uint64_t cycle) const {
+  if (!read_q_.empty() || !write_buf_.empty()) return cycle;
+  uint64_t t = kNever;
+  for (const Rank& r : ranks_)
+    if (r.refresh) return cycle;
+  for (const Bank& b : banks_)
+    if (b.refresh) return cycle;
+  for (const auto& q : queues_)
+    for (const Entry& e : q) t = std::min(t, ready_at(required(e), e.at));
+  if (!returns_.empty()) t = std::min(t, returns_.top().cycle);
+  const uint64_t every = p_.refresh == "all_bank" ? std::max<uint64_t>(1, p_.tREFI / p_.ranks) : p_.tREFIb;
+  const uint64_t refresh = std::max<uint64_t>(every, (cycle + every - 1) / every * every);  // the next request
+  return std::max(std::min(t, refresh), cycle);
+}
+
+bool Channel::idle() const { return read_q_.empty() && write_buf_.empty() && queued_ == 0 && returns_.empty(); }
+
+uint32_t Channel::state(uint64_t cycle) const {
+  for (const Rank& r : ranks_)
+    if (r.refresh || cycle < r.refreshing_until) return 2;
+  for (const Bank& b : banks_)
+    if (b.refresh) return 2;
+  return idle() ? 0 : 1;
+}
+
+Dram::Dram(const isa::DramParams& p) : p_(p), map_(p_) {
+  for (uint32_t c = 0; c < p_.channels; ++c) channels_.push_back(std::make_unique<Channel>(c, p_, map_));
+  next_.assign(p_.channels, 0);
+}
+
+void Dram::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
+  const uint32_t c = channel_of(addr);
+  channels_[c]->add(id, addr, write, cycle);
+  next_[c] = std::min(next_[c], cycle);
+}
+
+void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
+  for (uint32_t c = 0; c < channels_.size(); ++c) {
+    if (next_[c] > cycle) continue;
+    channels_[c]->tick(cycle, done);
+    next_[c] = channels_[c]->next_event(cycle + 1);
+  }
+}
+
+uint64_t Dram::next_event(uint64_t cycle) const {
+  uint64_t t = kNever;
+  for (uint64_t n : next_) t = std::min(t, n);
+  return std::max(t, cycle);
+}
+
+bool Dram::idle() const {
+  for (const auto& c : channels_)
+    if (!c->idle()) return false;
+  return true;
+}
+
+void Dram::set_listener(CommandListener* l) {
+  for (auto& c : channels_) c->set_listener(l);
+}
+
+ChannelStats Dram::total() const {
+  ChannelStats t;
+  for (const auto& c : channels_) {
+    const ChannelStats& s = c->stats();
+    t.reads += s.reads, t.writes += s.writes, t.read_cmds += s.read_cmds, t.write_cmds += s.write_cmds;
+    t.row_hits += s.row_hits, t.row_misses += s.row_misses, t.row_conflicts += s.row_conflicts;
+    t.activates += s.activates, t.precharges += s.precharges, t.refreshes += s.refreshes;
+    t.data_cycles += s.data_cycles, t.refresh_cycles += s.refresh_cycles, t.turnarounds += s.turnarounds;
+    t.act_wait_cycles += s.act_wait_cycles, t.queue_occupancy += s.queue_occupancy, t.cycles = std::max(t.cycles, s.cycles);
+    t.read_latency.merge(s.read_latency);
+  }
+  return t;
+}
+
+}  // namespace tpu::sim::dram

@@ -1,0 +1,212 @@
+// The `detailed` HBM model (docs/memory.md): per channel a controller with a
+// read queue, a write buffer, command queues per bank or per rank, FR-FCFS
+// scheduling, open- or closed-page policy and all-bank or per-bank refresh,
+// in front of banks whose timing follows the device's parameters. Plain C++,
+// clocked in the device's own cycles: the chip (memory_system.h) and trace
+// replay (tpusim --hbm-trace) both drive it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tpu/isa/machine.h"
+
+namespace tpu::sim::dram {
+
+enum class Cmd : uint8_t { ACT, PRE, PREA, RD, WR, RDA, WRA, REF, REFb };
+inline constexpr int kNumCmds = 9;
+const char* cmd_name(Cmd c);
+inline bool is_column(Cmd c) { return c == Cmd::RD || c == Cmd::WR || c == Cmd::RDA || c == Cmd::WRA; }
+inline bool is_read(Cmd c) { return c == Cmd::RD || c == Cmd::RDA; }
+inline bool is_write(Cmd c) { return c == Cmd::WR || c == Cmd::WRA; }
+
+struct Location {
+  uint32_t channel = 0, rank = 0, bankgroup = 0, bank = 0, row = 0, column = 0;
+};
+
+// address_mapping: six fields, most significant first; the low
+// log2(request bytes) bits are the byte within a request. Bits above the
+// fields are ignored (the address wraps around the device).
+class AddressMap {
+ public:
+  explicit AddressMap(const isa::DramParams& p);
+  Location decode(uint64_t addr) const;
+
+ private:
+  struct Field {
+    int pos = 0;
+    uint64_t mask = 0;
+    uint32_t get(uint64_t a) const { return uint32_t((a >> pos) & mask); }
+  };
+  int shift_ = 0;
+  Field ch_, ra_, bg_, ba_, ro_, co_;
+};
+
+// Sees every command a controller issues: the timing checker, the trace.
+class CommandListener {
+ public:
+  virtual ~CommandListener() = default;
+  virtual void command(uint64_t cycle, Cmd cmd, const Location& at) = 0;
+};
+
+// Exact percentiles over integer samples.
+class Histogram {
+ public:
+  void add(uint64_t v);
+  uint64_t count() const { return n_; }
+  double mean() const { return n_ ? double(sum_) / double(n_) : 0.0; }
+  uint64_t percentile(double p) const;  // the smallest v with at least p of the samples <= v
+  void merge(const Histogram& o);
+
+ private:
+  std::vector<uint64_t> counts_;
+  uint64_t n_ = 0;
+  unsigned __int128 sum_ = 0;
+};
+
+struct ChannelStats {
+  uint64_t reads = 0, writes = 0;  // requests accepted
+  uint64_t read_cmds = 0, write_cmds = 0;
+  uint64_t row_hits = 0;       // column commands to a row that an earlier one had already used
+  uint64_t row_misses = 0;     // ... that needed an activate of a closed bank
+  uint64_t row_conflicts = 0;  // ... that needed another row closed first
+  uint64_t activates = 0, precharges = 0, refreshes = 0;
+  uint64_t data_cycles = 0;        // cycles the data bus carried data
+  uint64_t refresh_cycles = 0;     // cycles from a refresh's request until its tRFC has passed
+  uint64_t turnarounds = 0;        // column commands that switched between read and write
+  uint64_t act_wait_cycles = 0;    // cycles with queued work but only row commands possible (activates pending)
+  uint64_t queue_occupancy = 0;    // sum over cycles of the commands queued
+  uint64_t cycles = 0;
+  Histogram read_latency;          // accepted to data returned
+};
+
+struct Completion {
+  uint64_t id = 0;
+  uint64_t cycle = 0;  // the memory cycle its data returned (read) or was written (write)
+  bool operator>(const Completion& o) const { return cycle != o.cycle ? cycle > o.cycle : id > o.id; }
+};
+
+class Channel {
+ public:
+  Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map);
+
+  bool will_accept(bool write) const;
+  // A request accepted in `cycle` (it can be scheduled from that cycle on).
+  void add(uint64_t id, uint64_t addr, bool write, uint64_t cycle);
+  // One memory cycle: return data, refresh, issue up to two commands,
+  // move one transaction into the command queues.
+  void tick(uint64_t cycle, std::vector<Completion>& done);
+  // The first cycle >= `cycle` at which tick() may do anything.
+  uint64_t next_event(uint64_t cycle) const;
+  bool idle() const;
+  void set_listener(CommandListener* l) { listener_ = l; }
+  const ChannelStats& stats() const { return stats_; }
+  uint32_t queued() const { return queued_; }
+  uint32_t waiting() const { return uint32_t(read_q_.size() + write_buf_.size()); }
+  // 0 idle, 1 busy, 2 refreshing (waveforms).
+  uint32_t state(uint64_t cycle) const;
+
+ private:
+  struct Trans {
+    uint64_t id, addr;
+    Location at;
+    bool write;
+    uint64_t added;
+  };
+  struct Entry {
+    Cmd cmd;  // RD, WR, RDA or WRA
+    Location at;
+    uint64_t addr;
+    uint64_t id;
+  };
+  struct Bank {
+    bool open = false;
+    bool conflict = false;  // closed for another row: the next activate serves a conflict
+    bool refresh = false;   // a per-bank refresh waits for it
+    uint32_t row = 0;
+    uint32_t hits = 0;  // column commands since the activate
+    std::array<uint64_t, kNumCmds> earliest{};
+  };
+  struct Rank {
+    bool refresh = false;  // an all-bank refresh waits
+    uint64_t refresh_since = 0;
+    uint64_t refreshing_until = 0;  // tRFC after the last REF
+    std::deque<uint64_t> acts;  // the last four activates (tFAW)
+  };
+  struct Pick {
+    bool valid = false;
+    Cmd cmd = Cmd::ACT;
+    int queue = -1;
+    size_t entry = 0;
+    Location at;
+  };
+
+  size_t bank_index(const Location& l) const;
+  int queue_index(const Location& l) const;
+  Cmd required(const Entry& e) const;
+  bool ready(Cmd c, const Location& at, uint64_t cycle) const;
+  uint64_t ready_at(Cmd c, const Location& at) const;
+  Pick pick_from_queues(uint64_t cycle);
+  Pick pick_refresh(uint64_t cycle) const;
+  bool precharge_allowed(const std::vector<Entry>& q, size_t i) const;
+  void issue(const Pick& p, uint64_t cycle);
+  void update_timing(Cmd c, const Location& at, uint64_t cycle);
+  void schedule_transaction();
+  void complete(uint64_t id, uint64_t at) { returns_.push({id, at}); }
+
+  const uint32_t index_;
+  const isa::DramParams p_;
+  const AddressMap& map_;
+  const uint32_t banks_per_rank_;
+  CommandListener* listener_ = nullptr;
+
+  std::vector<Bank> banks_;
+  std::vector<Rank> ranks_;
+  std::vector<std::vector<Entry>> queues_;
+  uint32_t queued_ = 0;
+  int rr_ = 0;  // round robin over command queues
+  std::deque<Trans> read_q_, write_buf_;
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> pending_reads_;  // addr -> (id, added)
+  std::unordered_map<uint64_t, uint32_t> pending_writes_;
+  uint32_t write_draining_ = 0;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> returns_;
+  std::unordered_map<uint64_t, uint64_t> read_added_;  // id -> accepted cycle
+  uint32_t next_refresh_rank_ = 0, next_refresh_bank_ = 0;
+  uint64_t last_tick_ = 0;
+  bool last_column_write_ = false, any_column_ = false;
+  bool act_wait_ = false;  // queued work, none of it a column command (since the last tick)
+  ChannelStats stats_;
+};
+
+// All channels of a device behind one address map.
+class Dram {
+ public:
+  explicit Dram(const isa::DramParams& p);
+  const isa::DramParams& params() const { return p_; }
+  const AddressMap& map() const { return map_; }
+  uint32_t channel_of(uint64_t addr) const { return map_.decode(addr).channel; }
+  bool will_accept(uint64_t addr, bool write) const { return channels_[channel_of(addr)]->will_accept(write); }
+  void add(uint64_t id, uint64_t addr, bool write, uint64_t cycle);
+  const Channel& channel(uint32_t c) const { return *channels_[c]; }
+  uint32_t channels() const { return uint32_t(channels_.size()); }
+  // Every channel's tick for `cycle`, skipping channels with nothing to do.
+  void tick(uint64_t cycle, std::vector<Completion>& done);
+  uint64_t next_event(uint64_t cycle) const;
+  bool idle() const;
+  void set_listener(CommandListener* l);
+  ChannelStats total() const;
+
+ private:
+  isa::DramParams p_;
+  AddressMap map_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::vector<uint64_t> next_;  // per channel: its next event
+};
+
+}  // namespace tpu::sim::dram

@@ -1,0 +1,255 @@
+#include "memory_system.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "dram.h"
+#include "dram_checker.h"
+#include "dram_stats.h"
+
+namespace tpu::sim {
+
+namespace {
+
+using u128 = unsigned __int128;
+
+class IdealTiming : public HbmTiming {
+ public:
+  explicit IdealTiming(const MachineConfig& cfg)
+      : latency_((uint64_t(cfg.hbm.ideal_latency_ns) * cfg.clock_hz + 999999999) / 1000000000) {}
+  void request(int, uint64_t now, HbmBurst* b) override { b->done_cycle = now + std::max<uint64_t>(latency_, 1); }
+
+ private:
+  uint64_t latency_;
+};
+
+// A burst of S bytes requested in cycle t starts when the server is free (no
+// earlier than t), occupies it for S / B cycles (B in 1/1024-byte fixed
+// point, so the arithmetic is exact), and is done `latency` cycles after it
+// leaves the server, rounded up to a whole cycle.
+class SimpleTiming : public HbmTiming {
+ public:
+  explicit SimpleTiming(const MachineConfig& cfg) : bw_fp_(cfg.hbm_bytes_per_cycle_fp()), latency_(cfg.hbm_latency_cycles()) {}
+  void request(int, uint64_t now, HbmBurst* b) override {
+    const u128 start = std::max(u128(now) * bw_fp_, free_fp_);
+    free_fp_ = start + u128(b->bytes) * 1024;
+    b->done_cycle = uint64_t((free_fp_ + bw_fp_ - 1) / bw_fp_) + latency_;
+  }
+
+ private:
+  uint64_t bw_fp_, latency_;
+  u128 free_fp_ = 0;  // the server is free from this time, in cycles * bw_fp_
+};
+
+// The interconnect and the DRAM. A burst becomes requests of the device's
+// size; each crosses the crossbar (hop_latency, the core port's bandwidth,
+// a credit of the channel's input buffer), enters its channel's controller
+// at most one a memory cycle, and its data (or a write's acknowledgement)
+// crosses back. The burst is done when its last request is.
+class DetailedTiming : public HbmTiming {
+ public:
+  explicit DetailedTiming(const MachineConfig& cfg)
+      : cfg_(cfg), p_(cfg.hbm.detailed), dram_(p_), checker_(p_), req_bytes_(p_.request_bytes()) {
+    dram_.set_listener(&checker_);
+    const size_t cores = cfg.target.cores;
+    to_send_.resize(cores);
+    links_.resize(cores);
+    return_free_.assign(cores, 0);
+    inbox_.resize(p_.channels);
+  }
+
+  void request(int requester, uint64_t now, HbmBurst* b) override {
+    const uint64_t first = b->hbm_addr / req_bytes_, last = (b->hbm_addr + std::max<uint32_t>(b->bytes, 1) - 1) / req_bytes_;
+    const uint32_t slot = alloc_burst();
+    bursts_[slot] = {b, uint32_t(last - first + 1), now + 1};
+    for (uint64_t r = first; r <= last; ++r) {
+      const uint32_t id = alloc_piece();
+      pieces_[id] = {slot, r * req_bytes_, b->write, requester};
+      to_send_[size_t(requester)].push_back({id, now + cfg_.noc.hop_latency});
+    }
+  }
+
+  void end_cycle(uint64_t now) override {
+    cross(now);
+    // The device's cycles that start before the next core edge.
+    const u128 edge = u128(now + 1) * 1000000000000ull;
+    for (;;) {
+      uint64_t m = dram_.next_event(mem_cycle_);
+      for (const auto& in : inbox_)
+        if (!in.empty()) m = mem_cycle_;
+      if (u128(m) * p_.tck_ps * cfg_.clock_hz >= edge) break;
+      for (uint32_t c = 0; c < inbox_.size(); ++c) {
+        auto& in = inbox_[c];
+        if (in.empty()) continue;
+        const Piece& pc = pieces_[in.front()];
+        if (!dram_.channel(c).will_accept(pc.write)) continue;
+        dram_.add(in.front(), pc.addr, pc.write, m);
+        in.pop_front();
+      }
+      done_.clear();
+      dram_.tick(m, done_);
+      for (const dram::Completion& c : done_) finish(c);
+      mem_cycle_ = m + 1;
+      if (checker_.violation()) break;
+    }
+  }
+
+  bool idle() const override { return live_bursts_ == 0; }
+  const dram::Dram* dram() const override { return &dram_; }
+  std::optional<std::string> violation() const override { return checker_.violation(); }
+
+  void add_stats(nlohmann::json& hbm, nlohmann::json& noc, uint64_t cycles) const override {
+    const uint64_t mem_cycles = uint64_t(u128(cycles) * 1000000000000ull / (u128(p_.tck_ps) * cfg_.clock_hz));
+    nlohmann::json d = dram::stats_json(dram_, mem_cycles);
+    for (auto& [k, v] : d.items()) {  // the DMA's bytes stay; the device's (whole requests) are device_*
+      const bool dma_figure = k == "bytes_read" || k == "bytes_written" || k == "bandwidth_bytes_per_s";
+      hbm[dma_figure ? "device_" + k : k] = v;
+    }
+    hbm["memory_cycles"] = mem_cycles;
+    hbm["device"] = p_.preset;
+    hbm["checker"] = checker_.violation() ? "violation" : "passed";
+    nlohmann::json links = nlohmann::json::array();
+    const double cap = double(cycles) * cfg_.noc.link_bytes_per_cycle;
+    for (size_t k = 0; k < links_.size(); ++k)
+      links.push_back({{"core", k},
+                       {"bytes_to_memory", links_[k].to_memory},
+                       {"bytes_from_memory", links_[k].from_memory},
+                       {"utilization_to_memory", cap > 0 ? double(links_[k].to_memory) / cap : 0.0},
+                       {"utilization_from_memory", cap > 0 ? double(links_[k].from_memory) / cap : 0.0},
+                       {"stall_cycles", links_[k].stall_cycles}});
+    noc = {{"link_bytes_per_cycle", cfg_.noc.link_bytes_per_cycle}, {"links", links}};
+  }
+
+ private:
+  struct Piece {
+    uint32_t burst;
+    uint64_t addr;
+    bool write;
+    int core;
+  };
+  struct BurstState {
+    HbmBurst* burst = nullptr;
+    uint32_t remaining = 0;
+    uint64_t done = 0;
+  };
+  struct Send {
+    uint32_t piece;
+    uint64_t ready;  // the core cycle it reaches the crossbar
+  };
+  struct Link {
+    uint64_t to_memory = 0, from_memory = 0, stall_cycles = 0;
+  };
+
+  uint32_t alloc_piece() {
+    if (free_pieces_.empty()) {
+      pieces_.emplace_back();
+      return uint32_t(pieces_.size() - 1);
+    }
+    const uint32_t id = free_pieces_.back();
+    free_pieces_.pop_back();
+    return id;
+  }
+  uint32_t alloc_burst() {
+    ++live_bursts_;
+    if (free_bursts_.empty()) {
+      bursts_.emplace_back();
+      return uint32_t(bursts_.size() - 1);
+    }
+    const uint32_t id = free_bursts_.back();
+    free_bursts_.pop_back();
+    return id;
+  }
+
+  // The crossbar: each core's port moves link_bytes_per_cycle of requests a
+  // cycle, in order, while the channel it targets has a credit; ports take
+  // turns being first.
+  void cross(uint64_t now) {
+    const size_t n = to_send_.size();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (rotate_ + i) % n;
+      auto& q = to_send_[k];
+      uint64_t budget = cfg_.noc.link_bytes_per_cycle;
+      while (!q.empty() && q.front().ready <= now) {
+        const Piece& pc = pieces_[q.front().piece];
+        const uint32_t ch = dram_.channel_of(pc.addr);
+        if (inbox_[ch].size() >= cfg_.noc.credits) {
+          ++links_[k].stall_cycles;
+          break;
+        }
+        if (budget < req_bytes_ && budget < cfg_.noc.link_bytes_per_cycle) break;  // a request wider than the port takes a whole cycle
+        budget -= std::min<uint64_t>(budget, req_bytes_);
+        if (pc.write) links_[k].to_memory += req_bytes_;
+        inbox_[ch].push_back(q.front().piece);
+        q.pop_front();
+      }
+    }
+    rotate_ = (rotate_ + 1) % std::max<size_t>(n, 1);
+  }
+
+  // A request the device finished at memory cycle c.cycle: its data crosses
+  // back through the core's port (bandwidth, then hop_latency).
+  void finish(const dram::Completion& c) {
+    Piece& pc = pieces_[c.id];
+    const uint64_t at = uint64_t((u128(c.cycle) * p_.tck_ps * cfg_.clock_hz + 999999999999ull) / 1000000000000ull);
+    uint64_t done = at + cfg_.noc.hop_latency;
+    if (!pc.write) {
+      const u128 bw = cfg_.noc.link_bytes_per_cycle;
+      u128& free = return_free_[size_t(pc.core)];
+      free = std::max(free, u128(at) * bw) + req_bytes_;
+      done = uint64_t((free + bw - 1) / bw) + cfg_.noc.hop_latency;
+      links_[size_t(pc.core)].from_memory += req_bytes_;
+    }
+    BurstState& b = bursts_[pc.burst];
+    b.done = std::max(b.done, done);
+    if (--b.remaining == 0) {
+      b.burst->done_cycle = b.done;
+      free_bursts_.push_back(pc.burst);
+      --live_bursts_;
+    }
+    free_pieces_.push_back(c.id);
+  }
+
+  const MachineConfig& cfg_;
+  const isa::DramParams p_;
+  dram::Dram dram_;
+  dram::TimingChecker checker_;
+  const uint64_t req_bytes_;
+  uint64_t mem_cycle_ = 0;
+  std::vector<Piece> pieces_;
+  std::vector<uint32_t> free_pieces_;
+  std::vector<BurstState> bursts_;
+  std::vector<uint32_t> free_bursts_;
+  uint64_t live_bursts_ = 0;
+  std::vector<std::deque<Send>> to_send_;
+  std::vector<std::deque<uint32_t>> inbox_;
+  std::vector<Link> links_;
+  std::vector<u128> return_free_;  // per core: its return port is free from this time, in cycles * link bytes
+  size_t rotate_ = 0;
+  std::vector<dram::Completion> done_;
+};
+
+}  // namespace
+
+std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg) {
+  if (cfg.hbm.model == "ideal") return std::make_unique<IdealTiming>(cfg);
+  if (cfg.hbm.model == "detailed") return std::make_unique<DetailedTiming>(cfg);
+  return std::make_unique<SimpleTiming>(cfg);
+}
+
+MemorySystem::MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget)
+    : sc_core::sc_prim_channel(name), mem_(cfg.target.hbm_bytes, &budget), timing_(make_hbm_timing(cfg)) {}
+
+MemorySystem::~MemorySystem() = default;
+
+void MemorySystem::update() {
+  std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) { return a.requester < b.requester; });
+  for (const Pending& p : pending_) {
+    timing_->request(p.requester, p.cycle, p.burst);
+    (p.burst->write ? bytes_written_ : bytes_read_) += p.burst->bytes;
+  }
+  pending_.clear();
+}
+
+}  // namespace tpu::sim
