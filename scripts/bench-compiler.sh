@@ -17,15 +17,15 @@ SHAPES=("$@")
 [[ -x $BIN/tpuc && -x $BIN/tpusim ]] || scripts/setup.sh >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-read -r MXUS DIM BW CLOCK < <(python3 - "$CONFIG" <<'PY'
+read -r MXUS DIM HBM_MODEL CLOCK < <(python3 - "$CONFIG" <<'PY'
 import json, os, sys
 c = sys.argv[1]
 p = c if os.path.exists(c) else f"configs/{c}.json"
 j = json.load(open(p))
-print(j["target"]["mxus_per_core"], j["target"]["mxu_dim"], j["hbm"]["bandwidth_bytes_per_s"], j["clock_hz"])
+print(j["target"]["mxus_per_core"], j["target"]["mxu_dim"], j["hbm"]["model"], j["clock_hz"])
 PY
 )
-echo "config $CONFIG: $MXUS MXU(s) of ${DIM}x${DIM}, HBM $(python3 -c "print($BW/1e9)") GB/s, clock $(python3 -c "print($CLOCK/1e9)") GHz"
+echo "config $CONFIG: $MXUS MXU(s) of ${DIM}x${DIM}, HBM model $HBM_MODEL, clock $(python3 -c "print($CLOCK/1e9)") GHz"
 printf '%-18s %10s %10s %10s %8s %8s %7s\n' "M x K x N" cycles "MXU bound" "HBM bound" bound achieved "MXU util"
 for s in "${SHAPES[@]}"; do
   IFS=, read -r M K N <<<"$s"
@@ -33,10 +33,11 @@ for s in "${SHAPES[@]}"; do
   python3 scripts/bench/gemm.py "$M" "$K" "$N" "$d"
   "$BIN/tpuc" "$d/module.hlo" --config "$CONFIG" -o "$d/p.tpu"
   "$BIN/tpusim" "$d/p.tpu" --config "$CONFIG" --inputs "$d/a.npy" "$d/b.npy" --outputs "$d/out" --stats "$d/stats.json" -q
-  python3 - "$d/stats.json" "$M" "$K" "$N" "$MXUS" "$DIM" "$BW" "$CLOCK" <<'PY'
+  python3 - "$d/stats.json" "$M" "$K" "$N" "$MXUS" "$DIM" "$CLOCK" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-m, k, n, mxus, dim, bw, clock = (float(x) for x in sys.argv[2:])
+m, k, n, mxus, dim, clock = (float(x) for x in sys.argv[2:])
+bw = s["hbm"]["peak_bandwidth_bytes_per_s"] or float("inf")  # ideal memory: no roof
 mxu = m * k * n / (mxus * dim * dim)
 hbm = (2 * m * k + 2 * k * n + 4 * m * n) / (bw / clock)
 bound = max(mxu, hbm)

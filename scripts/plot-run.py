@@ -34,7 +34,6 @@ def main():
     base = os.path.splitext(a.stats)[0]
     series = base + ".intervals.csv"
     written = []
-    config = json.load(open(base + ".config.json")) if os.path.exists(base + ".config.json") else None
 
     if os.path.exists(series):
         rows = list(csv.DictReader(open(series)))
@@ -56,8 +55,8 @@ def main():
         fig, ax = plt.subplots(figsize=(10, 3))
         y = [(int(r["hbm.bytes_read"]) + int(r["hbm.bytes_written"])) / d for r, d in zip(rows, span)]
         ax.fill_between(x, y, step="mid", alpha=0.8, label="HBM traffic")
-        if config:
-            peak = config["hbm"]["bandwidth_bytes_per_s"] / config["clock_hz"]
+        if s["hbm"].get("peak_bandwidth_bytes_per_s"):
+            peak = s["hbm"]["peak_bandwidth_bytes_per_s"] / s["frequency_hz"]
             ax.axhline(peak, color="tab:red", linestyle="--", label=f"peak {peak:.0f} B/cycle")
         ax.set_xlabel("cycle")
         ax.set_ylabel("bytes per cycle")

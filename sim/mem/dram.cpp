@@ -339,8 +339,7 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       if (write) {
         ++stats_.write_cmds;
         complete(e.id, cycle + p_.CWL + p_.burst_cycles());
-        auto it = pending_writes_.find(e.addr);
-        if (it != pending_writes_.end() && --it->second == 0) pending_writes_.erase(it);
+        pending_writes_.erase(e.addr);  // writes merged into it were done when they arrived
       } else {
         ++stats_.read_cmds;
         auto it = pending_reads_.find(e.addr);
@@ -354,10 +353,12 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
 }
 
 // One transaction a cycle moves into its command queue: reads first; the
-// write buffer drains when full, or when enough writes wait and no read does.
+// write buffer drains when full, when enough writes wait and no read does,
+// or when nothing else is left to do.
 void Channel::schedule_transaction() {
-  if (write_draining_ == 0 &&
-      (write_buf_.size() >= p_.write_buffer || (read_q_.empty() && write_buf_.size() >= p_.write_drain_threshold)))
+  if (write_draining_ == 0 && !write_buf_.empty() &&
+      (write_buf_.size() >= p_.write_buffer ||
+       (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0))))
     write_draining_ = uint32_t(write_buf_.size());
   auto& from = write_draining_ > 0 ? write_buf_ : read_q_;
   for (auto it = from.begin(); it != from.end(); ++it) {

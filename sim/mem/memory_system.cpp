@@ -54,7 +54,9 @@ class DetailedTiming : public HbmTiming {
       : cfg_(cfg), p_(cfg.hbm.detailed), dram_(p_), checker_(p_), req_bytes_(p_.request_bytes()) {
     dram_.set_listener(&checker_);
     const size_t cores = cfg.target.cores;
-    to_send_.resize(cores);
+    to_send_.assign(cores, std::vector<std::deque<Send>>(p_.channels));
+    waiting_.assign(cores, 0);
+    next_channel_.assign(cores, 0);
     links_.resize(cores);
     return_free_.assign(cores, 0);
     inbox_.resize(p_.channels);
@@ -67,7 +69,8 @@ class DetailedTiming : public HbmTiming {
     for (uint64_t r = first; r <= last; ++r) {
       const uint32_t id = alloc_piece();
       pieces_[id] = {slot, r * req_bytes_, b->write, requester};
-      to_send_[size_t(requester)].push_back({id, now + cfg_.noc.hop_latency});
+      to_send_[size_t(requester)][dram_.channel_of(r * req_bytes_)].push_back({id, now + cfg_.noc.hop_latency});
+      ++waiting_[size_t(requester)];
     }
   }
 
@@ -162,28 +165,39 @@ class DetailedTiming : public HbmTiming {
     return id;
   }
 
-  // The crossbar: each core's port moves link_bytes_per_cycle of requests a
-  // cycle, in order, while the channel it targets has a credit; ports take
-  // turns being first.
+  // The crossbar: each core's port moves up to link_bytes_per_cycle of
+  // requests a cycle. A port keeps a queue per channel (virtual output
+  // queues: a full channel does not hold back the others); it serves its
+  // channels round robin, one request each a pass, while they have credits.
+  // Ports take turns being first.
   void cross(uint64_t now) {
-    const size_t n = to_send_.size();
+    const size_t n = to_send_.size(), channels = inbox_.size();
     for (size_t i = 0; i < n; ++i) {
       const size_t k = (rotate_ + i) % n;
-      auto& q = to_send_[k];
+      if (waiting_[k] == 0) continue;
       uint64_t budget = cfg_.noc.link_bytes_per_cycle;
-      while (!q.empty() && q.front().ready <= now) {
-        const Piece& pc = pieces_[q.front().piece];
-        const uint32_t ch = dram_.channel_of(pc.addr);
-        if (inbox_[ch].size() >= cfg_.noc.credits) {
-          ++links_[k].stall_cycles;
-          break;
+      bool moved = true, stalled = false;
+      while (moved && budget > 0) {
+        moved = false;
+        for (size_t j = 0; j < channels && budget > 0; ++j) {
+          const size_t ch = (next_channel_[k] + j) % channels;
+          auto& q = to_send_[k][ch];
+          if (q.empty() || q.front().ready > now) continue;
+          if (inbox_[ch].size() >= cfg_.noc.credits) {
+            stalled = true;
+            continue;
+          }
+          const Piece& pc = pieces_[q.front().piece];
+          budget -= std::min<uint64_t>(budget, req_bytes_);  // a request wider than the port takes a whole cycle
+          if (pc.write) links_[k].to_memory += req_bytes_;
+          inbox_[ch].push_back(q.front().piece);
+          q.pop_front();
+          --waiting_[k];
+          moved = true;
+          next_channel_[k] = (ch + 1) % channels;
         }
-        if (budget < req_bytes_ && budget < cfg_.noc.link_bytes_per_cycle) break;  // a request wider than the port takes a whole cycle
-        budget -= std::min<uint64_t>(budget, req_bytes_);
-        if (pc.write) links_[k].to_memory += req_bytes_;
-        inbox_[ch].push_back(q.front().piece);
-        q.pop_front();
       }
+      if (stalled) ++links_[k].stall_cycles;
     }
     rotate_ = (rotate_ + 1) % std::max<size_t>(n, 1);
   }
@@ -222,7 +236,9 @@ class DetailedTiming : public HbmTiming {
   std::vector<BurstState> bursts_;
   std::vector<uint32_t> free_bursts_;
   uint64_t live_bursts_ = 0;
-  std::vector<std::deque<Send>> to_send_;
+  std::vector<std::vector<std::deque<Send>>> to_send_;  // per core, per channel
+  std::vector<uint64_t> waiting_;                        // per core: requests in to_send_
+  std::vector<size_t> next_channel_;                     // per core: round robin
   std::vector<std::deque<uint32_t>> inbox_;
   std::vector<Link> links_;
   std::vector<u128> return_free_;  // per core: its return port is free from this time, in cycles * link bytes

@@ -226,7 +226,7 @@ TEST_CASE("presets load and validate", "[target]") {
 
 TEST_CASE("config settings (KEY=VALUE) change one parameter before validation", "[target]") {
   const MachineConfig base = load_config("tiny");
-  const MachineConfig c = load_config("tiny", {"hbm.latency_ns=7", "hbm.bandwidth_bytes_per_s=1.6e12", "hbm.model=simple"});
+  const MachineConfig c = load_config("tiny", {"hbm.simple.latency_ns=7", "hbm.simple.bandwidth_bytes_per_s=1.6e12", "hbm.model=simple"});
   CHECK(c.hbm.latency_ns == 7);
   CHECK(c.hbm.bandwidth_bytes_per_s == 1600000000000ull);
   CHECK(c.clock_hz == base.clock_hz);
@@ -235,5 +235,5 @@ TEST_CASE("config settings (KEY=VALUE) change one parameter before validation", 
   CHECK_THROWS_WITH(load_config("tiny", {"vpu=1"}), Catch::Contains("'vpu' is a section"));
   CHECK_THROWS_WITH(load_config("tiny", {"clock_hz"}), Catch::Contains("is not KEY=VALUE"));
   CHECK_THROWS_WITH(load_config("tiny", {"core.queue_depth=0"}), Catch::Contains("core.queue_depth = 0 is outside 1..1024"));
-  CHECK_THROWS_WITH(load_config("tiny", {"hbm.latency_ns=fast"}), Catch::Contains("hbm.latency_ns must be a non-negative integer"));
+  CHECK_THROWS_WITH(load_config("tiny", {"hbm.simple.latency_ns=fast"}), Catch::Contains("hbm.simple.latency_ns must be a non-negative integer"));
 }

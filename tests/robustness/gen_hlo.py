@@ -356,8 +356,8 @@ def config(rng, presets_dir):
         c["core"]["branch_penalty"] = rng.choice([0, 7])
         c["dma"]["max_outstanding"] = rng.choice([1, 2, 64])
         c["dma"]["burst_bytes"] = rng.choice([1, 32, 4096])
-        c["hbm"]["latency_ns"] = rng.choice([0, 1, 2000])
-        c["hbm"]["bandwidth_bytes_per_s"] = rng.choice([1000000000, 10**13])
+        c["hbm"]["simple"]["latency_ns"] = rng.choice([0, 1, 2000])
+        c["hbm"]["simple"]["bandwidth_bytes_per_s"] = rng.choice([1000000000, 10**13])
         for k in c["vpu"]["latency"]:
             c["vpu"]["latency"][k] = rng.choice([1, 2, 31])
         c["target"]["acc_rows"] = rng.choice([2, 3, 64, c["target"]["acc_rows"]])

@@ -155,7 +155,7 @@ group_config() {
   expect 1 "^tpu-as: error: preset 'tiny' with --set clock_hz=0: clock_hz = 0 is outside" 10 "$BIN/tpu-as" good.s -o x.tpu --config tiny --set clock_hz=0
   expect 1 "^tpusim: error: the program was compiled for another variant of target 'tiny' \\(mxu_dim 8 vs 4" 10 \
     "$BIN/tpusim" good.tpu --set target.mxu_dim=4 --set target.vpu_lanes=4
-  expect 0 "" 10 "$BIN/tpusim" --print-config tiny --set hbm.latency_ns=7
+  expect 0 "" 10 "$BIN/tpusim" --print-config tiny --set hbm.simple.latency_ns=7
   grep -q '"latency_ns": 7' out.txt || fail "--print-config with --set: $(cat out.txt)"
   expect 1 "^tpuc: error: .*target.acc_rows = 1" 20 "$BIN/tpuc" "$mm" -o x.tpu --config acc1.json
   expect 1 "^tpuc: error: .*does not fit in target.vmem_bytes = 64" 20 "$BIN/tpuc" "$mm" -o x.tpu --config vmem64.json

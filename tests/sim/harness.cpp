@@ -50,6 +50,8 @@ isa::Program assemble_for(const std::string& source, const std::string& preset) 
   return *r.program;
 }
 
+sim::MachineConfig formula_config(const std::string& preset) { return sim::load_config(preset, {"hbm.model=simple"}); }
+
 SimRun simulate(const isa::Program& program, const sim::MachineConfig& config,
                 const std::vector<std::vector<uint8_t>>& inputs, const sim::SimOptions& options) {
   int fds[2];

@@ -24,6 +24,11 @@ struct SimRun {
 // Assembles `source` for `preset` (the test fails on assembly errors).
 isa::Program assemble_for(const std::string& source, const std::string& preset);
 
+// A preset with the simple HBM model: docs/timing.md's formulas, and the
+// cycle counts tests pin, are written for it (the detailed model has its own
+// tests: test_dram.cpp, tests/hbm).
+sim::MachineConfig formula_config(const std::string& preset);
+
 SimRun simulate(const isa::Program& program, const sim::MachineConfig& config,
                 const std::vector<std::vector<uint8_t>>& inputs, const sim::SimOptions& options = {});
 SimRun simulate(const std::string& source, const std::string& preset, const std::vector<std::vector<uint8_t>>& inputs = {},

@@ -64,7 +64,7 @@ uint64_t expected_cycles(const std::string& name, const std::string& preset) {
 void run_case(const Case& c, const std::string& preset) {
   INFO(c.name << " on " << preset);
   const auto program = test::assemble_for(c.source, preset);
-  const auto cfg = sim::load_config(preset);
+  const auto cfg = test::formula_config(preset);
   sim::SimOptions fast, pe;
   pe.pe_level_mxu = true;
   auto a = test::simulate(program, cfg, c.inputs, fast);
@@ -171,12 +171,12 @@ TEST_CASE("matmul_bf16: each instruction in the timeline takes its documented ti
   std::mt19937_64 rng(test::test_seed(15));
   for (const char* p : kPresets) {
     INFO(p);
-    const auto cfg = sim::load_config(p);
+    const auto cfg = test::formula_config(p);
     const uint64_t n = cfg.target.mxu_dim;
     auto x = random_bf16(n * n, rng), w = random_bf16(n * n, rng);
     sim::SimOptions o;
     o.trace_path = std::string(TPU_BINARY_DIR) + "/tests/matmul_bf16_" + p + ".trace.json";
-    auto r = test::simulate(test::read_source("examples/asm/matmul_bf16.s"), p, {to_bytes(x), to_bytes(w)}, o);
+    auto r = test::simulate(test::assemble_for(test::read_source("examples/asm/matmul_bf16.s"), p), cfg, {to_bytes(x), to_bytes(w)}, o);
     REQUIRE_FALSE(r.fault);
     auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
     std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> slices;  // mnemonic -> (start, cycles)

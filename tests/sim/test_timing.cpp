@@ -22,7 +22,7 @@ namespace {
 const char* kPresets[] = {"tiny", "v5e"};
 
 sim::MachineConfig single_issue(const std::string& preset) {
-  auto c = sim::load_config(preset);
+  auto c = test::formula_config(preset);
   c.core.issue_width = 1;
   c.vpu.issue.width = 1;
   return c;
@@ -93,7 +93,7 @@ TEST_CASE("scalar: signal and wait on the scalar unit", "[timing]") {
 TEST_CASE("dma: bursts through the simple HBM model", "[timing]") {
   for (const char* p : kPresets) {
     INFO(p);
-    const auto cfg = sim::load_config(p);
+    const auto cfg = test::formula_config(p);
     const uint64_t Bb = cfg.dma.burst_bytes;
     for (uint64_t S : {uint64_t(1), Bb, Bb + 1, uint64_t(4096), uint64_t(65536)}) {
       INFO("bytes " << S);

@@ -152,8 +152,14 @@ TEST_CASE("configs: presets load, every parameter is checked", "[config]") {
     CHECK(config_from_json(c.to_json(), "round trip").to_json() == c.to_json());
   }
   const auto v5e = load_config("v5e");
-  CHECK(v5e.hbm_bytes_per_cycle_fp() == 546 * 1024);  // 819 GB/s at 1.5 GHz
+  CHECK(v5e.hbm.model == "detailed");
+  CHECK(v5e.hbm_bytes_per_cycle_fp() == 546 * 1024);  // the simple model's 819 GB/s at 1.5 GHz
   CHECK(v5e.hbm_latency_cycles() == 150);
+  // The detailed model's peak: 16 channels x 16 bytes x 2 beats at 1.6 GHz (tCK 0.625 ns).
+  CHECK(v5e.hbm_peak_bytes_per_s() == Approx(16 * 16 * 2 * 1.6e9));
+  CHECK(load_config("v4").hbm_peak_bytes_per_s() == Approx(32 * 16 * 2 / 0.833e-9));
+  CHECK(load_config("hbm3").hbm_peak_bytes_per_s() == Approx(32 * 4 * 4 / 0.625e-9));
+  CHECK(load_config("hbm2").hbm.detailed.capacity_bytes() == (uint64_t(8) << 30));
   auto text = load_config("tiny").to_json();
   auto bad = [&](const std::string& from, const std::string& to) {
     std::string t = text;
@@ -164,7 +170,24 @@ TEST_CASE("configs: presets load, every parameter is checked", "[config]") {
   CHECK_THROWS_WITH(config_from_json(bad("\"queue_depth\": 8", "\"queue_depth\": 0"), "c.json"),
                     "c.json: core.queue_depth = 0 is outside 1..1024");
   CHECK_THROWS_WITH(config_from_json(bad("\"model\": \"simple\"", "\"model\": \"magic\""), "c.json"),
-                    "c.json: hbm.model = 'magic' is not one of: simple");
+                    "c.json: hbm.model = 'magic' is not one of: detailed, ideal, simple");
+  // The detailed model's device is checked too; a preset fills what a config leaves out.
+  const std::string v5e_text = load_config("v5e").to_json();
+  auto bad5 = [&](const std::string& from, const std::string& to) {
+    std::string t = v5e_text;
+    const auto at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  CHECK_THROWS_WITH(config_from_json(bad5("\"channels\": 16", "\"channels\": 12"), "c.json"),
+                    "c.json: hbm.detailed: organisation.channels = 12 is not a power of two");
+  CHECK_THROWS_WITH(config_from_json(bad5("\"rorabgbachco\"", "\"rorabgbachro\""), "c.json"),
+                    Catch::Contains("address_mapping = 'rorabgbachro' must name each of ro ra bg ba ch co once"));
+  CHECK_THROWS_WITH(config_from_json(bad5("\"preset\": \"hbm2e\"", "\"preset\": \"hbm9\""), "c.json"),
+                    Catch::Contains("hbm.detailed.preset = 'hbm9' is not a device preset"));
+  CHECK_THROWS_WITH(load_config("v5e", {"hbm.detailed.organisation.rows=1024"}),
+                    Catch::Contains("less than target.hbm_bytes"));
+  CHECK(load_config("v5e", {"hbm.detailed.timing.CL=30"}).hbm.detailed.CL == 30);
   CHECK_THROWS_WITH(config_from_json(bad("\"alu\": 2", "\"alu\": 2, \"typo\": 1"), "c.json"),
                     "c.json: vpu.latency.typo is not a known parameter");
   CHECK_THROWS_WITH(config_from_json(bad("\"burst_bytes\": 64", "\"burst_bytes\": -1"), "c.json"),

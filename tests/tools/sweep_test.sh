@@ -7,7 +7,7 @@ set -euo pipefail
 bin=$1 src=$2 work=$3
 rm -rf "$work"
 m=$src/tests/corpus/mlp_f32
-TPU_BIN=$bin bash "$src/scripts/sweep.sh" --sweep hbm.bandwidth_bytes_per_s=1e10,4e10,1.6e11 --config tiny -j 2 -o "$work" \
+TPU_BIN=$bin bash "$src/scripts/sweep.sh" --sweep hbm.simple.bandwidth_bytes_per_s=1e10,4e10,1.6e11 --config tiny -j 2 -o "$work" \
   "$m/module.stablehlo.mlir" --inputs "$m"/arg{0,1,2,3,4}.npy
 [ "$(wc -l <"$work/points.txt")" -eq 3 ] || { echo "points.txt should list 3 points"; exit 1; }
 python3 - "$work/sweep.csv" <<'PY'
