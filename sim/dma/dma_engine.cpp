@@ -16,12 +16,10 @@ DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig
 }
 
 void DmaEngine::complete(uint64_t now) {
-  for (auto it = bursts_.begin(); it != bursts_.end();) {
-    if (it->second.done_cycle > now) {
-      ++it;
-      continue;
-    }
-    auto& [t, b] = *it;
+  while (HbmBurst* landed = hbm_.next_landed(core_, now)) {
+    const auto it = in_flight_.find(landed);
+    Burst& burst = *it->second;
+    HbmBurst& b = burst.hbm;
     if (b.write) {
       hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
     } else {
@@ -30,8 +28,9 @@ void DmaEngine::complete(uint64_t now) {
       vmem_.write(b.vmem_addr, landing_.data(), b.bytes);
     }
     bytes_moved_ += b.bytes;
-    --t->in_flight;
-    it = bursts_.erase(it);
+    --burst.transfer->in_flight;
+    bursts_.erase(it->second);
+    in_flight_.erase(it);
   }
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
@@ -62,8 +61,9 @@ void DmaEngine::emit(uint64_t now) {
       t.offset += n;
       if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
       ++t.in_flight;
-      bursts_.emplace_back(&t, std::move(b));
-      hbm_.request(core_, now, &bursts_.back().second);
+      bursts_.push_back({&t, std::move(b)});
+      in_flight_[&bursts_.back().hbm] = std::prev(bursts_.end());
+      hbm_.request(core_, now, &bursts_.back().hbm);
     }
     if (sent == cfg_.dma.bursts_per_cycle) return;
   }

@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <list>
+#include <unordered_map>
 
 #include "../core/queued_unit.h"
 #include "../mem/memory_system.h"
@@ -49,7 +50,12 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   SparseMemory& vmem_;
   MemorySystem& hbm_;
   std::deque<Transfer> transfers_;
-  std::list<std::pair<Transfer*, HbmBurst>> bursts_;  // in flight; they may finish in any order
+  struct Burst {
+    Transfer* transfer;
+    HbmBurst hbm;
+  };
+  std::list<Burst> bursts_;  // in flight; they may land in any order
+  std::unordered_map<const HbmBurst*, std::list<Burst>::iterator> in_flight_;
   uint64_t bytes_moved_ = 0;
   std::vector<uint8_t> landing_;  // a load burst on its way from HBM to VMEM
 };

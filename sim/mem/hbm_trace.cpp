@@ -112,7 +112,7 @@ TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineCo
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   nlohmann::json hbm = dram::stats_json(mem, r.drain_cycles);
   hbm["model"] = "detailed";
-  hbm["preset"] = p.preset;
+  hbm["device"] = p.preset;
   hbm["drain_cycles"] = r.drain_cycles;
   hbm["drain_ns"] = double(r.drain_cycles) * p.tck_ps / 1000.0;
   hbm["checker"] = check ? (checker.violation() ? "violation" : "passed") : "off";

@@ -19,7 +19,10 @@ class IdealTiming : public HbmTiming {
  public:
   explicit IdealTiming(const MachineConfig& cfg)
       : latency_((uint64_t(cfg.hbm.ideal_latency_ns) * cfg.clock_hz + 999999999) / 1000000000) {}
-  void request(int, uint64_t now, HbmBurst* b) override { b->done_cycle = now + std::max<uint64_t>(latency_, 1); }
+  void request(int, uint64_t now, HbmBurst* b) override {
+    b->done_cycle = now + std::max<uint64_t>(latency_, 1);
+    known(b);
+  }
 
  private:
   uint64_t latency_;
@@ -36,6 +39,7 @@ class SimpleTiming : public HbmTiming {
     const u128 start = std::max(u128(now) * bw_fp_, free_fp_);
     free_fp_ = start + u128(b->bytes) * 1024;
     b->done_cycle = uint64_t((free_fp_ + bw_fp_ - 1) / bw_fp_) + latency_;
+    known(b);
   }
 
  private:
@@ -106,10 +110,16 @@ class DetailedTiming : public HbmTiming {
   void add_stats(nlohmann::json& hbm, nlohmann::json& noc, uint64_t cycles) const override {
     const uint64_t mem_cycles = uint64_t(u128(cycles) * 1000000000000ull / (u128(p_.tck_ps) * cfg_.clock_hz));
     nlohmann::json d = dram::stats_json(dram_, mem_cycles);
-    for (auto& [k, v] : d.items()) {  // the DMA's bytes stay; the device's (whole requests) are device_*
-      const bool dma_figure = k == "bytes_read" || k == "bytes_written" || k == "bandwidth_bytes_per_s";
-      hbm[dma_figure ? "device_" + k : k] = v;
-    }
+    // The DMA's bytes keep their names; the device's (whole requests) are device_*.
+    auto rename = [](nlohmann::json& j) {
+      for (const char* k : {"bytes_read", "bytes_written", "bandwidth_bytes_per_s"}) {
+        j[std::string("device_") + k] = j[k];
+        j.erase(k);
+      }
+    };
+    rename(d);
+    for (auto& ch : d["channels"]) rename(ch);
+    for (auto& [k, v] : d.items()) hbm[k] = v;
     hbm["memory_cycles"] = mem_cycles;
     hbm["device"] = p_.preset;
     hbm["checker"] = checker_.violation() ? "violation" : "passed";
@@ -219,6 +229,7 @@ class DetailedTiming : public HbmTiming {
     b.done = std::max(b.done, done);
     if (--b.remaining == 0) {
       b.burst->done_cycle = b.done;
+      known(b.burst);
       free_bursts_.push_back(pc.burst);
       --live_bursts_;
     }
@@ -255,7 +266,10 @@ std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg) {
 }
 
 MemorySystem::MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget)
-    : sc_core::sc_prim_channel(name), mem_(cfg.target.hbm_bytes, &budget), timing_(make_hbm_timing(cfg)) {}
+    : sc_core::sc_prim_channel(name), mem_(cfg.target.hbm_bytes, &budget), timing_(make_hbm_timing(cfg)) {
+  landed_.resize(cfg.target.cores);
+  timing_->set_sink([this](HbmBurst* b) { landed_[size_t(b->requester)].push({b->done_cycle, seq_++, b}); });
+}
 
 MemorySystem::~MemorySystem() = default;
 

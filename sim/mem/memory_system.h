@@ -12,7 +12,9 @@
 #include <systemc>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <queue>
 #include <optional>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@ class Dram;
 }
 
 struct HbmBurst {
+  int requester = 0;
   bool write = false;
   uint64_t hbm_addr = 0;
   uint64_t vmem_addr = 0;
@@ -36,10 +39,12 @@ struct HbmBurst {
   std::vector<uint8_t> data;           // a write's bytes, read from VMEM when the burst is issued
 };
 
-// The timing of a memory: told of every burst, it sets each one's done_cycle.
+// The timing of a memory: told of every burst, it sets each one's done_cycle
+// and then passes the burst to the sink.
 class HbmTiming {
  public:
   virtual ~HbmTiming() = default;
+  void set_sink(std::function<void(HbmBurst*)> sink) { sink_ = std::move(sink); }
   // Bursts of core cycle `now`, in requester order.
   virtual void request(int requester, uint64_t now, HbmBurst* b) = 0;
   // The end of core cycle `now` (every request of it has been made).
@@ -51,6 +56,12 @@ class HbmTiming {
   virtual void add_stats(nlohmann::json& /*hbm*/, nlohmann::json& /*noc*/, uint64_t /*cycles*/) const {}
   // For the detailed model: its DRAM (waveforms, counters); else null.
   virtual const dram::Dram* dram() const { return nullptr; }
+
+ protected:
+  void known(HbmBurst* b) { sink_(b); }
+
+ private:
+  std::function<void(HbmBurst*)> sink_;
 };
 
 std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg);
@@ -61,10 +72,20 @@ class MemorySystem : public sc_core::sc_prim_channel {
   ~MemorySystem() override;
 
   SparseMemory& memory() { return mem_; }
-  // `burst` must stay valid until its done_cycle is set.
+  // `burst` must stay valid until it has landed (taken by next_landed).
   void request(int requester, uint64_t now, HbmBurst* burst) {
+    burst->requester = requester;
     pending_.push_back({requester, now, burst});
     request_update();
+  }
+  // A burst of `requester` that has landed by cycle `now` (oldest landing
+  // first), or null.
+  HbmBurst* next_landed(int requester, uint64_t now) {
+    auto& h = landed_[size_t(requester)];
+    if (h.empty() || h.top().done > now) return nullptr;
+    HbmBurst* b = h.top().burst;
+    h.pop();
+    return b;
   }
   // Called once a cycle after every unit has run (the chip's monitor).
   void end_cycle(uint64_t now) { timing_->end_cycle(now); }
@@ -84,6 +105,17 @@ class MemorySystem : public sc_core::sc_prim_channel {
   SparseMemory mem_;
   std::unique_ptr<HbmTiming> timing_;
   std::vector<Pending> pending_;
+  // Per requester: bursts whose landing cycle is known, earliest first (ties
+  // in the order they became known).
+  struct Landing {
+    uint64_t done, seq;
+    HbmBurst* burst;
+  };
+  struct Later {
+    bool operator()(const Landing& a, const Landing& b) const { return a.done != b.done ? a.done > b.done : a.seq > b.seq; }
+  };
+  uint64_t seq_ = 0;
+  std::vector<std::priority_queue<Landing, std::vector<Landing>, Later>> landed_;
   uint64_t bytes_read_ = 0, bytes_written_ = 0;
 };
 

@@ -30,4 +30,17 @@ PY
   grep -q "^ *[0-9]* *[0-9]* .*% .*kernel [0-9]*: matmul" "$work/profile.txt" || { echo "no matmul kernel in the profile:"; cat "$work/profile.txt"; exit 1; }
   grep -q "module.stablehlo.mlir:" "$work/profile.txt" || { echo "no HLO op in the profile"; exit 1; }
 done
+# Trace replay's stats (tpusim --hbm-trace): a few reads and writes.
+printf '0x0 READ 0\n0x40 WRITE 3\n0x10000 READ 9\n0x40 READ 20\n' >"$work/t.trace"
+"$bin/tpusim" --hbm-trace "$work/t.trace" --config hbm2 --stats "$work/trace_stats.json" -q
+python3 "$src/tests/tools/stats_fields.py" "$work/trace_stats.json" "$src/docs/stats.md" --present-only
+python3 - "$work/trace_stats.json" <<'PY'
+import json, sys
+h = json.load(open(sys.argv[1]))["hbm"]
+for k in ("requests", "drain_cycles", "drain_ns", "row_hits", "row_misses", "row_conflicts", "activates", "refreshes", "bytes_read",
+          "bytes_written"):
+    assert k in h and all(k in c for c in h["channels"] if k not in ("drain_cycles", "drain_ns")), k
+assert set(h["read_latency_cycles"]) == {"mean", "p50", "p99"}
+assert h["requests"] == 4 and h["reads"] == 3 and h["writes"] == 1, h
+PY
 echo "stats.json matches docs/stats.md; tpusim --profile lists kernels and ops"
