@@ -155,6 +155,9 @@ const std::vector<DramTextField>& dram_text_fields() {
   using D = DramParams;
   static const std::vector<DramTextField> f = {
       {"address_mapping", &D::address_mapping, {}, "address bits, most significant first: six of ro ra bg ba ch co"},
+      {"address_hash", &D::address_hash, {"none", "xor"},
+       "xor: the channel is XORed with the bits above it folded to its width, the bank group and bank with the row folded "
+       "likewise (strided streams spread over every channel and bank)"},
       {"page_policy", &D::page_policy, {"open", "closed"}, "open: rows stay open; closed: every access auto-precharges"},
       {"queue_structure", &D::queue_structure, {"per_bank", "per_rank"}, "one command queue per bank or per rank"},
       {"refresh", &D::refresh, {"all_bank", "per_bank"}, "REF of a rank every tREFI, or REFb of one bank every tREFIb"},

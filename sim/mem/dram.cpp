@@ -22,8 +22,17 @@ constexpr uint64_t kNever = ~uint64_t(0);
 
 }  // namespace
 
+// XOR of the consecutive `width`-bit pieces of x.
+static uint64_t fold(uint64_t x, int width) {
+  if (width == 0) return 0;
+  uint64_t h = 0;
+  for (; x; x >>= width) h ^= x & ((uint64_t(1) << width) - 1);
+  return h;
+}
+
 AddressMap::AddressMap(const isa::DramParams& p) {
   shift_ = log2u(p.request_bytes());
+  hash_ = p.address_hash == "xor";
   const std::vector<std::pair<std::string, int>> widths = {
       {"ch", log2u(p.channels)}, {"ra", log2u(p.ranks)},  {"bg", log2u(p.bankgroups)}, {"ba", log2u(p.banks_per_group)},
       {"ro", log2u(p.rows)},     {"co", log2u(p.row_bytes / p.request_bytes())}};
@@ -46,7 +55,17 @@ AddressMap::AddressMap(const isa::DramParams& p) {
 
 Location AddressMap::decode(uint64_t addr) const {
   const uint64_t a = addr >> shift_;
-  return {ch_.get(a), ra_.get(a), bg_.get(a), ba_.get(a), ro_.get(a), co_.get(a)};
+  Location l{ch_.get(a), ra_.get(a), bg_.get(a), ba_.get(a), ro_.get(a), co_.get(a)};
+  if (hash_) {
+    const int chw = log2u(ch_.mask + 1), bgw = log2u(bg_.mask + 1), baw = log2u(ba_.mask + 1);
+    // Bits above the channel field, without the channel field itself.
+    const uint64_t above = (a >> ch_.pos) >> chw;
+    l.channel ^= uint32_t(fold(above, chw));
+    const uint64_t bank = (uint64_t(l.bankgroup) << baw | l.bank) ^ fold(l.row, bgw + baw);
+    l.bankgroup = uint32_t(bank >> baw);
+    l.bank = uint32_t(bank & ba_.mask);
+  }
+  return l;
 }
 
 void Histogram::add(uint64_t v) {
@@ -73,10 +92,17 @@ void Histogram::merge(const Histogram& o) {
 }
 
 Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map)
-    : index_(index), p_(p), map_(map), banks_per_rank_(p.bankgroups * p.banks_per_group) {
+    : index_(index),
+      p_(p),
+      map_(map),
+      banks_per_rank_(p.bankgroups * p.banks_per_group),
+      per_bank_queues_(p.queue_structure == "per_bank"),
+      closed_page_(p.page_policy == "closed"),
+      all_bank_refresh_(p.refresh == "all_bank") {
   banks_.resize(size_t(p.ranks) * banks_per_rank_);
   ranks_.resize(p.ranks);
-  queues_.resize(p.queue_structure == "per_bank" ? banks_.size() : p.ranks);
+  queues_.resize(per_bank_queues_ ? banks_.size() : p.ranks);
+  queue_ready_.assign(queues_.size(), 0);
 }
 
 size_t Channel::bank_index(const Location& l) const {
@@ -84,7 +110,7 @@ size_t Channel::bank_index(const Location& l) const {
 }
 
 int Channel::queue_index(const Location& l) const {
-  return p_.queue_structure == "per_bank" ? int(bank_index(l)) : int(l.rank);
+  return per_bank_queues_ ? int(bank_index(l)) : int(l.rank);
 }
 
 bool Channel::will_accept(bool write) const {
@@ -244,11 +270,22 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
   for (int k = 0; k < n; ++k) {
     rr_ = (rr_ + 1) % n;
     const auto& q = queues_[size_t(rr_)];
+    if (q.empty() || queue_ready_[size_t(rr_)] > cycle) continue;
+    uint64_t earliest = kNever;
     for (size_t i = 0; i < q.size(); ++i) {
       const Entry& e = q[i];
-      if (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh) continue;
+      if (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh) {
+        earliest = 0;  // held by a refresh: look again every cycle
+        continue;
+      }
       const Cmd c = required(e);
-      if (!ready(c, e.at, cycle)) continue;
+      const uint64_t at = ready_at(c, e.at);
+      if (at > cycle) {
+        earliest = std::min(earliest, at);
+        continue;
+      }
+      // Held back by an older or a hitting entry of this queue: only a
+      // command from this queue (which resets the bound) can free it.
       if (c == Cmd::PRE && !precharge_allowed(q, i)) continue;
       if (is_write(c)) {  // a write waits for an older read of the same column
         bool older_read = false;
@@ -258,9 +295,12 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
       }
       return {true, c, rr_, i, e.at};
     }
+    queue_ready_[size_t(rr_)] = earliest;
   }
   return {};
 }
+
+void Channel::forget_ready(const Location& at) { queue_ready_[size_t(queue_index(at))] = 0; }
 
 // A waiting refresh: close the rank's (or bank's) rows, then refresh.
 Channel::Pick Channel::pick_refresh(uint64_t cycle) const {
@@ -289,6 +329,10 @@ Channel::Pick Channel::pick_refresh(uint64_t cycle) const {
 
 void Channel::issue(const Pick& p, uint64_t cycle) {
   if (listener_) listener_->command(cycle, p.cmd, p.at);
+  if (p.cmd == Cmd::PREA || p.cmd == Cmd::REF)
+    std::fill(queue_ready_.begin(), queue_ready_.end(), 0);
+  else
+    forget_ready(p.at);  // the bank's state, its hits or its queue changed
   Bank& b = banks_[bank_index(p.at)];
   const size_t rank_first = size_t(p.at.rank) * banks_per_rank_;
   switch (p.cmd) {
@@ -336,6 +380,7 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       any_column_ = true;
       last_column_write_ = write;
       stats_.data_cycles += p_.burst_cycles();
+      bus_free_ = std::max(bus_free_, cycle + p_.burst_cycles());
       if (write) {
         ++stats_.write_cmds;
         complete(e.id, cycle + p_.CWL + p_.burst_cycles());
@@ -355,7 +400,7 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
 // One transaction a cycle moves into its command queue: reads first; the
 // write buffer drains when full, when enough writes wait and no read does,
 // or when nothing else is left to do.
-void Channel::schedule_transaction() {
+bool Channel::schedule_transaction() {
   if (write_draining_ == 0 && !write_buf_.empty() &&
       (write_buf_.size() >= p_.write_buffer ||
        (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0))))
@@ -367,26 +412,21 @@ void Channel::schedule_transaction() {
     if (it->write) {
       if (pending_reads_.count(it->addr)) {  // a read of this address goes first
         write_draining_ = 0;
-        return;
+        return false;
       }
       --write_draining_;
     }
-    const bool closed = p_.page_policy == "closed";
-    const Cmd c = it->write ? (closed ? Cmd::WRA : Cmd::WR) : (closed ? Cmd::RDA : Cmd::RD);
+    const Cmd c = it->write ? (closed_page_ ? Cmd::WRA : Cmd::WR) : (closed_page_ ? Cmd::RDA : Cmd::RD);
     q.push_back({c, it->at, it->addr, it->id});
+    forget_ready(it->at);
     ++queued_;
     from.erase(it);
-    return;
+    return true;
   }
+  return false;
 }
 
-void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
-  // Cycles skipped since the last tick had the same queues.
-  const uint64_t gap = cycle > last_tick_ ? cycle - last_tick_ : 0;
-  stats_.queue_occupancy += uint64_t(queued_) * gap;
-  stats_.cycles += gap;
-  if (act_wait_) stats_.act_wait_cycles += gap + 1;
-  last_tick_ = cycle;
+void Channel::return_data(uint64_t cycle, std::vector<Completion>& done) {
   while (!returns_.empty() && returns_.top().cycle <= cycle) {
     const Completion c = returns_.top();
     returns_.pop();
@@ -396,7 +436,18 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
     }
     done.push_back(c);
   }
-  if (p_.refresh == "all_bank") {
+}
+
+void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
+  // Cycles skipped since the last tick had the same queues.
+  const uint64_t gap = cycle > last_tick_ ? cycle - last_tick_ : 0;
+  stats_.queue_occupancy += uint64_t(queued_) * gap;
+  stats_.cycles += gap;
+  // Cycles since the last tick with commands queued and the data bus idle.
+  if (queued_ > 0 && cycle > bus_free_) stats_.act_wait_cycles += cycle - std::max(bus_free_, cycle - gap);
+  last_tick_ = cycle;
+  return_data(cycle, done);
+  if (all_bank_refresh_) {
     const uint64_t every = std::max<uint64_t>(1, p_.tREFI / p_.ranks);
     if (cycle > 0 && cycle % every == 0) {
       ranks_[next_refresh_rank_].refresh = true;
@@ -416,26 +467,25 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
       if (second.valid && is_column(second.cmd) != is_column(first.cmd)) issue(second, cycle);
     }
   }
-  schedule_transaction();
-  act_wait_ = queued_ > 0;
-  for (const auto& q : queues_)
-    for (const Entry& e : q) act_wait_ = act_wait_ && !is_column(required(e));
+  stuck_ = !schedule_transaction();
+  if (queued_ > 0 && cycle >= bus_free_) ++stats_.act_wait_cycles;
   stats_.queue_occupancy += queued_;
   ++stats_.cycles;
   last_tick_ = cycle + 1;
 }
 
 uint64_t Channel::next_event(uint64_t cycle) const {
-  if (!read_q_.empty() || !write_buf_.empty()) return cycle;
+  // Waiting transactions move every cycle, unless their command queues are
+  // full: then only an issued command (below) makes room.
+  if ((!read_q_.empty() || !write_buf_.empty()) && !stuck_) return cycle;
   uint64_t t = kNever;
   for (const Rank& r : ranks_)
     if (r.refresh) return cycle;
   for (const Bank& b : banks_)
     if (b.refresh) return cycle;
-  for (const auto& q : queues_)
-    for (const Entry& e : q) t = std::min(t, ready_at(required(e), e.at));
-  if (!returns_.empty()) t = std::min(t, returns_.top().cycle);
-  const uint64_t every = p_.refresh == "all_bank" ? std::max<uint64_t>(1, p_.tREFI / p_.ranks) : p_.tREFIb;
+  for (size_t k = 0; k < queues_.size(); ++k)
+    if (!queues_[k].empty()) t = std::min(t, queue_ready_[k]);
+  const uint64_t every = all_bank_refresh_ ? std::max<uint64_t>(1, p_.tREFI / p_.ranks) : p_.tREFIb;
   const uint64_t refresh = std::max<uint64_t>(every, (cycle + every - 1) / every * every);  // the next request
   return std::max(std::min(t, refresh), cycle);
 }
@@ -463,7 +513,10 @@ void Dram::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
 
 void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
   for (uint32_t c = 0; c < channels_.size(); ++c) {
-    if (next_[c] > cycle) continue;
+    if (next_[c] > cycle) {
+      channels_[c]->return_data(cycle, done);  // data returns without the controller doing anything
+      continue;
+    }
     channels_[c]->tick(cycle, done);
     next_[c] = channels_[c]->next_event(cycle + 1);
   }
@@ -472,6 +525,7 @@ void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
 uint64_t Dram::next_event(uint64_t cycle) const {
   uint64_t t = kNever;
   for (uint64_t n : next_) t = std::min(t, n);
+  for (const auto& c : channels_) t = std::min(t, c->next_return());
   return std::max(t, cycle);
 }
 

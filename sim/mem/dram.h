@@ -32,7 +32,10 @@ struct Location {
 
 // address_mapping: six fields, most significant first; the low
 // log2(request bytes) bits are the byte within a request. Bits above the
-// fields are ignored (the address wraps around the device).
+// fields are ignored (the address wraps around the device). address_hash
+// xor: the channel is XORed with every bit above the channel field, folded
+// to its width, and the bank group and bank with the row, folded likewise
+// (a bijection: no two addresses meet).
 class AddressMap {
  public:
   explicit AddressMap(const isa::DramParams& p);
@@ -45,6 +48,7 @@ class AddressMap {
     uint32_t get(uint64_t a) const { return uint32_t((a >> pos) & mask); }
   };
   int shift_ = 0;
+  bool hash_ = false;
   Field ch_, ra_, bg_, ba_, ro_, co_;
 };
 
@@ -80,7 +84,7 @@ struct ChannelStats {
   uint64_t data_cycles = 0;        // cycles the data bus carried data
   uint64_t refresh_cycles = 0;     // cycles from a refresh's request until its tRFC has passed
   uint64_t turnarounds = 0;        // column commands that switched between read and write
-  uint64_t act_wait_cycles = 0;    // cycles with queued work but only row commands possible (activates pending)
+  uint64_t act_wait_cycles = 0;    // cycles with commands queued and the data bus idle (activates, precharges, timing)
   uint64_t queue_occupancy = 0;    // sum over cycles of the commands queued
   uint64_t cycles = 0;
   Histogram read_latency;          // accepted to data returned
@@ -102,8 +106,11 @@ class Channel {
   // One memory cycle: return data, refresh, issue up to two commands,
   // move one transaction into the command queues.
   void tick(uint64_t cycle, std::vector<Completion>& done);
-  // The first cycle >= `cycle` at which tick() may do anything.
+  // The first cycle >= `cycle` at which tick() may do anything but return
+  // data (return_data does that, and next_return says when).
   uint64_t next_event(uint64_t cycle) const;
+  void return_data(uint64_t cycle, std::vector<Completion>& done);
+  uint64_t next_return() const { return returns_.empty() ? ~uint64_t(0) : returns_.top().cycle; }
   bool idle() const;
   void set_listener(CommandListener* l) { listener_ = l; }
   const ChannelStats& stats() const { return stats_; }
@@ -153,22 +160,30 @@ class Channel {
   bool ready(Cmd c, const Location& at, uint64_t cycle) const;
   uint64_t ready_at(Cmd c, const Location& at) const;
   Pick pick_from_queues(uint64_t cycle);
+  void forget_ready(const Location& at);  // a bank changed state: its queue's bound is stale
   Pick pick_refresh(uint64_t cycle) const;
   bool precharge_allowed(const std::vector<Entry>& q, size_t i) const;
   void issue(const Pick& p, uint64_t cycle);
   void update_timing(Cmd c, const Location& at, uint64_t cycle);
-  void schedule_transaction();
+  // Whether a transaction moved; if not, none will until a command issues
+  // or a request arrives.
+  bool schedule_transaction();
   void complete(uint64_t id, uint64_t at) { returns_.push({id, at}); }
 
   const uint32_t index_;
   const isa::DramParams p_;
   const AddressMap& map_;
   const uint32_t banks_per_rank_;
+  const bool per_bank_queues_, closed_page_, all_bank_refresh_;
   CommandListener* listener_ = nullptr;
 
   std::vector<Bank> banks_;
   std::vector<Rank> ranks_;
   std::vector<std::vector<Entry>> queues_;
+  // Per queue: no entry's next command is legal before this cycle. Timing
+  // only ever moves later, so it stays a lower bound until a bank of the
+  // queue changes state (recomputed then) or an entry joins (lowered).
+  std::vector<uint64_t> queue_ready_;
   uint32_t queued_ = 0;
   int rr_ = 0;  // round robin over command queues
   std::deque<Trans> read_q_, write_buf_;
@@ -180,7 +195,8 @@ class Channel {
   uint32_t next_refresh_rank_ = 0, next_refresh_bank_ = 0;
   uint64_t last_tick_ = 0;
   bool last_column_write_ = false, any_column_ = false;
-  bool act_wait_ = false;  // queued work, none of it a column command (since the last tick)
+  uint64_t bus_free_ = 0;  // the data bus is idle from this cycle
+  bool stuck_ = false;     // the last tick moved no transaction (see schedule_transaction)
   ChannelStats stats_;
 };
 

@@ -83,17 +83,16 @@ class DetailedTiming : public HbmTiming {
     // The device's cycles that start before the next core edge.
     const u128 edge = u128(now + 1) * 1000000000000ull;
     for (;;) {
-      uint64_t m = dram_.next_event(mem_cycle_);
-      for (const auto& in : inbox_)
-        if (!in.empty()) m = mem_cycle_;
+      const uint64_t m = inboxed_ > 0 ? mem_cycle_ : dram_.next_event(mem_cycle_);
       if (u128(m) * p_.tck_ps * cfg_.clock_hz >= edge) break;
-      for (uint32_t c = 0; c < inbox_.size(); ++c) {
+      for (uint32_t c = 0; c < inbox_.size() && inboxed_ > 0; ++c) {
         auto& in = inbox_[c];
         if (in.empty()) continue;
         const Piece& pc = pieces_[in.front()];
         if (!dram_.channel(c).will_accept(pc.write)) continue;
         dram_.add(in.front(), pc.addr, pc.write, m);
         in.pop_front();
+        --inboxed_;
       }
       done_.clear();
       dram_.tick(m, done_);
@@ -201,6 +200,7 @@ class DetailedTiming : public HbmTiming {
           budget -= std::min<uint64_t>(budget, req_bytes_);  // a request wider than the port takes a whole cycle
           if (pc.write) links_[k].to_memory += req_bytes_;
           inbox_[ch].push_back(q.front().piece);
+        ++inboxed_;
           q.pop_front();
           --waiting_[k];
           moved = true;
@@ -251,6 +251,7 @@ class DetailedTiming : public HbmTiming {
   std::vector<uint64_t> waiting_;                        // per core: requests in to_send_
   std::vector<size_t> next_channel_;                     // per core: round robin
   std::vector<std::deque<uint32_t>> inbox_;
+  uint64_t inboxed_ = 0;  // requests in all inboxes
   std::vector<Link> links_;
   std::vector<u128> return_free_;  // per core: its return port is free from this time, in cycles * link bytes
   size_t rotate_ = 0;

@@ -70,6 +70,7 @@ struct DramParams {
   uint32_t tRTRS = 0, tRPRE = 0, tWPRE = 0;
   // controller
   std::string address_mapping;   // six 2-letter fields, most significant first: ro ra bg ba ch co
+  std::string address_hash;      // none | xor: higher bits folded into the channel and bank bits
   std::string page_policy;       // open | closed
   std::string queue_structure;   // per_bank | per_rank command queues
   std::string refresh;           // all_bank (REF every tREFI) | per_bank (REFb every tREFIb)
