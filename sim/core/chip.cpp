@@ -1,5 +1,7 @@
 #include "chip.h"
 
+#include "../mem/dram.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -146,6 +148,18 @@ void Chip::attach_vcd(VcdWriter* vcd) {
   }
   vcd->add("hbm", "bytes_read", 64, [this] { return hbm.bytes_read(); });
   vcd->add("hbm", "bytes_written", 64, [this] { return hbm.bytes_written(); });
+  if (const dram::Dram* d = hbm.timing().dram()) {
+    // Per channel: 0 idle, 1 busy, 2 refreshing; commands queued; transactions waiting.
+    const HbmTiming* t = &hbm.timing();
+    for (uint32_t c = 0; c < d->channels(); ++c) {
+      const dram::Channel* ch = &d->channel(c);
+      const std::string s = fmt::format("hbm.ch{}", c);
+      vcd->add(s, "dram_state", 2, [ch, t] { return uint64_t(ch->state(t->memory_cycle())); });
+      vcd->add(s, "commands_queued", 16, [ch] { return uint64_t(ch->queued()); });
+      vcd->add(s, "transactions_waiting", 16, [ch] { return uint64_t(ch->waiting()); });
+      vcd->add(s, "activates", 64, [ch] { return ch->stats().activates; });
+    }
+  }
 }
 
 void Chip::sample_counters(uint64_t now) {
@@ -178,6 +192,11 @@ void Chip::attach_series(uint64_t every, bool fixed) {
   }
   column(-1, "hbm.bytes_read");
   column(-1, "hbm.bytes_written");
+  if (const dram::Dram* d = hbm.timing().dram())
+    for (uint32_t c = 0; c < d->channels(); ++c) {
+      column(kChannelColumn - int(c), fmt::format("hbm.channel{}.device_bytes", c));
+      channel_counter_names_.push_back(fmt::format("HBM channel {} bytes per cycle", c));
+    }
   row_base_.assign(series_.columns.size(), 0);
 }
 
@@ -192,6 +211,11 @@ std::vector<uint64_t> Chip::series_counters() const {
   }
   v.push_back(hbm.bytes_read());
   v.push_back(hbm.bytes_written());
+  if (const dram::Dram* d = hbm.timing().dram())
+    for (uint32_t c = 0; c < d->channels(); ++c) {
+      const dram::ChannelStats& s = d->channel(c).stats();
+      v.push_back((s.reads + s.writes) * d->params().request_bytes());
+    }
   return v;
 }
 
@@ -209,6 +233,9 @@ void Chip::series_row(uint64_t end) {
     if (trace_ && column_track_[i] >= 0)
       trace_->counter(column_track_[i], "busy %", row_start_, int64_t(100.0 * double(row.values[i]) / span + 0.5));
     if (column_track_[i] == -1) hbm_bytes += row.values[i];
+    if (trace_ && column_track_[i] <= kChannelColumn)
+      trace_->counter(-1, channel_counter_names_[size_t(kChannelColumn - column_track_[i])].c_str(), row_start_,
+                      int64_t(double(row.values[i]) / span + 0.5));
   }
   if (trace_) trace_->counter(-1, "HBM bytes per cycle", row_start_, int64_t(double(hbm_bytes) / span + 0.5));
   series_.rows.push_back(std::move(row));

@@ -90,7 +90,11 @@ class Chip : public sc_core::sc_module {
   bool fixed_ = false;
   uint64_t row_start_ = 0;
   std::vector<uint64_t> row_base_;
-  std::vector<int> column_track_;  // the trace track of a busy column; -1 HBM bytes, -2 MACs
+  // The trace track of a busy column; -1 HBM bytes, -2 MACs, kChannelColumn - c
+  // the device bytes of HBM channel c.
+  std::vector<int> column_track_;
+  static constexpr int kChannelColumn = -100;
+  std::vector<std::string> channel_counter_names_;
   std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
   bool progress_shown_ = false;
 };

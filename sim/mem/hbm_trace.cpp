@@ -70,12 +70,16 @@ std::vector<Line> parse_trace(const std::string& path) {
 
 }  // namespace
 
-TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineConfig& cfg, bool check) {
+TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineConfig& cfg, bool check, uint64_t max_cycles) {
   if (cfg.hbm.model != "detailed")
     throw Error(fmt::format("--hbm-trace replays through the detailed HBM model; this config has hbm.model = '{}' (use "
                             "--set hbm.model=detailed or --config hbm2)",
                             cfg.hbm.model));
   const std::vector<Line> trace = parse_trace(path);
+  const uint64_t limit = max_cycles ? max_cycles : ~uint64_t(0);
+  for (size_t i = 0; i < trace.size(); ++i)
+    if (trace[i].cycle >= limit)
+      throw CycleLimit(fmt::format("{}: request {} is at cycle {}, beyond the cycle limit of {}", path, i + 1, trace[i].cycle, limit));
   const auto wall0 = std::chrono::steady_clock::now();
   const isa::DramParams& p = cfg.hbm.detailed;
   dram::Dram mem(p);
@@ -91,7 +95,7 @@ TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineCo
     for (const auto& c : done) last_done = std::max(last_done, c.cycle);
     completed += done.size();
     done.clear();
-    if (check && checker.violation()) throw Error(*checker.violation());
+    if (check && checker.violation()) throw std::logic_error("internal error: " + *checker.violation());
     bool fed = false;
     if (next < trace.size() && trace[next].cycle <= cycle && mem.will_accept(trace[next].addr, trace[next].write)) {
       mem.add(next, trace[next].addr, trace[next].write, cycle + 1);
@@ -105,6 +109,7 @@ TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineCo
       after = std::max(after, t);
     }
     cycle = after;
+    if (cycle >= limit) throw CycleLimit(fmt::format("{}: the replay reached the cycle limit of {}", path, limit));
   }
   TraceReplayResult r;
   r.requests = trace.size();

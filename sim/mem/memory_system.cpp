@@ -104,6 +104,7 @@ class DetailedTiming : public HbmTiming {
 
   bool idle() const override { return live_bursts_ == 0; }
   const dram::Dram* dram() const override { return &dram_; }
+  uint64_t memory_cycle() const override { return mem_cycle_; }
   std::optional<std::string> violation() const override { return checker_.violation(); }
 
   void add_stats(nlohmann::json& hbm, nlohmann::json& noc, uint64_t cycles) const override {

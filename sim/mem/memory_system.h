@@ -54,8 +54,10 @@ class HbmTiming {
   virtual std::optional<std::string> violation() const { return std::nullopt; }
   // The model's own figures for stats.json's "hbm" (and "noc").
   virtual void add_stats(nlohmann::json& /*hbm*/, nlohmann::json& /*noc*/, uint64_t /*cycles*/) const {}
-  // For the detailed model: its DRAM (waveforms, counters); else null.
+  // For the detailed model: its DRAM (waveforms, counters) and the device
+  // cycle it has reached; else null and 0.
   virtual const dram::Dram* dram() const { return nullptr; }
+  virtual uint64_t memory_cycle() const { return 0; }
 
  protected:
   void known(HbmBurst* b) { sink_(b); }

@@ -58,7 +58,7 @@ std::string units_chart(const ReportInput& in) {
 std::string hbm_chart(const ReportInput& in) {
   std::vector<size_t> cols;
   for (size_t c = 0; c < in.series->columns.size(); ++c)
-    if (in.series->columns[c].rfind("hbm.", 0) == 0) cols.push_back(c);
+    if (in.series->columns[c] == "hbm.bytes_read" || in.series->columns[c] == "hbm.bytes_written") cols.push_back(c);
   if (in.series->rows.empty() || cols.empty() || in.peak_hbm_bytes_per_cycle <= 0) return "<p>No time series.</p>";
   const double W = 900, H = 180, left = 60, right = 10, top = 10, bottom = 25;
   const double total = double(in.series->rows.back().end), peak = in.peak_hbm_bytes_per_cycle;

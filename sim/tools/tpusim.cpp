@@ -118,7 +118,9 @@ int sc_main(int argc, char* argv[]) {
                  "with --stats F.json: a time series every N cycles in F.intervals.csv (busy cycles per unit, MACs, HBM bytes; "
                  "its rows add up to the totals)");
   app.add_option("--max-cycles", max_cycles,
-                 fmt::format("stop with an error (exit 3) after N cycles; 0: no limit (default {})", tpu::sim::kDefaultMaxCycles));
+                 fmt::format("stop with an error (exit 3) after N cycles; 0: no limit (default {}; with --hbm-trace, memory "
+                             "cycles, default {})",
+                             tpu::sim::kDefaultMaxCycles, tpu::sim::kDefaultTraceMaxCycles));
   app.add_option("--memory-budget", memory_budget,
                  "host memory the simulated memories may fill (8G, 512M, ...); a program touching more stops with exit 3 "
                  "(default " + memory_budget + ")");
@@ -142,7 +144,15 @@ int sc_main(int argc, char* argv[]) {
     if (!hbm_trace.empty()) {
       if (!program_path.empty()) throw tpu::cli::UsageError("give a program or --hbm-trace, not both");
       const tpu::sim::MachineConfig cfg = tpu::sim::load_config(config.empty() ? "hbm2" : config, settings);
-      const tpu::sim::TraceReplayResult r = tpu::sim::replay_hbm_trace(hbm_trace, cfg, !no_check);
+      const bool limit_given = app.count("--max-cycles") > 0;
+      tpu::sim::TraceReplayResult r;
+      try {
+        r = tpu::sim::replay_hbm_trace(hbm_trace, cfg, !no_check,
+                                       limit_given ? parse_cycles("--max-cycles", max_cycles) : tpu::sim::kDefaultTraceMaxCycles);
+      } catch (const tpu::sim::CycleLimit& e) {
+        spdlog::error("{}; --max-cycles N raises the limit, 0 removes it", e.what());
+        return 3;
+      }
       if (!stats_path.empty()) tpu::isa::write_file(stats_path, r.stats_json);
       if (!quiet)
         std::cout << fmt::format("tpusim: {} requests drained in {} memory cycles ({:.1f} ns) on {}\n", r.requests, r.drain_cycles,

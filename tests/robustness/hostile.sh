@@ -5,12 +5,12 @@
 #
 #   tests/robustness/hostile.sh BIN_DIR WORK_DIR [GROUP...]
 #
-# Groups: files config empty size hlo stablehlo asm writes runs compare (default: all).
+# Groups: files config empty size hlo stablehlo asm writes runs compare hbmtrace (default: all).
 set -uo pipefail
 BIN="$(cd "$1" && pwd)" WORK=$2
 shift 2
 GROUPS_TO_RUN=("$@")
-[ ${#GROUPS_TO_RUN[@]} -gt 0 ] || GROUPS_TO_RUN=(files config empty size hlo stablehlo asm writes runs compare)
+[ ${#GROUPS_TO_RUN[@]} -gt 0 ] || GROUPS_TO_RUN=(files config empty size hlo stablehlo asm writes runs compare hbmtrace)
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRC="$(cd "$HERE/../.." && pwd)"
 PY=${PYTHON:-python3}
@@ -478,6 +478,39 @@ group_compare() {
   "$BIN/tpu-compare" ninf.npy zero.npy >cmp.txt
   grep -q "max_abs inf" cmp.txt || fail "tpu-compare -inf vs 0: $(cat cmp.txt)"
   ONE_LINE=0 expect 1 "" 10 "$BIN/tpu-compare" ninf.npy zero.npy --tol 1e-3
+}
+
+# Memory traces for tpusim --hbm-trace: malformed lines name the line; an
+# empty trace drains at once; absurd cycles hit the cycle limit (exit 3).
+group_hbmtrace() {
+  : >empty.trace
+  expect 0 "" 10 "$BIN/tpusim" --hbm-trace empty.trace --stats empty.json
+  "$PY" -c "import json; h = json.load(open('empty.json'))['hbm']; assert h['requests'] == 0 and h['drain_cycles'] == 0, h" ||
+    fail "empty trace: $(cat empty.json)"
+  printf '# a comment\n\n0x40 READ 0\n0xZZ READ 1\n' >bad_addr.trace
+  expect 1 "^tpusim: error: bad_addr.trace:4: bad address 'ZZ'" 10 "$BIN/tpusim" --hbm-trace bad_addr.trace
+  printf '0x40 FETCH 0\n' >bad_kind.trace
+  expect 1 "^tpusim: error: bad_kind.trace:1: bad request kind 'FETCH'" 10 "$BIN/tpusim" --hbm-trace bad_kind.trace
+  printf '0x40 READ\n' >short.trace
+  expect 1 "^tpusim: error: short.trace:1: expected '0xADDRESS READ\|WRITE CYCLE'" 10 "$BIN/tpusim" --hbm-trace short.trace
+  printf '40 READ 0\n' >no_0x.trace
+  expect 1 "^tpusim: error: no_0x.trace:1: bad address '40'" 10 "$BIN/tpusim" --hbm-trace no_0x.trace
+  printf '0x40 READ 99999999999999999999\n' >big_cycle.trace
+  expect 1 "^tpusim: error: big_cycle.trace:1: bad cycle" 10 "$BIN/tpusim" --hbm-trace big_cycle.trace
+  printf '0xFFFFFFFFFFFFFFFFF READ 1\n' >big_addr.trace
+  expect 1 "^tpusim: error: big_addr.trace:1: bad address" 10 "$BIN/tpusim" --hbm-trace big_addr.trace
+  printf '0x40 READ 9999999999999999999\n' >far.trace
+  expect 3 "^tpusim: error: far.trace: request 1 is at cycle 9999999999999999999, beyond the cycle limit" 10 \
+    "$BIN/tpusim" --hbm-trace far.trace
+  printf '0x40 READ 2000000\n0xFFFFFFFFFFFFFFC0 WRITE 2000001\n' >late.trace
+  expect 0 "" 20 "$BIN/tpusim" --hbm-trace late.trace --max-cycles 0 --stats late.json
+  "$PY" -c "import json; h = json.load(open('late.json'))['hbm']; assert h['requests'] == 2 and h['drain_cycles'] > 2000000, h" ||
+    fail "a late trace: $(cat late.json)"
+  expect 1 "^tpusim: error: --hbm-trace replays through the detailed HBM model; this config has hbm.model = 'simple'" 10 \
+    "$BIN/tpusim" --hbm-trace late.trace --config tiny
+  expect 2 "^tpusim: error: give a program or --hbm-trace, not both" 10 "$BIN/tpusim" x.tpu --hbm-trace late.trace
+  expect 1 "^tpusim: error: .*missing.trace" 10 "$BIN/tpusim" --hbm-trace missing.trace
+  expect 1 "^tpusim: error: " 10 "$BIN/tpusim" --hbm-trace /dev/zero
 }
 
 for g in "${GROUPS_TO_RUN[@]}"; do

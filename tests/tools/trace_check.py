@@ -59,7 +59,11 @@ def check_series(stats_path, csv_path):
             continue
         total = sum(int(r[col]) for r in rows)
         unit, field = col.rsplit(".", 1)
-        want = stats["hbm"][field] if unit == "hbm" else stats["units"][unit][field]
+        if unit.startswith("hbm.channel"):  # a channel's device bytes (detailed model)
+            ch = stats["hbm"]["channels"][int(unit[len("hbm.channel"):])]
+            want = ch["device_bytes_read"] + ch["device_bytes_written"]
+        else:
+            want = stats["hbm"][field] if unit == "hbm" else stats["units"][unit][field]
         if total != want:
             print(f"{col}: the rows add up to {total}, stats.json says {want}")
             bad += 1

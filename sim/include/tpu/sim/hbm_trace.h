@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "tpu/isa/error.h"
 #include "tpu/isa/machine.h"
 
 namespace tpu::sim {
@@ -15,8 +16,18 @@ struct TraceReplayResult {
   double wall_seconds = 0;
 };
 
+// Memory cycles a replay may take unless told otherwise (10 s of HBM2 time;
+// an idle stretch costs about a microsecond of host time per refresh).
+inline constexpr uint64_t kDefaultTraceMaxCycles = 10'000'000'000ull;
+
+struct CycleLimit : Error {
+  using Error::Error;
+};
+
 // Throws Error for a malformed trace (naming the line) and for a timing
-// violation the checker found (`check`).
-TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineConfig& cfg, bool check = true);
+// violation the checker found (`check`); CycleLimit when a request's cycle or
+// the replay passes `max_cycles` (0: no limit).
+TraceReplayResult replay_hbm_trace(const std::string& path, const isa::MachineConfig& cfg, bool check = true,
+                                   uint64_t max_cycles = kDefaultTraceMaxCycles);
 
 }  // namespace tpu::sim
