@@ -1163,7 +1163,10 @@ class Emitter {
         tensor_inputs.push_back(nd.input);
     int64_t per_vec = L_ * dtype_bytes(od);
     for (int i : tensor_inputs) per_vec += L_ * dtype_bytes(p_.type(k.inputs[i]).dtype);
-    const RegPlan rp = regplan(e, 4);
+    // Two register banks of up to 4 vectors each: a group's loads overlap
+    // the previous group's arithmetic and stores (Pipeliner).
+    const RegPlan rp = regplan(e, 8);
+    const int group = std::max(1, rp.unroll / 2);
     int64_t cv = std::min<int64_t>(nvec, std::max<int64_t>(1, int64_t(vmem_budget() / 2 / uint64_t(per_vec + 64)) - 2));
     cv = std::min<int64_t>(cv, 128);
     const int64_t chunks = ceil_div(nvec, cv);
@@ -1193,8 +1196,11 @@ class Emitter {
       if (c >= 2) wait("vpu", st, stores_through[c - 2]);
       if (c == 0) hoist(e, rp, pre);
       const int64_t nv = ceil_div(end - b, L_);
-      for (int64_t q = 0; q < nv; q += rp.unroll) {
-        const int U = int(std::min<int64_t>(rp.unroll, nv - q));
+      Pipeliner pipe{*this, {}};
+      for (int64_t q = 0, g = 0; q < nv; q += group, ++g) {
+        const int U = int(std::min<int64_t>(group, nv - q));
+        const int u0 = rp.unroll >= 2 ? int(g % 2) * group : 0;
+        pipe.group([&] {
         eval(e, rp, U, [&](int u, const Node& nd, int r) {
           const int64_t vec = q + u;
           if (nd.leaf == Leaf::input) {
@@ -1209,10 +1215,12 @@ class Emitter {
             const int64_t index = (b + vec * L_) / int64_t(nd.value);
             col_splat(r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
           }
-        });
+        }, u0);
         for (int u = 0; u < U; ++u)
-          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+        });
       }
+      pipe.flush();
       signal("vpu", vd);
       wait("dma", vd, c + 1);
       dma_st(p_.addr[k.out] + uint64_t(b * dtype_bytes(od)), out_buf[s], uint64_t((end - b) * dtype_bytes(od)), st);
