@@ -103,6 +103,9 @@ Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map
   ranks_.resize(p.ranks);
   queues_.resize(per_bank_queues_ ? banks_.size() : p.ranks);
   queue_ready_.assign(queues_.size(), 0);
+  mix_.assign(queues_.size(), Mix{});
+  refresh_every_ = all_bank_refresh_ ? std::max<uint64_t>(1, p.tREFI / p.ranks) : p.tREFIb;
+  next_refresh_ = refresh_every_;
 }
 
 size_t Channel::bank_index(const Location& l) const {
@@ -270,11 +273,11 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
   for (int k = 0; k < n; ++k) {
     rr_ = (rr_ + 1) % n;
     const auto& q = queues_[size_t(rr_)];
-    if (q.empty() || queue_ready_[size_t(rr_)] > cycle) continue;
+    if (q.empty() || queue_ready_[size_t(rr_)] > cycle || timing_bound(size_t(rr_)) > cycle) continue;
     uint64_t earliest = kNever;
     for (size_t i = 0; i < q.size(); ++i) {
       const Entry& e = q[i];
-      if (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh) {
+      if (refreshes_waiting_ && (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh)) {
         earliest = 0;  // held by a refresh: look again every cycle
         continue;
       }
@@ -300,7 +303,40 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
   return {};
 }
 
-void Channel::forget_ready(const Location& at) { queue_ready_[size_t(queue_index(at))] = 0; }
+void Channel::forget_ready(const Location& at) {
+  const size_t q = size_t(queue_index(at));
+  queue_ready_[q] = 0;
+  if (!per_bank_queues_) return;
+  // A per-bank queue: what its entries need now (timing_bound).
+  Mix& m = mix_[q];
+  m = Mix{};
+  const Bank& b = banks_[q];
+  for (const Entry& e : queues_[q]) {
+    if (!b.open || e.at.row != b.row) ++m.others;
+    else if (is_read(e.cmd)) ++m.reads;
+    else ++m.writes;
+  }
+}
+
+// For a per-bank queue, the first cycle any of its entries' next commands
+// meets the timing rules, exactly (0 for a per-rank queue: unknown).
+uint64_t Channel::timing_bound(size_t q) const {
+  if (!per_bank_queues_) return 0;
+  const Bank& b = banks_[q];
+  if (refreshes_waiting_ && (b.refresh || ranks_[q / banks_per_rank_].refresh)) return 0;
+  const Mix& m = mix_[q];
+  if (!b.open) {
+    uint64_t t = b.earliest[int(Cmd::ACT)];
+    const auto& acts = ranks_[q / banks_per_rank_].acts;
+    if (acts.size() >= 4) t = std::max(t, acts[acts.size() - 4] + p_.tFAW);
+    return t;
+  }
+  uint64_t t = kNever;
+  if (m.reads) t = std::min(t, b.earliest[int(closed_page_ ? Cmd::RDA : Cmd::RD)]);
+  if (m.writes) t = std::min(t, b.earliest[int(closed_page_ ? Cmd::WRA : Cmd::WR)]);
+  if (m.others) t = std::min(t, b.earliest[int(Cmd::PRE)]);
+  return t;
+}
 
 // A waiting refresh: close the rank's (or bank's) rows, then refresh.
 Channel::Pick Channel::pick_refresh(uint64_t cycle) const {
@@ -329,10 +365,6 @@ Channel::Pick Channel::pick_refresh(uint64_t cycle) const {
 
 void Channel::issue(const Pick& p, uint64_t cycle) {
   if (listener_) listener_->command(cycle, p.cmd, p.at);
-  if (p.cmd == Cmd::PREA || p.cmd == Cmd::REF)
-    std::fill(queue_ready_.begin(), queue_ready_.end(), 0);
-  else
-    forget_ready(p.at);  // the bank's state, its hits or its queue changed
   Bank& b = banks_[bank_index(p.at)];
   const size_t rank_first = size_t(p.at.rank) * banks_per_rank_;
   switch (p.cmd) {
@@ -356,14 +388,16 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       break;
     case Cmd::REF:
       ranks_[p.at.rank].refresh = false;
+      --refreshes_waiting_;
       ranks_[p.at.rank].refreshing_until = cycle + p_.tRFC;
       ++stats_.refreshes;
-      stats_.refresh_cycles += cycle - ranks_[p.at.rank].refresh_since + p_.tRFC;
+      stats_.refresh_bank_cycles += (cycle - ranks_[p.at.rank].refresh_since + p_.tRFC) * banks_per_rank_;
       break;
     case Cmd::REFb:
       b.refresh = false;
+      --refreshes_waiting_;
       ++stats_.refreshes;
-      stats_.refresh_cycles += p_.tRFCb;
+      stats_.refresh_bank_cycles += p_.tRFCb;
       break;
     default: {  // a column command
       auto& q = queues_[size_t(p.queue)];
@@ -395,6 +429,12 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
     }
   }
   update_timing(p.cmd, p.at, cycle);
+  if (p.cmd == Cmd::PREA || p.cmd == Cmd::REF)
+    for (size_t b = 0; b < banks_.size(); b += per_bank_queues_ ? 1 : banks_per_rank_)
+      forget_ready(Location{index_, uint32_t(b / banks_per_rank_), uint32_t(b % banks_per_rank_ / p_.banks_per_group),
+                            uint32_t(b % p_.banks_per_group), 0, 0});
+  else
+    forget_ready(p.at);  // the bank's state, its hits or its queue changed
 }
 
 // One transaction a cycle moves into its command queue: reads first; the
@@ -447,18 +487,19 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
   if (queued_ > 0 && cycle > bus_free_) stats_.act_wait_cycles += cycle - std::max(bus_free_, cycle - gap);
   last_tick_ = cycle;
   return_data(cycle, done);
-  if (all_bank_refresh_) {
-    const uint64_t every = std::max<uint64_t>(1, p_.tREFI / p_.ranks);
-    if (cycle > 0 && cycle % every == 0) {
+  if (cycle >= next_refresh_) {  // next_event never lets a channel sleep past it
+    if (all_bank_refresh_) {
       ranks_[next_refresh_rank_].refresh = true;
       ranks_[next_refresh_rank_].refresh_since = cycle;
       next_refresh_rank_ = (next_refresh_rank_ + 1) % uint32_t(ranks_.size());
+    } else {
+      banks_[next_refresh_bank_].refresh = true;
+      next_refresh_bank_ = (next_refresh_bank_ + 1) % uint32_t(banks_.size());
     }
-  } else if (cycle > 0 && cycle % p_.tREFIb == 0) {
-    banks_[next_refresh_bank_].refresh = true;
-    next_refresh_bank_ = (next_refresh_bank_ + 1) % uint32_t(banks_.size());
+    ++refreshes_waiting_;
+    next_refresh_ += refresh_every_;
   }
-  Pick first = pick_refresh(cycle);
+  Pick first = refreshes_waiting_ ? pick_refresh(cycle) : Pick{};
   if (!first.valid) first = pick_from_queues(cycle);
   if (first.valid) {
     issue(first, cycle);
@@ -479,15 +520,10 @@ uint64_t Channel::next_event(uint64_t cycle) const {
   // full: then only an issued command (below) makes room.
   if ((!read_q_.empty() || !write_buf_.empty()) && !stuck_) return cycle;
   uint64_t t = kNever;
-  for (const Rank& r : ranks_)
-    if (r.refresh) return cycle;
-  for (const Bank& b : banks_)
-    if (b.refresh) return cycle;
+  if (refreshes_waiting_) return cycle;
   for (size_t k = 0; k < queues_.size(); ++k)
-    if (!queues_[k].empty()) t = std::min(t, queue_ready_[k]);
-  const uint64_t every = all_bank_refresh_ ? std::max<uint64_t>(1, p_.tREFI / p_.ranks) : p_.tREFIb;
-  const uint64_t refresh = std::max<uint64_t>(every, (cycle + every - 1) / every * every);  // the next request
-  return std::max(std::min(t, refresh), cycle);
+    if (!queues_[k].empty()) t = std::min(t, std::max(queue_ready_[k], timing_bound(k)));
+  return std::max(std::min(t, next_refresh_), cycle);
 }
 
 bool Channel::idle() const { return read_q_.empty() && write_buf_.empty() && queued_ == 0 && returns_.empty(); }
@@ -546,7 +582,7 @@ ChannelStats Dram::total() const {
     t.reads += s.reads, t.writes += s.writes, t.read_cmds += s.read_cmds, t.write_cmds += s.write_cmds;
     t.row_hits += s.row_hits, t.row_misses += s.row_misses, t.row_conflicts += s.row_conflicts;
     t.activates += s.activates, t.precharges += s.precharges, t.refreshes += s.refreshes;
-    t.data_cycles += s.data_cycles, t.refresh_cycles += s.refresh_cycles, t.turnarounds += s.turnarounds;
+    t.data_cycles += s.data_cycles, t.refresh_bank_cycles += s.refresh_bank_cycles, t.turnarounds += s.turnarounds;
     t.act_wait_cycles += s.act_wait_cycles, t.queue_occupancy += s.queue_occupancy, t.cycles = std::max(t.cycles, s.cycles);
     t.read_latency.merge(s.read_latency);
   }

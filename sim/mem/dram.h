@@ -82,7 +82,7 @@ struct ChannelStats {
   uint64_t row_conflicts = 0;  // ... that needed another row closed first
   uint64_t activates = 0, precharges = 0, refreshes = 0;
   uint64_t data_cycles = 0;        // cycles the data bus carried data
-  uint64_t refresh_cycles = 0;     // cycles from a refresh's request until its tRFC has passed
+  uint64_t refresh_bank_cycles = 0;  // bank-cycles from a refresh's request until its tRFC (tRFCb) has passed
   uint64_t turnarounds = 0;        // column commands that switched between read and write
   uint64_t act_wait_cycles = 0;    // cycles with commands queued and the data bus idle (activates, precharges, timing)
   uint64_t queue_occupancy = 0;    // sum over cycles of the commands queued
@@ -160,7 +160,7 @@ class Channel {
   bool ready(Cmd c, const Location& at, uint64_t cycle) const;
   uint64_t ready_at(Cmd c, const Location& at) const;
   Pick pick_from_queues(uint64_t cycle);
-  void forget_ready(const Location& at);  // a bank changed state: its queue's bound is stale
+  void forget_ready(const Location& at);  // a bank or its queue changed: its queue's bounds are stale
   Pick pick_refresh(uint64_t cycle) const;
   bool precharge_allowed(const std::vector<Entry>& q, size_t i) const;
   void issue(const Pick& p, uint64_t cycle);
@@ -184,6 +184,13 @@ class Channel {
   // only ever moves later, so it stays a lower bound until a bank of the
   // queue changes state (recomputed then) or an entry joins (lowered).
   std::vector<uint64_t> queue_ready_;
+  // Per per-bank queue: its entries that hit the open row, by kind, and the
+  // others (they need an activate or a precharge first).
+  struct Mix {
+    uint32_t reads = 0, writes = 0, others = 0;
+  };
+  std::vector<Mix> mix_;
+  uint64_t timing_bound(size_t q) const;
   uint32_t queued_ = 0;
   int rr_ = 0;  // round robin over command queues
   std::deque<Trans> read_q_, write_buf_;
@@ -193,6 +200,8 @@ class Channel {
   std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> returns_;
   std::unordered_map<uint64_t, uint64_t> read_added_;  // id -> accepted cycle
   uint32_t next_refresh_rank_ = 0, next_refresh_bank_ = 0;
+  uint64_t refresh_every_ = 0, next_refresh_ = 0;  // a refresh is due every refresh_every_ cycles, next at next_refresh_
+  uint32_t refreshes_waiting_ = 0;                 // ranks and banks whose refresh waits
   uint64_t last_tick_ = 0;
   bool last_column_write_ = false, any_column_ = false;
   uint64_t bus_free_ = 0;  // the data bus is idle from this cycle
