@@ -17,8 +17,7 @@ DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig
 
 void DmaEngine::complete(uint64_t now) {
   while (HbmBurst* landed = hbm_.next_landed(core_, now)) {
-    const auto it = in_flight_.find(landed);
-    Burst& burst = *it->second;
+    Burst& burst = bursts_[landed->tag];
     HbmBurst& b = burst.hbm;
     if (b.write) {
       hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
@@ -29,8 +28,8 @@ void DmaEngine::complete(uint64_t now) {
     }
     bytes_moved_ += b.bytes;
     --burst.transfer->in_flight;
-    bursts_.erase(it->second);
-    in_flight_.erase(it);
+    b.data.clear();
+    free_slots_.push_back(landed->tag);
   }
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
@@ -61,9 +60,16 @@ void DmaEngine::emit(uint64_t now) {
       t.offset += n;
       if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
       ++t.in_flight;
-      bursts_.push_back({&t, std::move(b)});
-      in_flight_[&bursts_.back().hbm] = std::prev(bursts_.end());
-      hbm_.request(core_, now, &bursts_.back().hbm);
+      size_t slot = bursts_.size();
+      if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+        bursts_[slot] = {&t, std::move(b)};
+      } else {
+        bursts_.push_back({&t, std::move(b)});
+      }
+      bursts_[slot].hbm.tag = slot;
+      hbm_.request(core_, now, &bursts_[slot].hbm);
     }
     if (sent == cfg_.dma.bursts_per_cycle) return;
   }

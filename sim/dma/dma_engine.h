@@ -8,8 +8,6 @@
 #include <systemc>
 
 #include <deque>
-#include <list>
-#include <unordered_map>
 
 #include "../core/queued_unit.h"
 #include "../mem/memory_system.h"
@@ -54,8 +52,10 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     Transfer* transfer;
     HbmBurst hbm;
   };
-  std::list<Burst> bursts_;  // in flight; they may land in any order
-  std::unordered_map<const HbmBurst*, std::list<Burst>::iterator> in_flight_;
+  // In flight, by slot (HbmBurst::tag; a deque keeps them in place); they
+  // may land in any order.
+  std::deque<Burst> bursts_;
+  std::vector<size_t> free_slots_;
   uint64_t bytes_moved_ = 0;
   std::vector<uint8_t> landing_;  // a load burst on its way from HBM to VMEM
 };

@@ -103,6 +103,10 @@ Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map
   ranks_.resize(p.ranks);
   queues_.resize(per_bank_queues_ ? banks_.size() : p.ranks);
   queue_ready_.assign(queues_.size(), 0);
+  read_q_.resize(queues_.size());
+  write_buf_.resize(queues_.size());
+  pending_reads_.reserve(4 * p.trans_queue_depth);
+  pending_writes_.reserve(4 * p.write_buffer);
   mix_.assign(queues_.size(), Mix{});
   refresh_every_ = all_bank_refresh_ ? std::max<uint64_t>(1, p.tREFI / p.ranks) : p.tREFIb;
   next_refresh_ = refresh_every_;
@@ -122,24 +126,24 @@ bool Channel::will_accept(bool write) const {
 
 void Channel::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
   const Trans t{id, addr, map_.decode(addr), write, cycle};
+  sched_dirty_ = true;
   if (write) {
     ++stats_.writes;
     if (pending_writes_[addr]++ == 0) {
-      write_buf_.push_back(t);
+      write_buf_.push(size_t(queue_index(t.at)), t);
     } else {
-      complete(id, cycle + 1);  // merged into the buffered write of the same address
+      complete(id, cycle + 1, false, cycle);  // merged into the buffered write of the same address
     }
     return;
   }
   ++stats_.reads;
-  read_added_[id] = cycle;
   if (pending_writes_.count(addr)) {  // served from the write buffer
-    complete(id, cycle + 1);
+    complete(id, cycle + 1, true, cycle);
     return;
   }
-  auto& waiting = pending_reads_[addr];
-  waiting.emplace_back(id, cycle);
-  if (waiting.size() == 1) read_q_.push_back(t);
+  const auto [it, first] = pending_reads_.try_emplace(addr, Waiting{id, cycle, {}});
+  if (first) read_q_.push(size_t(queue_index(t.at)), t);
+  else it->second.more.emplace_back(id, cycle);
 }
 
 Cmd Channel::required(const Entry& e) const {
@@ -404,6 +408,7 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       const Entry e = q[p.entry];
       q.erase(q.begin() + std::ptrdiff_t(p.entry));
       --queued_;
+      sched_dirty_ = true;
       if (b.hits > 0) ++stats_.row_hits;
       else if (b.conflict) ++stats_.row_conflicts;
       else ++stats_.row_misses;
@@ -417,12 +422,14 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       bus_free_ = std::max(bus_free_, cycle + p_.burst_cycles());
       if (write) {
         ++stats_.write_cmds;
-        complete(e.id, cycle + p_.CWL + p_.burst_cycles());
+        complete(e.id, cycle + p_.CWL + p_.burst_cycles(), false, 0);
         pending_writes_.erase(e.addr);  // writes merged into it were done when they arrived
       } else {
         ++stats_.read_cmds;
         auto it = pending_reads_.find(e.addr);
-        for (const auto& [id, added] : it->second) complete(id, cycle + p_.CL + p_.burst_cycles());
+        const uint64_t at = cycle + p_.CL + p_.burst_cycles();
+        complete(it->second.id, at, true, it->second.added);
+        for (const auto& [id, added] : it->second.more) complete(id, at, true, added);
         pending_reads_.erase(it);
       }
       if (p.cmd == Cmd::RDA || p.cmd == Cmd::WRA) b.open = false;
@@ -441,40 +448,39 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
 // write buffer drains when full, when enough writes wait and no read does,
 // or when nothing else is left to do.
 bool Channel::schedule_transaction() {
+  if (!sched_dirty_) return false;  // nothing it looks at has changed since it last failed
   if (write_draining_ == 0 && !write_buf_.empty() &&
       (write_buf_.size() >= p_.write_buffer ||
        (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0))))
     write_draining_ = uint32_t(write_buf_.size());
   auto& from = write_draining_ > 0 ? write_buf_ : read_q_;
-  for (auto it = from.begin(); it != from.end(); ++it) {
-    auto& q = queues_[size_t(queue_index(it->at))];
-    if (q.size() >= p_.cmd_queue_depth) continue;
-    if (it->write) {
-      if (pending_reads_.count(it->addr)) {  // a read of this address goes first
+  const int k = from.oldest([&](size_t q) { return queues_[q].size() < p_.cmd_queue_depth; });
+  if (k >= 0) {
+    const Trans t = from.front(k);
+    if (t.write) {
+      if (pending_reads_.count(t.addr)) {  // a read of this address goes first: reads move from the next cycle
         write_draining_ = 0;
         return false;
       }
       --write_draining_;
     }
-    const Cmd c = it->write ? (closed_page_ ? Cmd::WRA : Cmd::WR) : (closed_page_ ? Cmd::RDA : Cmd::RD);
-    q.push_back({c, it->at, it->addr, it->id});
-    forget_ready(it->at);
+    const Cmd c = t.write ? (closed_page_ ? Cmd::WRA : Cmd::WR) : (closed_page_ ? Cmd::RDA : Cmd::RD);
+    queues_[size_t(k)].push_back({c, t.at, t.addr, t.id});
+    forget_ready(t.at);
     ++queued_;
-    from.erase(it);
+    from.pop(k);
     return true;
   }
+  sched_dirty_ = false;
   return false;
 }
 
 void Channel::return_data(uint64_t cycle, std::vector<Completion>& done) {
   while (!returns_.empty() && returns_.top().cycle <= cycle) {
-    const Completion c = returns_.top();
+    const Return r = returns_.top();
     returns_.pop();
-    if (auto it = read_added_.find(c.id); it != read_added_.end()) {
-      stats_.read_latency.add(c.cycle - it->second);
-      read_added_.erase(it);
-    }
-    done.push_back(c);
+    if (r.read) stats_.read_latency.add(r.cycle - r.added);
+    done.push_back({r.id, r.cycle});
   }
 }
 
@@ -500,7 +506,7 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
     next_refresh_ += refresh_every_;
   }
   Pick first = refreshes_waiting_ ? pick_refresh(cycle) : Pick{};
-  if (!first.valid) first = pick_from_queues(cycle);
+  if (!first.valid && (refreshes_waiting_ || cycle >= cmd_ready_)) first = pick_from_queues(cycle);
   if (first.valid) {
     issue(first, cycle);
     if (p_.dual_command) {  // HBM: a row and a column command in one cycle
@@ -509,6 +515,9 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
     }
   }
   stuck_ = !schedule_transaction();
+  cmd_ready_ = kNever;
+  for (size_t k = 0; k < queues_.size(); ++k)
+    if (!queues_[k].empty()) cmd_ready_ = std::min(cmd_ready_, std::max(queue_ready_[k], timing_bound(k)));
   if (queued_ > 0 && cycle >= bus_free_) ++stats_.act_wait_cycles;
   stats_.queue_occupancy += queued_;
   ++stats_.cycles;
@@ -521,9 +530,7 @@ uint64_t Channel::next_event(uint64_t cycle) const {
   if ((!read_q_.empty() || !write_buf_.empty()) && !stuck_) return cycle;
   uint64_t t = kNever;
   if (refreshes_waiting_) return cycle;
-  for (size_t k = 0; k < queues_.size(); ++k)
-    if (!queues_[k].empty()) t = std::min(t, std::max(queue_ready_[k], timing_bound(k)));
-  return std::max(std::min(t, next_refresh_), cycle);
+  return std::max(std::min(std::min(t, cmd_ready_), next_refresh_), cycle);
 }
 
 bool Channel::idle() const { return read_q_.empty() && write_buf_.empty() && queued_ == 0 && returns_.empty(); }

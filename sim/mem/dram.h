@@ -125,6 +125,40 @@ class Channel {
     Location at;
     bool write;
     uint64_t added;
+    uint64_t seq = 0;  // arrival order
+  };
+  // Transactions waiting for their command queue, kept per command queue so
+  // that the oldest one whose queue has room is found without scanning
+  // the others.
+  class TransQueue {
+   public:
+    void resize(size_t queues) { q_.resize(queues); }
+    void push(size_t queue, Trans t) {
+      t.seq = seq_++;
+      q_[queue].push_back(t);
+      ++n_;
+    }
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    // The command queue whose oldest transaction is the oldest of those
+    // whose queue has room (room(queue)), or -1.
+    template <typename Room>
+    int oldest(Room room) const {
+      int best = -1;
+      for (size_t k = 0; k < q_.size(); ++k)
+        if (!q_[k].empty() && (best < 0 || q_[k].front().seq < q_[size_t(best)].front().seq) && room(k)) best = int(k);
+      return best;
+    }
+    Trans& front(int queue) { return q_[size_t(queue)].front(); }
+    void pop(int queue) {
+      q_[size_t(queue)].pop_front();
+      --n_;
+    }
+
+   private:
+    std::vector<std::deque<Trans>> q_;
+    uint64_t seq_ = 0;
+    size_t n_ = 0;
   };
   struct Entry {
     Cmd cmd;  // RD, WR, RDA or WRA
@@ -168,7 +202,8 @@ class Channel {
   // Whether a transaction moved; if not, none will until a command issues
   // or a request arrives.
   bool schedule_transaction();
-  void complete(uint64_t id, uint64_t at) { returns_.push({id, at}); }
+  // A request done at `at`; a read's latency counts from `added`.
+  void complete(uint64_t id, uint64_t at, bool read, uint64_t added) { returns_.push({at, id, added, read}); }
 
   const uint32_t index_;
   const isa::DramParams p_;
@@ -193,12 +228,20 @@ class Channel {
   uint64_t timing_bound(size_t q) const;
   uint32_t queued_ = 0;
   int rr_ = 0;  // round robin over command queues
-  std::deque<Trans> read_q_, write_buf_;
-  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> pending_reads_;  // addr -> (id, added)
+  TransQueue read_q_, write_buf_;
+  struct Waiting {  // the reads of one address (a second one rides on the first)
+    uint64_t id, added;
+    std::vector<std::pair<uint64_t, uint64_t>> more;  // (id, added)
+  };
+  std::unordered_map<uint64_t, Waiting> pending_reads_;
   std::unordered_map<uint64_t, uint32_t> pending_writes_;
   uint32_t write_draining_ = 0;
-  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> returns_;
-  std::unordered_map<uint64_t, uint64_t> read_added_;  // id -> accepted cycle
+  struct Return {
+    uint64_t cycle, id, added;
+    bool read;
+    bool operator>(const Return& o) const { return cycle != o.cycle ? cycle > o.cycle : id > o.id; }
+  };
+  std::priority_queue<Return, std::vector<Return>, std::greater<Return>> returns_;
   uint32_t next_refresh_rank_ = 0, next_refresh_bank_ = 0;
   uint64_t refresh_every_ = 0, next_refresh_ = 0;  // a refresh is due every refresh_every_ cycles, next at next_refresh_
   uint32_t refreshes_waiting_ = 0;                 // ranks and banks whose refresh waits
@@ -206,6 +249,8 @@ class Channel {
   bool last_column_write_ = false, any_column_ = false;
   uint64_t bus_free_ = 0;  // the data bus is idle from this cycle
   bool stuck_ = false;     // the last tick moved no transaction (see schedule_transaction)
+  bool sched_dirty_ = true;  // a transaction arrived or a command left its queue since schedule_transaction failed
+  uint64_t cmd_ready_ = 0;   // no queued command is legal before this cycle (as of the end of the last tick)
   ChannelStats stats_;
 };
 

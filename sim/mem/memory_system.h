@@ -31,6 +31,7 @@ class Dram;
 
 struct HbmBurst {
   int requester = 0;
+  uint64_t tag = 0;  // the requester's own (the DMA engine's slot)
   bool write = false;
   uint64_t hbm_addr = 0;
   uint64_t vmem_addr = 0;
