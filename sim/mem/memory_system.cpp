@@ -1,7 +1,5 @@
 #include "memory_system.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <deque>
 
@@ -102,7 +100,6 @@ class DetailedTiming : public HbmTiming {
     }
   }
 
-  bool idle() const override { return live_bursts_ == 0; }
   const dram::Dram* dram() const override { return &dram_; }
   uint64_t memory_cycle() const override { return mem_cycle_; }
   std::optional<std::string> violation() const override { return checker_.violation(); }
@@ -165,7 +162,6 @@ class DetailedTiming : public HbmTiming {
     return id;
   }
   uint32_t alloc_burst() {
-    ++live_bursts_;
     if (free_bursts_.empty()) {
       bursts_.emplace_back();
       return uint32_t(bursts_.size() - 1);
@@ -232,7 +228,6 @@ class DetailedTiming : public HbmTiming {
       b.burst->done_cycle = b.done;
       known(b.burst);
       free_bursts_.push_back(pc.burst);
-      --live_bursts_;
     }
     free_pieces_.push_back(c.id);
   }
@@ -247,7 +242,6 @@ class DetailedTiming : public HbmTiming {
   std::vector<uint32_t> free_pieces_;
   std::vector<BurstState> bursts_;
   std::vector<uint32_t> free_bursts_;
-  uint64_t live_bursts_ = 0;
   std::vector<std::vector<std::deque<Send>>> to_send_;  // per core, per channel
   std::vector<uint64_t> waiting_;                        // per core: requests in to_send_
   std::vector<size_t> next_channel_;                     // per core: round robin

@@ -50,7 +50,6 @@ class HbmTiming {
   virtual void request(int requester, uint64_t now, HbmBurst* b) = 0;
   // The end of core cycle `now` (every request of it has been made).
   virtual void end_cycle(uint64_t /*now*/) {}
-  virtual bool idle() const { return true; }
   // A broken timing constraint (the detailed model's checker), as one line.
   virtual std::optional<std::string> violation() const { return std::nullopt; }
   // The model's own figures for stats.json's "hbm" (and "noc").
