@@ -66,10 +66,10 @@ class DetailedTiming : public HbmTiming {
 
   void request(int requester, uint64_t now, HbmBurst* b) override {
     const uint64_t first = b->hbm_addr / req_bytes_, last = (b->hbm_addr + std::max<uint32_t>(b->bytes, 1) - 1) / req_bytes_;
-    const uint32_t slot = alloc_burst();
+    const uint32_t slot = alloc(bursts_, free_bursts_);
     bursts_[slot] = {b, uint32_t(last - first + 1), now + 1};
     for (uint64_t r = first; r <= last; ++r) {
-      const uint32_t id = alloc_piece();
+      const uint32_t id = alloc(pieces_, free_pieces_);
       pieces_[id] = {slot, r * req_bytes_, b->write, requester};
       to_send_[size_t(requester)][dram_.channel_of(r * req_bytes_)].push_back({id, now + cfg_.noc.hop_latency});
       ++waiting_[size_t(requester)];
@@ -152,22 +152,15 @@ class DetailedTiming : public HbmTiming {
     uint64_t to_memory = 0, from_memory = 0, stall_cycles = 0;
   };
 
-  uint32_t alloc_piece() {
-    if (free_pieces_.empty()) {
-      pieces_.emplace_back();
-      return uint32_t(pieces_.size() - 1);
+  // A slot of `pool`: a freed one, else a new one.
+  template <typename T>
+  static uint32_t alloc(std::vector<T>& pool, std::vector<uint32_t>& free) {
+    if (free.empty()) {
+      pool.emplace_back();
+      return uint32_t(pool.size() - 1);
     }
-    const uint32_t id = free_pieces_.back();
-    free_pieces_.pop_back();
-    return id;
-  }
-  uint32_t alloc_burst() {
-    if (free_bursts_.empty()) {
-      bursts_.emplace_back();
-      return uint32_t(bursts_.size() - 1);
-    }
-    const uint32_t id = free_bursts_.back();
-    free_bursts_.pop_back();
+    const uint32_t id = free.back();
+    free.pop_back();
     return id;
   }
 

@@ -487,18 +487,17 @@ group_hbmtrace() {
   expect 0 "" 10 "$BIN/tpusim" --hbm-trace empty.trace --stats empty.json
   "$PY" -c "import json; h = json.load(open('empty.json'))['hbm']; assert h['requests'] == 0 and h['drain_cycles'] == 0, h" ||
     fail "empty trace: $(cat empty.json)"
-  printf '# a comment\n\n0x40 READ 0\n0xZZ READ 1\n' >bad_addr.trace
-  expect 1 "^tpusim: error: bad_addr.trace:4: bad address 'ZZ'" 10 "$BIN/tpusim" --hbm-trace bad_addr.trace
-  printf '0x40 FETCH 0\n' >bad_kind.trace
-  expect 1 "^tpusim: error: bad_kind.trace:1: bad request kind 'FETCH'" 10 "$BIN/tpusim" --hbm-trace bad_kind.trace
-  printf '0x40 READ\n' >short.trace
-  expect 1 "^tpusim: error: short.trace:1: expected '0xADDRESS READ\|WRITE CYCLE'" 10 "$BIN/tpusim" --hbm-trace short.trace
-  printf '40 READ 0\n' >no_0x.trace
-  expect 1 "^tpusim: error: no_0x.trace:1: bad address '40'" 10 "$BIN/tpusim" --hbm-trace no_0x.trace
-  printf '0x40 READ 99999999999999999999\n' >big_cycle.trace
-  expect 1 "^tpusim: error: big_cycle.trace:1: bad cycle" 10 "$BIN/tpusim" --hbm-trace big_cycle.trace
-  printf '0xFFFFFFFFFFFFFFFFF READ 1\n' >big_addr.trace
-  expect 1 "^tpusim: error: big_addr.trace:1: bad address" 10 "$BIN/tpusim" --hbm-trace big_addr.trace
+  # bad_trace NAME CONTENT REGEX: the trace is refused with one line, exit 1.
+  bad_trace() {
+    printf "$2" >"$1.trace"
+    expect 1 "^tpusim: error: $1.trace:$3" 10 "$BIN/tpusim" --hbm-trace "$1.trace"
+  }
+  bad_trace bad_addr '# a comment\n\n0x40 READ 0\n0xZZ READ 1\n' "4: bad address 'ZZ'"
+  bad_trace bad_kind '0x40 FETCH 0\n' "1: bad request kind 'FETCH'"
+  bad_trace short '0x40 READ\n' "1: expected '0xADDRESS READ\\|WRITE CYCLE'"
+  bad_trace no_0x '40 READ 0\n' "1: bad address '40'"
+  bad_trace big_cycle '0x40 READ 99999999999999999999\n' "1: bad cycle"
+  bad_trace big_addr '0xFFFFFFFFFFFFFFFFF READ 1\n' "1: bad address"
   printf '0x40 READ 9999999999999999999\n' >far.trace
   expect 3 "^tpusim: error: far.trace: request 1 is at cycle 9999999999999999999, beyond the cycle limit" 10 \
     "$BIN/tpusim" --hbm-trace far.trace

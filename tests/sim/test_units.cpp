@@ -160,25 +160,20 @@ TEST_CASE("configs: presets load, every parameter is checked", "[config]") {
   CHECK(load_config("v4").hbm_peak_bytes_per_s() == Approx(32 * 16 * 2 / 0.833e-9));
   CHECK(load_config("hbm3").hbm_peak_bytes_per_s() == Approx(32 * 4 * 4 / 0.625e-9));
   CHECK(load_config("hbm2").hbm.detailed.capacity_bytes() == (uint64_t(8) << 30));
-  auto text = load_config("tiny").to_json();
-  auto bad = [&](const std::string& from, const std::string& to) {
-    std::string t = text;
+  // A preset's resolved text with one piece replaced.
+  auto edited = [](const std::string& preset, const std::string& from, const std::string& to) {
+    std::string t = load_config(preset).to_json();
     const auto at = t.find(from);
     REQUIRE(at != std::string::npos);
     return t.replace(at, from.size(), to);
   };
+  auto bad = [&](const std::string& from, const std::string& to) { return edited("tiny", from, to); };
   CHECK_THROWS_WITH(config_from_json(bad("\"queue_depth\": 8", "\"queue_depth\": 0"), "c.json"),
                     "c.json: core.queue_depth = 0 is outside 1..1024");
   CHECK_THROWS_WITH(config_from_json(bad("\"model\": \"simple\"", "\"model\": \"magic\""), "c.json"),
                     "c.json: hbm.model = 'magic' is not one of: detailed, ideal, simple");
   // The detailed model's device is checked too; a preset fills what a config leaves out.
-  const std::string v5e_text = load_config("v5e").to_json();
-  auto bad5 = [&](const std::string& from, const std::string& to) {
-    std::string t = v5e_text;
-    const auto at = t.find(from);
-    REQUIRE(at != std::string::npos);
-    return t.replace(at, from.size(), to);
-  };
+  auto bad5 = [&](const std::string& from, const std::string& to) { return edited("v5e", from, to); };
   CHECK_THROWS_WITH(config_from_json(bad5("\"channels\": 16", "\"channels\": 12"), "c.json"),
                     "c.json: hbm.detailed: organisation.channels = 12 is not a power of two");
   CHECK_THROWS_WITH(config_from_json(bad5("\"rorabgbachco\"", "\"rorabgbachro\""), "c.json"),
