@@ -277,7 +277,7 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
   for (int k = 0; k < n; ++k) {
     rr_ = (rr_ + 1) % n;
     const auto& q = queues_[size_t(rr_)];
-    if (q.empty() || queue_ready_[size_t(rr_)] > cycle || timing_bound(size_t(rr_)) > cycle) continue;
+    if (q.empty() || queue_ready_[size_t(rr_)] > cycle) continue;
     uint64_t earliest = kNever;
     for (size_t i = 0; i < q.size(); ++i) {
       const Entry& e = q[i];
@@ -515,9 +515,15 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
     }
   }
   stuck_ = !schedule_transaction();
+  // Each queue's bound, tightened by its exact timing (per-bank queues): it
+  // holds for the next cycles, timing only moving later, until the queue or
+  // its bank changes (forget_ready).
   cmd_ready_ = kNever;
   for (size_t k = 0; k < queues_.size(); ++k)
-    if (!queues_[k].empty()) cmd_ready_ = std::min(cmd_ready_, std::max(queue_ready_[k], timing_bound(k)));
+    if (!queues_[k].empty()) {
+      queue_ready_[k] = std::max(queue_ready_[k], timing_bound(k));
+      cmd_ready_ = std::min(cmd_ready_, queue_ready_[k]);
+    }
   if (queued_ > 0 && cycle >= bus_free_) ++stats_.act_wait_cycles;
   stats_.queue_occupancy += queued_;
   ++stats_.cycles;
