@@ -415,7 +415,10 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
       b.conflict = false;
       ++b.hits;
       const bool write = is_write(p.cmd);
-      if (any_column_ && write != last_column_write_) ++stats_.turnarounds;
+      if (any_column_ && write != last_column_write_) {
+        ++stats_.turnarounds;
+        stats_.turnaround_cycles += cycle > bus_free_ ? cycle - bus_free_ : 0;  // the bus idle before the switch
+      }
       any_column_ = true;
       last_column_write_ = write;
       stats_.data_cycles += p_.burst_cycles();
@@ -596,6 +599,7 @@ ChannelStats Dram::total() const {
     t.row_hits += s.row_hits, t.row_misses += s.row_misses, t.row_conflicts += s.row_conflicts;
     t.activates += s.activates, t.precharges += s.precharges, t.refreshes += s.refreshes;
     t.data_cycles += s.data_cycles, t.refresh_bank_cycles += s.refresh_bank_cycles, t.turnarounds += s.turnarounds;
+    t.turnaround_cycles += s.turnaround_cycles;
     t.act_wait_cycles += s.act_wait_cycles, t.queue_occupancy += s.queue_occupancy, t.cycles = std::max(t.cycles, s.cycles);
     t.read_latency.merge(s.read_latency);
   }

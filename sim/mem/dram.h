@@ -84,6 +84,7 @@ struct ChannelStats {
   uint64_t data_cycles = 0;        // cycles the data bus carried data
   uint64_t refresh_bank_cycles = 0;  // bank-cycles from a refresh's request until its tRFC (tRFCb) has passed
   uint64_t turnarounds = 0;        // column commands that switched between read and write
+  uint64_t turnaround_cycles = 0;  // data bus idle cycles right before those
   uint64_t act_wait_cycles = 0;    // cycles with commands queued and the data bus idle (activates, precharges, timing)
   uint64_t queue_occupancy = 0;    // sum over cycles of the commands queued
   uint64_t cycles = 0;

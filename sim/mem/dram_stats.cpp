@@ -26,6 +26,7 @@ nlohmann::json stats_json(const ChannelStats& s, const isa::DramParams& p, uint6
           {"refresh_fraction", frac(s.refresh_bank_cycles) / (double(p.ranks) * p.bankgroups * p.banks_per_group)},
           {"activate_wait_fraction", frac(s.act_wait_cycles)},
           {"turnarounds", s.turnarounds},
+          {"turnaround_fraction", frac(s.turnaround_cycles)},
           {"queue_occupancy_mean", s.cycles ? double(s.queue_occupancy) / double(s.cycles) : 0.0}};
 }
 
@@ -34,7 +35,8 @@ nlohmann::json stats_json(const Dram& d, uint64_t cycles) {
   nlohmann::json j = stats_json(total, d.params(), cycles);
   // Fractions of time are per channel; the totals give their mean.
   const double n = double(d.channels());
-  for (const char* k : {"data_bus_utilization", "refresh_fraction", "activate_wait_fraction"}) j[k] = j[k].get<double>() / n;
+  for (const char* k : {"data_bus_utilization", "refresh_fraction", "activate_wait_fraction", "turnaround_fraction"})
+    j[k] = j[k].get<double>() / n;
   nlohmann::json ch = nlohmann::json::array();
   for (uint32_t c = 0; c < d.channels(); ++c) ch.push_back(stats_json(d.channel(c).stats(), d.params(), cycles));
   j["channels"] = ch;
