@@ -101,6 +101,7 @@ Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map
       all_bank_refresh_(p.refresh == "all_bank") {
   banks_.resize(size_t(p.ranks) * banks_per_rank_);
   ranks_.resize(p.ranks);
+  for (Rank& r : ranks_) r.rd_bg.assign(p.bankgroups, 0), r.wr_bg.assign(p.bankgroups, 0), r.rrd_bg.assign(p.bankgroups, 0);
   queues_.resize(per_bank_queues_ ? banks_.size() : p.ranks);
   queue_ready_.assign(queues_.size(), 0);
   read_q_.resize(queues_.size());
@@ -171,12 +172,27 @@ uint64_t Channel::ready_at(Cmd c, const Location& at) const {
       return t;
     }
     case Cmd::ACT: {
-      uint64_t t = banks_[bank_index(at)].earliest[int(Cmd::ACT)];
+      uint64_t t = bank_ready(bank_index(at), Cmd::ACT);
       const auto& acts = ranks_[at.rank].acts;
       if (acts.size() >= 4) t = std::max(t, acts[acts.size() - 4] + p_.tFAW);
       return t;
     }
-    default: return banks_[bank_index(at)].earliest[int(c)];
+    default: return bank_ready(bank_index(at), c);
+  }
+}
+
+uint64_t Channel::bank_ready(size_t bank, Cmd c) const {
+  const uint64_t own = banks_[bank].earliest[int(c)];
+  const Rank& r = ranks_[bank / banks_per_rank_];
+  const size_t bg = bank % banks_per_rank_ / p_.banks_per_group;
+  switch (c) {
+    case Cmd::RD:
+    case Cmd::RDA: return std::max(own, r.rd_bg[bg]);
+    case Cmd::WR:
+    case Cmd::WRA: return std::max(own, r.wr_bg[bg]);
+    case Cmd::ACT:
+    case Cmd::REFb: return std::max(own, r.rrd_bg[bg]);
+    default: return own;
   }
 }
 
@@ -193,64 +209,60 @@ void Channel::update_timing(Cmd c, const Location& at, uint64_t cycle) {
   const uint64_t rd2rd_o = bc + p_.tRTRS, wr2wr_o = bc + p_.tWPRE;
   const uint64_t wr2pre = p_.CWL + bc + p_.tWR;
   const size_t me = bank_index(at);
-  auto bump = [&](size_t b, Cmd d, uint64_t delay) {
-    uint64_t& e = banks_[b].earliest[int(d)];
-    e = std::max(e, cycle + delay);
+  auto later = [&](uint64_t& e, uint64_t delay) { e = std::max(e, cycle + delay); };
+  auto bump = [&](size_t b, Cmd d, uint64_t delay) { later(banks_[b].earliest[int(d)], delay); };
+  auto rank_banks = [&](auto fn) {
+    for (size_t b = size_t(at.rank) * banks_per_rank_; b < size_t(at.rank + 1) * banks_per_rank_; ++b) fn(b);
   };
-  auto bump_reads = [&](size_t b, uint64_t d) { bump(b, Cmd::RD, d), bump(b, Cmd::RDA, d); };
-  auto bump_writes = [&](size_t b, uint64_t d) { bump(b, Cmd::WR, d), bump(b, Cmd::WRA, d); };
-  const size_t rank_first = size_t(at.rank) * banks_per_rank_;
-  for (size_t b = 0; b < banks_.size(); ++b) {
-    const bool same_rank = b >= rank_first && b < rank_first + banks_per_rank_;
-    const bool same_bg = same_rank && (b - rank_first) / p_.banks_per_group == at.bankgroup;
-    switch (c) {
-      case Cmd::RD:
-      case Cmd::RDA:
-        if (!same_rank) bump_reads(b, rd2rd_o), bump_writes(b, rd2wr_o);
-        else bump_reads(b, same_bg ? ccd_l : ccd_s), bump_writes(b, rd2wr);
-        if (b == me && c == Cmd::RD) bump(b, Cmd::PRE, p_.tRTP);
-        if (b == me && c == Cmd::RDA)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRTP + p_.tRP);
-        break;
-      case Cmd::WR:
-      case Cmd::WRA:
-        if (!same_rank) bump_reads(b, wr2rd_o), bump_writes(b, wr2wr_o);
-        else bump_reads(b, same_bg ? wr2rd_l : wr2rd_s), bump_writes(b, same_bg ? ccd_l : ccd_s);
-        if (b == me && c == Cmd::WR) bump(b, Cmd::PRE, wr2pre);
-        if (b == me && c == Cmd::WRA)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, wr2pre + p_.tRP);
-        break;
-      case Cmd::ACT:
-        if (b == me) {
-          bump(b, Cmd::ACT, p_.tRAS + p_.tRP);
-          bump_reads(b, p_.tRCDRD);
-          bump_writes(b, p_.tRCDWR);
-          bump(b, Cmd::PRE, p_.tRAS);
-          bump(b, Cmd::REF, p_.tRAS + p_.tRP);
-        } else if (same_rank) {
-          bump(b, Cmd::ACT, same_bg ? p_.tRRD_L : p_.tRRD_S);
-          bump(b, Cmd::REFb, same_bg ? p_.tRRD_L : p_.tRRD_S);
+  switch (c) {
+    case Cmd::RD:
+    case Cmd::RDA:
+    case Cmd::WR:
+    case Cmd::WRA: {
+      // Column to column, by bank group and rank.
+      const bool read = is_read(c);
+      for (uint32_t r = 0; r < ranks_.size(); ++r)
+        for (uint32_t g = 0; g < p_.bankgroups; ++g) {
+          const bool other = r != at.rank, same_bg = !other && g == at.bankgroup;
+          if (read) {
+            later(ranks_[r].rd_bg[g], other ? rd2rd_o : same_bg ? ccd_l : ccd_s);
+            later(ranks_[r].wr_bg[g], other ? rd2wr_o : rd2wr);
+          } else {
+            later(ranks_[r].rd_bg[g], other ? wr2rd_o : same_bg ? wr2rd_l : wr2rd_s);
+            later(ranks_[r].wr_bg[g], other ? wr2wr_o : same_bg ? ccd_l : ccd_s);
+          }
         }
-        break;
-      case Cmd::PRE:
-        if (b == me)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRP);
-        break;
-      case Cmd::PREA:
-        if (same_rank)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRP);
-        break;
-      case Cmd::REF:
-        if (same_rank)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRFC);
-        break;
-      case Cmd::REFb:
-        if (b == me)
-          for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRFCb);
-        else if (same_rank)
-          bump(b, Cmd::ACT, p_.tRRD_L), bump(b, Cmd::REFb, p_.tRRD_L);
-        break;
+      if (c == Cmd::RD) bump(me, Cmd::PRE, p_.tRTP);
+      if (c == Cmd::WR) bump(me, Cmd::PRE, wr2pre);
+      if (c == Cmd::RDA || c == Cmd::WRA)
+        for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(me, d, (c == Cmd::RDA ? p_.tRTP : wr2pre) + p_.tRP);
+      break;
     }
+    case Cmd::ACT:
+      bump(me, Cmd::ACT, p_.tRAS + p_.tRP);
+      for (Cmd d : {Cmd::RD, Cmd::RDA}) bump(me, d, p_.tRCDRD);
+      for (Cmd d : {Cmd::WR, Cmd::WRA}) bump(me, d, p_.tRCDWR);
+      bump(me, Cmd::PRE, p_.tRAS);
+      bump(me, Cmd::REF, p_.tRAS + p_.tRP);
+      for (uint32_t g = 0; g < p_.bankgroups; ++g) later(ranks_[at.rank].rrd_bg[g], g == at.bankgroup ? p_.tRRD_L : p_.tRRD_S);
+      break;
+    case Cmd::PRE:
+      for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(me, d, p_.tRP);
+      break;
+    case Cmd::PREA:
+      rank_banks([&](size_t b) {
+        for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRP);
+      });
+      break;
+    case Cmd::REF:
+      rank_banks([&](size_t b) {
+        for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(b, d, p_.tRFC);
+      });
+      break;
+    case Cmd::REFb:
+      for (Cmd d : {Cmd::ACT, Cmd::REF, Cmd::REFb}) bump(me, d, p_.tRFCb);
+      for (uint32_t g = 0; g < p_.bankgroups; ++g) later(ranks_[at.rank].rrd_bg[g], p_.tRRD_L);
+      break;
   }
 }
 
@@ -330,15 +342,15 @@ uint64_t Channel::timing_bound(size_t q) const {
   if (refreshes_waiting_ && (b.refresh || ranks_[q / banks_per_rank_].refresh)) return 0;
   const Mix& m = mix_[q];
   if (!b.open) {
-    uint64_t t = b.earliest[int(Cmd::ACT)];
+    uint64_t t = bank_ready(q, Cmd::ACT);
     const auto& acts = ranks_[q / banks_per_rank_].acts;
     if (acts.size() >= 4) t = std::max(t, acts[acts.size() - 4] + p_.tFAW);
     return t;
   }
   uint64_t t = kNever;
-  if (m.reads) t = std::min(t, b.earliest[int(closed_page_ ? Cmd::RDA : Cmd::RD)]);
-  if (m.writes) t = std::min(t, b.earliest[int(closed_page_ ? Cmd::WRA : Cmd::WR)]);
-  if (m.others) t = std::min(t, b.earliest[int(Cmd::PRE)]);
+  if (m.reads) t = std::min(t, bank_ready(q, closed_page_ ? Cmd::RDA : Cmd::RD));
+  if (m.writes) t = std::min(t, bank_ready(q, closed_page_ ? Cmd::WRA : Cmd::WR));
+  if (m.others) t = std::min(t, banks_[q].earliest[int(Cmd::PRE)]);
   return t;
 }
 

@@ -180,6 +180,10 @@ class Channel {
     uint64_t refresh_since = 0;
     uint64_t refreshing_until = 0;  // tRFC after the last REF
     std::deque<uint64_t> acts;  // the last four activates (tFAW)
+    // Per bank group: the earliest read, write and activate (or per-bank
+    // refresh) of its banks, as the column and activate commands of the
+    // whole channel constrain them (the bank's own rules are in Bank).
+    std::vector<uint64_t> rd_bg, wr_bg, rrd_bg;
   };
   struct Pick {
     bool valid = false;
@@ -194,6 +198,7 @@ class Channel {
   Cmd required(const Entry& e) const;
   bool ready(Cmd c, const Location& at, uint64_t cycle) const;
   uint64_t ready_at(Cmd c, const Location& at) const;
+  uint64_t bank_ready(size_t bank, Cmd c) const;  // c to that bank: its rules and its bank group's
   Pick pick_from_queues(uint64_t cycle);
   void forget_ready(const Location& at);  // a bank or its queue changed: its queue's bounds are stale
   Pick pick_refresh(uint64_t cycle) const;

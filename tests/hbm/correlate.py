@@ -6,19 +6,23 @@ drain cycles within 10%, mean read latency within 20%, row-hit rate within
 figure is out of tolerance.
 
 usage: correlate.py TPUSIM [--reference reference.json] [--traces DIR] [--markdown]
-A trace is NAME.trace or NAME.trace.gz; reference.json names the traces."""
+A trace is NAME.trace or NAME.trace.gz; reference.json names the traces. The
+reference is ../shared/hbm/reference.json beside the repository when there is
+one (the project's reference set), else the copy in this folder."""
 import argparse, gzip, json, os, shutil, subprocess, sys, tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
+shared = os.path.join(here, "..", "..", "..", "shared", "hbm", "reference.json")
 ap = argparse.ArgumentParser()
 ap.add_argument("tpusim")
-ap.add_argument("--reference", default=os.path.join(here, "reference.json"))
+ap.add_argument("--reference", default=shared if os.path.exists(shared) else os.path.join(here, "reference.json"))
 ap.add_argument("--traces", default=here)
 ap.add_argument("--config", default="hbm2")
 ap.add_argument("--markdown", action="store_true")
 args = ap.parse_args()
 
 ref = json.load(open(args.reference))["traces"]
+print(f"reference: {os.path.normpath(args.reference)}")
 bad = []
 rows = []
 with tempfile.TemporaryDirectory() as tmp:
