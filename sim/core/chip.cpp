@@ -98,7 +98,7 @@ std::string TensorCore::blocked_report() const {
 Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
            RunControl& rc, TraceSink* trace)
     : sc_core::sc_module(name),
-      hbm("hbm", cfg, rc.budget()),
+      hbm("hbm", cfg, rc.budget(), opts.dram_check),
       clk("clk", rc.period()),
       opts_(opts),
       rc_(rc),

@@ -52,9 +52,9 @@ class SimpleTiming : public HbmTiming {
 // crosses back. The burst is done when its last request is.
 class DetailedTiming : public HbmTiming {
  public:
-  explicit DetailedTiming(const MachineConfig& cfg)
-      : cfg_(cfg), p_(cfg.hbm.detailed), dram_(p_), checker_(p_), req_bytes_(p_.request_bytes()) {
-    dram_.set_listener(&checker_);
+  DetailedTiming(const MachineConfig& cfg, bool check)
+      : cfg_(cfg), p_(cfg.hbm.detailed), dram_(p_), checker_(p_), check_(check), req_bytes_(p_.request_bytes()) {
+    if (check) dram_.set_listener(&checker_);
     const size_t cores = cfg.target.cores;
     to_send_.assign(cores, std::vector<std::deque<Send>>(p_.channels));
     waiting_.assign(cores, 0);
@@ -119,7 +119,7 @@ class DetailedTiming : public HbmTiming {
     for (auto& [k, v] : d.items()) hbm[k] = v;
     hbm["memory_cycles"] = mem_cycles;
     hbm["device"] = p_.preset;
-    hbm["checker"] = checker_.violation() ? "violation" : "passed";
+    hbm["checker"] = !check_ ? "off" : checker_.violation() ? "violation" : "passed";
     nlohmann::json links = nlohmann::json::array();
     const double cap = double(cycles) * cfg_.noc.link_bytes_per_cycle;
     for (size_t k = 0; k < links_.size(); ++k)
@@ -229,6 +229,7 @@ class DetailedTiming : public HbmTiming {
   const isa::DramParams p_;
   dram::Dram dram_;
   dram::TimingChecker checker_;
+  const bool check_;
   const uint64_t req_bytes_;
   uint64_t mem_cycle_ = 0;
   std::vector<Piece> pieces_;
@@ -248,14 +249,14 @@ class DetailedTiming : public HbmTiming {
 
 }  // namespace
 
-std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg) {
+std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg, bool check) {
   if (cfg.hbm.model == "ideal") return std::make_unique<IdealTiming>(cfg);
-  if (cfg.hbm.model == "detailed") return std::make_unique<DetailedTiming>(cfg);
+  if (cfg.hbm.model == "detailed") return std::make_unique<DetailedTiming>(cfg, check);
   return std::make_unique<SimpleTiming>(cfg);
 }
 
-MemorySystem::MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget)
-    : sc_core::sc_prim_channel(name), mem_(cfg.target.hbm_bytes, &budget), timing_(make_hbm_timing(cfg)) {
+MemorySystem::MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget, bool dram_check)
+    : sc_core::sc_prim_channel(name), mem_(cfg.target.hbm_bytes, &budget), timing_(make_hbm_timing(cfg, dram_check)) {
   landed_.resize(cfg.target.cores);
   timing_->set_sink([this](HbmBurst* b) { landed_[size_t(b->requester)].push({b->done_cycle, seq_++, b}); });
 }

@@ -66,11 +66,12 @@ class HbmTiming {
   std::function<void(HbmBurst*)> sink_;
 };
 
-std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg);
+// `check`: the detailed model runs the DRAM timing checker on every command.
+std::unique_ptr<HbmTiming> make_hbm_timing(const MachineConfig& cfg, bool check);
 
 class MemorySystem : public sc_core::sc_prim_channel {
  public:
-  MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget);
+  MemorySystem(const char* name, const MachineConfig& cfg, MemoryBudget& budget, bool dram_check);
   ~MemorySystem() override;
 
   SparseMemory& memory() { return mem_; }

@@ -94,7 +94,9 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--hbm-trace", hbm_trace,
                  "replay a memory trace (DRAMsim3's format: 0xADDR READ|WRITE CYCLE) through the config's detailed HBM model "
                  "alone, with the timing checker; --stats gets the figures (docs/memory.md)");
-  app.add_flag("--no-dram-check", no_check, "with --hbm-trace: do not run the DRAM timing checker");
+  app.add_flag("--no-dram-check", no_check,
+               "do not check every DRAM command against the device's timing rules (the detailed HBM model and --hbm-trace; "
+               "faster)");
   app.add_option("--print-config", print_config, "print the resolved config of a preset or file (with any --set) and exit");
   app.add_option("--config", config,
                  "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
@@ -187,6 +189,7 @@ int sc_main(int argc, char* argv[]) {
     opts.pe_level_mxu = mxu == "pe";
     opts.rtl_mxu = mxu == "rtl";
     opts.rtl_trace_path = rtl_trace;
+    opts.dram_check = !no_check;
     opts.record_mxu_path = record_mxu;
     opts.max_cycles = parse_cycles("--max-cycles", max_cycles);
     opts.memory_budget = parse_bytes("--memory-budget", memory_budget);
