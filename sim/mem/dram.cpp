@@ -567,29 +567,32 @@ uint32_t Channel::state(uint64_t cycle) const {
 Dram::Dram(const isa::DramParams& p) : p_(p), map_(p_) {
   for (uint32_t c = 0; c < p_.channels; ++c) channels_.push_back(std::make_unique<Channel>(c, p_, map_));
   next_.assign(p_.channels, 0);
+  next_tick_.assign(p_.channels, 0);
 }
 
 void Dram::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
   const uint32_t c = channel_of(addr);
   channels_[c]->add(id, addr, write, cycle);
+  next_tick_[c] = std::min(next_tick_[c], cycle);
   next_[c] = std::min(next_[c], cycle);
 }
 
 void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
   for (uint32_t c = 0; c < channels_.size(); ++c) {
-    if (next_[c] > cycle) {
+    if (next_[c] > cycle) continue;
+    if (next_tick_[c] <= cycle) {
+      channels_[c]->tick(cycle, done);
+      next_tick_[c] = channels_[c]->next_event(cycle + 1);
+    } else {
       channels_[c]->return_data(cycle, done);  // data returns without the controller doing anything
-      continue;
     }
-    channels_[c]->tick(cycle, done);
-    next_[c] = channels_[c]->next_event(cycle + 1);
+    next_[c] = std::min(next_tick_[c], channels_[c]->next_return());
   }
 }
 
 uint64_t Dram::next_event(uint64_t cycle) const {
   uint64_t t = kNever;
   for (uint64_t n : next_) t = std::min(t, n);
-  for (const auto& c : channels_) t = std::min(t, c->next_return());
   return std::max(t, cycle);
 }
 

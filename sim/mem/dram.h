@@ -282,7 +282,8 @@ class Dram {
   isa::DramParams p_;
   AddressMap map_;
   std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<uint64_t> next_;  // per channel: its next event
+  std::vector<uint64_t> next_tick_;  // per channel: the next cycle its controller has anything to do
+  std::vector<uint64_t> next_;       // per channel: that, or its next data return if sooner
 };
 
 }  // namespace tpu::sim::dram
