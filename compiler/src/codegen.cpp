@@ -1755,7 +1755,7 @@ void Emitter::matmul(const Kernel& k) {
   std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
   for (int m = 0; m < nmu; ++m)
     for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
-  for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());  // H[m]: MXU m has handed its last steps over (below)
+  for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());  // H[i]: the MXU of item i has handed its last steps over (below)
   note(fmt::format("matmul B x M x K x N = {} x {} x {} x {}: {} pass(es) on {} MXU(s); {} column tiles of {}, K padded to {} ({} steps); "
                    "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU",
                    B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S));
@@ -1947,6 +1947,39 @@ void Emitter::matmul(const Kernel& k) {
         blocks_end.end()[-2].second = pen.second - 2 * D;
         blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
       }
+      // Which MXU computes which column tile of which block: group g's tile
+      // i goes to MXU i, except in a last group with fewer tiles than MXUs
+      // (after a full first group), whose items go block by block to the
+      // least-loaded MXUs not yet busy in the block, so no MXU idles while
+      // the others finish the columns left over.
+      std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> assign(static_cast<size_t>(groups));  // [g][block] -> (MXU, tile)
+      for (int64_t g = 0; g < groups; ++g) {
+        const auto& gb = g > 0 && g == groups - 1 ? blocks_end : blocks;
+        const int64_t tiles = std::min<int64_t>(nmu, nt - g * nmu);
+        std::vector<int64_t> load(size_t(nmu), 0);
+        for (const auto& [m0, rows] : gb) {
+          auto& its = assign[size_t(g)].emplace_back();
+          std::vector<bool> busy(size_t(nmu), false);
+          for (int64_t i = 0; i < tiles; ++i) {
+            int m = int(i);
+            if (tiles < nmu)
+              for (int x = 0; x < nmu; ++x)
+                if (!busy[size_t(x)] && (busy[size_t(m)] || load[size_t(x)] < load[size_t(m)])) m = x;
+            busy[size_t(m)] = true;
+            load[size_t(m)] += rows;
+            its.push_back({m, g * nmu + i});
+          }
+        }
+      }
+      // uses[g][m]: (first, last) block of group g where MXU m has an item, or (-1, -1)
+      std::vector<std::vector<std::pair<int64_t, int64_t>>> uses(size_t(groups), std::vector<std::pair<int64_t, int64_t>>(size_t(nmu), {-1, -1}));
+      for (int64_t g = 0; g < groups; ++g)
+        for (size_t bi = 0; bi < assign[size_t(g)].size(); ++bi)
+          for (const auto& [m, j] : assign[size_t(g)][bi]) {
+            auto& u = uses[size_t(g)][size_t(m)];
+            if (u.first < 0) u.first = int64_t(bi);
+            u.second = int64_t(bi);
+          }
       // A slice arrives in pieces of `piece` rows, each counted once on Ca
       // (the first block's in pieces of kPiece rows, below).
       const int64_t kPiece = 2 * std::max<int64_t>(D, 128);
@@ -1975,7 +2008,8 @@ void Emitter::matmul(const Kernel& k) {
         for (int64_t w = 0; w < nw; ++w)
           dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
                  uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
-        for (int m = 0; m < nmu && g * nmu + m < nt; ++m) {
+        for (int m = 0; m < nmu; ++m) {
+          if (uses[size_t(g)][size_t(m)].first < 0) continue;
           dma_fence(P[m]);
           pready[g][m][sl] = P[m].produced;
         }
@@ -2003,7 +2037,7 @@ void Emitter::matmul(const Kernel& k) {
           const auto [m0, rows] = gblocks[bi];
           const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
           std::vector<Item> items;
-          for (int m = 0; m < nmu && g * nmu + m < nt; ++m) items.push_back({m, g * nmu + m, items_on[m]++});
+          for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
           // Staggered ends: in the last group, the block before the last
           // hands the last steps of the first MXUs' items to the last MXUs
           // (MXU i gives n/2 - i steps to MXU n - 1 - i), which accumulate
@@ -2011,18 +2045,27 @@ void Emitter::matmul(const Kernel& k) {
           // order of additions). The MXUs then finish the last block at
           // different times, and the VPU drains one MXU's rows while the
           // others still compute instead of all of them at the end.
-          std::vector<int64_t> moved(size_t(nmu), 0);
           const int64_t n_it = int64_t(items.size());
-          if (b == B - 1 && c0 + crows >= M && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2)
+          std::vector<int64_t> moved(size_t(n_it), 0);  // per item
+          if (b == B - 1 && c0 + crows >= M && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu)
             for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
-          for (const Item& it : items) {  // MXU
+          // The panel column of a tile, and whether this is MXU m's last item of the chunk.
+          auto pcol = [&](const Item& it) { return (it.j - g * nmu) * D; };
+          auto last_of_chunk = [&](int m) {
+            for (int64_t h = g + 1; h < groups; ++h)
+              if (uses[size_t(h)][size_t(m)].first >= 0) return false;
+            return uses[size_t(g)][size_t(m)].second == int64_t(bi);
+          };
+          for (size_t ii = 0; ii < items.size(); ++ii) {  // MXU
+            const Item& it = items[ii];
             const int m = it.m;
+            const bool first_use = uses[size_t(g)][size_t(m)].first == int64_t(bi), last_use = uses[size_t(g)][size_t(m)].second == int64_t(bi);
             const std::string mu = fmt::format("mxu{}", m);
             const int pslot = gslot[g];
             const int64_t aslot = it.idx % S;
             const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
             bool first = true;
-            const int64_t keep = nsteps - moved[size_t(m)];  // the steps this MXU does
+            const int64_t keep = nsteps - moved[ii];  // the steps this MXU does
             for (int64_t q = 0; q < nsteps; ++q) {  // K-steps and passes
               const int64_t kk = q / int64_t(passes.size());
               const auto [pa, pw] = passes[size_t(q) % passes.size()];
@@ -2033,9 +2076,9 @@ void Emitter::matmul(const Kernel& k) {
               }
               // A new K-slice: the weight load waits for its panel rows, the
               // stream for its A rows (which may still be arriving meanwhile).
-              if (first_pass(pa, pw) && first_block && wslice_of[size_t(kk)] >= 0)
+              if (first_pass(pa, pw) && first_use && wslice_of[size_t(kk)] >= 0)
                 wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
-              mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + m * D) * esz), uint64_t(pw_elems * esz), mdt);
+              mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
               const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
               const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
               const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0;
@@ -2068,21 +2111,21 @@ void Emitter::matmul(const Kernel& k) {
               }
               first = false;
             }
-            if (keep < nsteps) signal_mxu(m, H[size_t(m)], -1);  // handed over
-            if (last_block) signal_mxu(m, Pfree[m], pslot);
-            if (last_block && (g + 1) * nmu + m >= nt) signal_mxu(m, Afree[m], -1);  // its last tile of this chunk
+            if (keep < nsteps) signal_mxu(m, H[ii], -1);  // handed over
+            if (last_use) signal_mxu(m, Pfree[m], pslot);
+            if (last_of_chunk(m)) signal_mxu(m, Afree[m], -1);
           }
           for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
             if (!moved[size_t(i)]) continue;
             const Item& it = items[size_t(i)];
-            const int f = int(n_it - 1 - i);
+            const int f = items[size_t(n_it - 1 - i)].m;
             const std::string mu = fmt::format("mxu{}", f);
             const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
             for (int64_t q = nsteps - moved[size_t(i)]; q < nsteps; ++q) {
               const int64_t kk = q / int64_t(passes.size());
               const auto [pa, pw] = passes[size_t(q) % passes.size()];
-              mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + it.m * D) * esz), uint64_t(pw_elems * esz), mdt);
-              if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(it.m)], H[size_t(it.m)].produced);
+              mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
+              if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(i)], H[size_t(i)].produced);
               ins("mxu.swap m{}", f);
               mxu_mm(true, f, acc_base(it.m, it.idx % S), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
             }
