@@ -172,14 +172,13 @@ class DetailedTiming : public HbmTiming {
   void cross(uint64_t now) {
     const size_t n = to_send_.size(), channels = inbox_.size();
     for (size_t i = 0; i < n; ++i) {
-      const size_t k = (rotate_ + i) % n;
+      const size_t k = rotate_ + i < n ? rotate_ + i : rotate_ + i - n;
       if (waiting_[k] == 0) continue;
       uint64_t budget = cfg_.noc.link_bytes_per_cycle;
       bool moved = true, stalled = false;
       while (moved && budget > 0) {
         moved = false;
-        for (size_t j = 0; j < channels && budget > 0; ++j) {
-          const size_t ch = (next_channel_[k] + j) % channels;
+        for (size_t j = 0, ch = next_channel_[k]; j < channels && budget > 0; ++j, ch = ch + 1 == channels ? 0 : ch + 1) {
           auto& q = to_send_[k][ch];
           if (q.empty() || q.front().ready > now) continue;
           if (inbox_[ch].size() >= cfg_.noc.credits) {
@@ -190,16 +189,16 @@ class DetailedTiming : public HbmTiming {
           budget -= std::min<uint64_t>(budget, req_bytes_);  // a request wider than the port takes a whole cycle
           if (pc.write) links_[k].to_memory += req_bytes_;
           inbox_[ch].push_back(q.front().piece);
-        ++inboxed_;
+          ++inboxed_;
           q.pop_front();
           --waiting_[k];
           moved = true;
-          next_channel_[k] = (ch + 1) % channels;
+          next_channel_[k] = ch + 1 == channels ? 0 : ch + 1;
         }
       }
       if (stalled) ++links_[k].stall_cycles;
     }
-    rotate_ = (rotate_ + 1) % std::max<size_t>(n, 1);
+    rotate_ = rotate_ + 1 >= n ? 0 : rotate_ + 1;
   }
 
   // A request the device finished at memory cycle c.cycle: its data crosses
