@@ -20,15 +20,15 @@ int log2u(uint64_t v) {
 
 constexpr uint64_t kNever = ~uint64_t(0);
 
-}  // namespace
-
 // XOR of the consecutive `width`-bit pieces of x.
-static uint64_t fold(uint64_t x, int width) {
+uint64_t fold(uint64_t x, int width) {
   if (width == 0) return 0;
   uint64_t h = 0;
   for (; x; x >>= width) h ^= x & ((uint64_t(1) << width) - 1);
   return h;
 }
+
+}  // namespace
 
 AddressMap::AddressMap(const isa::DramParams& p) {
   shift_ = log2u(p.request_bytes());
@@ -51,18 +51,18 @@ AddressMap::AddressMap(const isa::DramParams& p) {
     else co_ = fld;
     pos += w;
   }
+  chw_ = log2u(ch_.mask + 1), bgw_ = log2u(bg_.mask + 1), baw_ = log2u(ba_.mask + 1);
 }
 
 Location AddressMap::decode(uint64_t addr) const {
   const uint64_t a = addr >> shift_;
   Location l{ch_.get(a), ra_.get(a), bg_.get(a), ba_.get(a), ro_.get(a), co_.get(a)};
   if (hash_) {
-    const int chw = log2u(ch_.mask + 1), bgw = log2u(bg_.mask + 1), baw = log2u(ba_.mask + 1);
     // Bits above the channel field, without the channel field itself.
-    const uint64_t above = (a >> ch_.pos) >> chw;
-    l.channel ^= uint32_t(fold(above, chw));
-    const uint64_t bank = (uint64_t(l.bankgroup) << baw | l.bank) ^ fold(l.row, bgw + baw);
-    l.bankgroup = uint32_t(bank >> baw);
+    const uint64_t above = (a >> ch_.pos) >> chw_;
+    l.channel ^= uint32_t(fold(above, chw_));
+    const uint64_t bank = (uint64_t(l.bankgroup) << baw_ | l.bank) ^ fold(l.row, bgw_ + baw_);
+    l.bankgroup = uint32_t(bank >> baw_);
     l.bank = uint32_t(bank & ba_.mask);
   }
   return l;
@@ -125,26 +125,32 @@ bool Channel::will_accept(bool write) const {
   return write ? write_buf_.size() < p_.write_buffer : read_q_.size() < p_.trans_queue_depth;
 }
 
-void Channel::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
-  const Trans t{id, addr, map_.decode(addr), write, cycle};
-  sched_dirty_ = true;
+bool Channel::add(uint64_t id, uint64_t addr, const Location& at, bool write, uint64_t cycle) {
+  const Trans t{id, addr, at, write, cycle};
   if (write) {
     ++stats_.writes;
     if (pending_writes_[addr]++ == 0) {
       write_buf_.push(size_t(queue_index(t.at)), t);
     } else {
       complete(id, cycle + 1, false, cycle);  // merged into the buffered write of the same address
+      return false;
     }
-    return;
+  } else {
+    ++stats_.reads;
+    if (pending_writes_.count(addr)) {  // served from the write buffer
+      complete(id, cycle + 1, true, cycle);
+      return false;
+    }
+    const auto [it, first] = pending_reads_.try_emplace(addr, Waiting{id, cycle, {}});
+    if (!first) {
+      it->second.more.emplace_back(id, cycle);
+      return false;
+    }
+    read_q_.push(size_t(queue_index(t.at)), t);
   }
-  ++stats_.reads;
-  if (pending_writes_.count(addr)) {  // served from the write buffer
-    complete(id, cycle + 1, true, cycle);
-    return;
-  }
-  const auto [it, first] = pending_reads_.try_emplace(addr, Waiting{id, cycle, {}});
-  if (first) read_q_.push(size_t(queue_index(t.at)), t);
-  else it->second.more.emplace_back(id, cycle);
+  // A stuck channel stays asleep unless the newcomer changes that.
+  sched_dirty_ = !stuck_ || may_move();
+  return sched_dirty_;
 }
 
 Cmd Channel::required(const Entry& e) const {
@@ -287,10 +293,16 @@ bool Channel::precharge_allowed(const std::vector<Entry>& q, size_t i) const {
 Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
   const int n = int(queues_.size());
   for (int k = 0; k < n; ++k) {
-    rr_ = (rr_ + 1) % n;
+    if (++rr_ == n) rr_ = 0;
     const auto& q = queues_[size_t(rr_)];
     if (q.empty() || queue_ready_[size_t(rr_)] > cycle) continue;
     uint64_t earliest = kNever;
+    if (per_bank_queues_) {
+      const Pick p = pick_in_bank(size_t(rr_), cycle, earliest);
+      if (p.valid) return p;
+      queue_ready_[size_t(rr_)] = earliest;
+      continue;
+    }
     for (size_t i = 0; i < q.size(); ++i) {
       const Entry& e = q[i];
       if (refreshes_waiting_ && (ranks_[e.at.rank].refresh || banks_[bank_index(e.at)].refresh)) {
@@ -315,6 +327,46 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
       return {true, c, rr_, i, e.at};
     }
     queue_ready_[size_t(rr_)] = earliest;
+  }
+  return {};
+}
+
+// pick_from_queues for a per-bank queue, whose entries share a bank: a
+// closed bank's oldest entry activates; an open one's entries hit (their
+// column command) or need it closed, which only the oldest may ask for and
+// only when no entry hits (or the row has served row_hit_cap hits).
+Channel::Pick Channel::pick_in_bank(size_t qi, uint64_t cycle, uint64_t& earliest) const {
+  const auto& q = queues_[qi];
+  const Bank& b = banks_[qi];
+  if (refreshes_waiting_ && (b.refresh || ranks_[q[0].at.rank].refresh)) {
+    earliest = 0;  // held by a refresh: look again every cycle
+    return {};
+  }
+  if (!b.open) {
+    const uint64_t at = ready_at(Cmd::ACT, q[0].at);
+    if (at <= cycle) return {true, Cmd::ACT, int(qi), 0, q[0].at};
+    earliest = at;
+    return {};
+  }
+  std::array<uint64_t, kNumCmds> when;  // per command, computed once
+  when.fill(0);
+  std::array<bool, kNumCmds> known{};
+  const bool may_close = b.hits >= p_.row_hit_cap || mix_[qi].reads + mix_[qi].writes == 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const Entry& e = q[i];
+    const Cmd c = e.at.row == b.row ? e.cmd : Cmd::PRE;
+    if (!known[size_t(c)]) when[size_t(c)] = bank_ready(qi, c), known[size_t(c)] = true;
+    if (when[size_t(c)] > cycle) {
+      earliest = std::min(earliest, when[size_t(c)]);
+      continue;
+    }
+    if (c == Cmd::PRE && (i > 0 || !may_close)) continue;  // held back by an older or a hitting entry
+    if (is_write(c)) {  // a write waits for an older read of the same column
+      bool older_read = false;
+      for (size_t k = 0; k < i && !older_read; ++k) older_read = is_read(q[k].cmd) && q[k].addr == e.addr;
+      if (older_read) continue;
+    }
+    return {true, c, int(qi), i, e.at};
   }
   return {};
 }
@@ -464,10 +516,7 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
 // or when nothing else is left to do.
 bool Channel::schedule_transaction() {
   if (!sched_dirty_) return false;  // nothing it looks at has changed since it last failed
-  if (write_draining_ == 0 && !write_buf_.empty() &&
-      (write_buf_.size() >= p_.write_buffer ||
-       (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0))))
-    write_draining_ = uint32_t(write_buf_.size());
+  start_drain();
   auto& from = write_draining_ > 0 ? write_buf_ : read_q_;
   const int k = from.oldest([&](size_t q) { return queues_[q].size() < p_.cmd_queue_depth; });
   if (k >= 0) {
@@ -484,10 +533,26 @@ bool Channel::schedule_transaction() {
     forget_ready(t.at);
     ++queued_;
     from.pop(k);
+    sched_dirty_ = may_move();  // if not, nothing will until a command issues or a request arrives
     return true;
   }
   sched_dirty_ = false;
   return false;
+}
+
+bool Channel::drain_due() const {
+  return write_draining_ == 0 && !write_buf_.empty() &&
+         (write_buf_.size() >= p_.write_buffer || (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0)));
+}
+
+void Channel::start_drain() {
+  if (drain_due()) write_draining_ = uint32_t(write_buf_.size());
+}
+
+// Whether schedule_transaction, run now, might change anything (false only
+// when it would surely neither start a drain nor move a transaction).
+bool Channel::may_move() const {
+  return drain_due() || (write_draining_ > 0 ? write_buf_ : read_q_).oldest([&](size_t q) { return queues_[q].size() < p_.cmd_queue_depth; }) >= 0;
 }
 
 void Channel::return_data(uint64_t cycle, std::vector<Completion>& done) {
@@ -529,7 +594,7 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
       if (second.valid && is_column(second.cmd) != is_column(first.cmd)) issue(second, cycle);
     }
   }
-  stuck_ = !schedule_transaction();
+  stuck_ = !schedule_transaction() || !sched_dirty_;
   // Each queue's bound, tightened by its exact timing (per-bank queues): it
   // holds for the next cycles, timing only moving later, until the queue or
   // its bank changes (forget_ready).
@@ -571,10 +636,10 @@ Dram::Dram(const isa::DramParams& p) : p_(p), map_(p_) {
 }
 
 void Dram::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
-  const uint32_t c = channel_of(addr);
-  channels_[c]->add(id, addr, write, cycle);
-  next_tick_[c] = std::min(next_tick_[c], cycle);
-  next_[c] = std::min(next_[c], cycle);
+  const Location at = map_.decode(addr);
+  const uint32_t c = at.channel;
+  if (channels_[c]->add(id, addr, at, write, cycle)) next_tick_[c] = std::min(next_tick_[c], cycle);
+  next_[c] = std::min({next_[c], next_tick_[c], channels_[c]->next_return()});
 }
 
 void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {

@@ -49,6 +49,7 @@ class AddressMap {
   };
   int shift_ = 0;
   bool hash_ = false;
+  int chw_ = 0, bgw_ = 0, baw_ = 0;  // field widths the hash folds to
   Field ch_, ra_, bg_, ba_, ro_, co_;
 };
 
@@ -103,7 +104,8 @@ class Channel {
 
   bool will_accept(bool write) const;
   // A request accepted in `cycle` (it can be scheduled from that cycle on).
-  void add(uint64_t id, uint64_t addr, bool write, uint64_t cycle);
+  // Whether the controller must tick in `cycle` (else it sleeps on).
+  bool add(uint64_t id, uint64_t addr, const Location& at, bool write, uint64_t cycle);
   // One memory cycle: return data, refresh, issue up to two commands,
   // move one transaction into the command queues.
   void tick(uint64_t cycle, std::vector<Completion>& done);
@@ -200,6 +202,7 @@ class Channel {
   uint64_t ready_at(Cmd c, const Location& at) const;
   uint64_t bank_ready(size_t bank, Cmd c) const;  // c to that bank: its rules and its bank group's
   Pick pick_from_queues(uint64_t cycle);
+  Pick pick_in_bank(size_t queue, uint64_t cycle, uint64_t& earliest) const;
   void forget_ready(const Location& at);  // a bank or its queue changed: its queue's bounds are stale
   Pick pick_refresh(uint64_t cycle) const;
   bool precharge_allowed(const std::vector<Entry>& q, size_t i) const;
@@ -208,6 +211,9 @@ class Channel {
   // Whether a transaction moved; if not, none will until a command issues
   // or a request arrives.
   bool schedule_transaction();
+  bool may_move() const;
+  bool drain_due() const;  // the write buffer should start draining
+  void start_drain();
   // A request done at `at`; a read's latency counts from `added`.
   void complete(uint64_t id, uint64_t at, bool read, uint64_t added) { returns_.push({at, id, added, read}); }
 
@@ -254,7 +260,7 @@ class Channel {
   uint64_t last_tick_ = 0;
   bool last_column_write_ = false, any_column_ = false;
   uint64_t bus_free_ = 0;  // the data bus is idle from this cycle
-  bool stuck_ = false;     // the last tick moved no transaction (see schedule_transaction)
+  bool stuck_ = false;     // no transaction moves until a command issues or a request arrives
   bool sched_dirty_ = true;  // a transaction arrived or a command left its queue since schedule_transaction failed
   uint64_t cmd_ready_ = 0;   // no queued command is legal before this cycle (as of the end of the last tick)
   ChannelStats stats_;
@@ -268,6 +274,7 @@ class Dram {
   const AddressMap& map() const { return map_; }
   uint32_t channel_of(uint64_t addr) const { return map_.decode(addr).channel; }
   bool will_accept(uint64_t addr, bool write) const { return channels_[channel_of(addr)]->will_accept(write); }
+  // A request for `addr` (its channel decides), accepted in `cycle`.
   void add(uint64_t id, uint64_t addr, bool write, uint64_t cycle);
   const Channel& channel(uint32_t c) const { return *channels_[c]; }
   uint32_t channels() const { return uint32_t(channels_.size()); }

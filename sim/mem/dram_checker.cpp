@@ -18,8 +18,8 @@ TimingChecker::Bank& TimingChecker::bank(const Location& at) {
   return banks_[((size_t(at.channel) * p_.ranks + at.rank) * p_.bankgroups + at.bankgroup) * p_.banks_per_group + at.bank];
 }
 
-void TimingChecker::need(bool ok, const char* constraint, const Location& at, int64_t earlier, int64_t now, Cmd cmd) {
-  if (ok || violation_) return;
+void TimingChecker::fail(const char* constraint, const Location& at, int64_t earlier, int64_t now, Cmd cmd) {
+  if (violation_) return;
   violation_ = fmt::format("DRAM timing violation: {} at cycle {} breaks {} (channel {} rank {} bank group {} bank {}; the command it "
                            "follows was at cycle {})",
                            cmd_name(cmd), now, constraint, at.channel, at.rank, at.bankgroup, at.bank, earlier);

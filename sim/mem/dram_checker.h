@@ -31,8 +31,10 @@ class TimingChecker : public CommandListener {
     int64_t ref = kLongAgo;
     std::vector<int64_t> acts;  // activates within the last tFAW
   };
-  void need(bool ok, const char* constraint, const Location& at, int64_t earlier, int64_t now, Cmd cmd);
-  void check_bank_state(Cmd cmd, const Location& at, int64_t t);
+  void need(bool ok, const char* constraint, const Location& at, int64_t earlier, int64_t now, Cmd cmd) {
+    if (!ok) fail(constraint, at, earlier, now, cmd);
+  }
+  void fail(const char* constraint, const Location& at, int64_t earlier, int64_t now, Cmd cmd);
   Bank& bank(const Location& at);
 
   isa::DramParams p_;
