@@ -100,6 +100,8 @@ Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map
       closed_page_(p.page_policy == "closed"),
       all_bank_refresh_(p.refresh == "all_bank") {
   banks_.resize(size_t(p.ranks) * banks_per_rank_);
+  for (size_t b = 0; b < banks_.size(); ++b)
+    banks_[b].rank = uint32_t(b / banks_per_rank_), banks_[b].bankgroup = uint32_t(b % banks_per_rank_ / p.banks_per_group);
   ranks_.resize(p.ranks);
   for (Rank& r : ranks_) r.rd_bg.assign(p.bankgroups, 0), r.wr_bg.assign(p.bankgroups, 0), r.rrd_bg.assign(p.bankgroups, 0);
   queues_.resize(per_bank_queues_ ? banks_.size() : p.ranks);
@@ -189,8 +191,8 @@ uint64_t Channel::ready_at(Cmd c, const Location& at) const {
 
 uint64_t Channel::bank_ready(size_t bank, Cmd c) const {
   const uint64_t own = banks_[bank].earliest[int(c)];
-  const Rank& r = ranks_[bank / banks_per_rank_];
-  const size_t bg = bank % banks_per_rank_ / p_.banks_per_group;
+  const Rank& r = ranks_[banks_[bank].rank];
+  const size_t bg = banks_[bank].bankgroup;
   switch (c) {
     case Cmd::RD:
     case Cmd::RDA: return std::max(own, r.rd_bg[bg]);
@@ -338,7 +340,7 @@ Channel::Pick Channel::pick_from_queues(uint64_t cycle) {
 Channel::Pick Channel::pick_in_bank(size_t qi, uint64_t cycle, uint64_t& earliest) const {
   const auto& q = queues_[qi];
   const Bank& b = banks_[qi];
-  if (refreshes_waiting_ && (b.refresh || ranks_[q[0].at.rank].refresh)) {
+  if (refreshes_waiting_ && (b.refresh || ranks_[b.rank].refresh)) {
     earliest = 0;  // held by a refresh: look again every cycle
     return {};
   }
@@ -348,25 +350,34 @@ Channel::Pick Channel::pick_in_bank(size_t qi, uint64_t cycle, uint64_t& earlies
     earliest = at;
     return {};
   }
-  std::array<uint64_t, kNumCmds> when;  // per command, computed once
-  when.fill(0);
-  std::array<bool, kNumCmds> known{};
-  const bool may_close = b.hits >= p_.row_hit_cap || mix_[qi].reads + mix_[qi].writes == 0;
-  for (size_t i = 0; i < q.size(); ++i) {
+  // Each kind of command is ready for all its entries at once: the oldest
+  // ready entry is the first read hit, the first write hit (not behind a
+  // read of its column) or the first entry's precharge, whichever comes first.
+  const Mix& m = mix_[qi];
+  const Cmd rd = closed_page_ ? Cmd::RDA : Cmd::RD, wr = closed_page_ ? Cmd::WRA : Cmd::WR;
+  bool want_rd = false, want_wr = false, want_pre = false;
+  auto consider = [&](bool present, Cmd c, bool& want) {
+    if (!present) return;
+    const uint64_t at = bank_ready(qi, c);
+    if (at > cycle) earliest = std::min(earliest, at);
+    else want = true;
+  };
+  consider(m.reads > 0, rd, want_rd);
+  consider(m.writes > 0, wr, want_wr);
+  consider(m.others > 0, Cmd::PRE, want_pre);
+  if (want_pre && q[0].at.row != b.row && (b.hits >= p_.row_hit_cap || m.reads + m.writes == 0))
+    return {true, Cmd::PRE, int(qi), 0, q[0].at};
+  for (size_t i = 0; i < q.size() && (want_rd || want_wr); ++i) {
     const Entry& e = q[i];
-    const Cmd c = e.at.row == b.row ? e.cmd : Cmd::PRE;
-    if (!known[size_t(c)]) when[size_t(c)] = bank_ready(qi, c), known[size_t(c)] = true;
-    if (when[size_t(c)] > cycle) {
-      earliest = std::min(earliest, when[size_t(c)]);
+    if (e.at.row != b.row) continue;
+    if (is_read(e.cmd)) {
+      if (want_rd) return {true, e.cmd, int(qi), i, e.at};
       continue;
     }
-    if (c == Cmd::PRE && (i > 0 || !may_close)) continue;  // held back by an older or a hitting entry
-    if (is_write(c)) {  // a write waits for an older read of the same column
-      bool older_read = false;
-      for (size_t k = 0; k < i && !older_read; ++k) older_read = is_read(q[k].cmd) && q[k].addr == e.addr;
-      if (older_read) continue;
-    }
-    return {true, c, int(qi), i, e.at};
+    if (!want_wr) continue;
+    bool older_read = false;  // a write waits for an older read of the same column
+    for (size_t k = 0; k < i && !older_read; ++k) older_read = is_read(q[k].cmd) && q[k].addr == e.addr;
+    if (!older_read) return {true, e.cmd, int(qi), i, e.at};
   }
   return {};
 }
@@ -391,11 +402,11 @@ void Channel::forget_ready(const Location& at) {
 uint64_t Channel::timing_bound(size_t q) const {
   if (!per_bank_queues_) return 0;
   const Bank& b = banks_[q];
-  if (refreshes_waiting_ && (b.refresh || ranks_[q / banks_per_rank_].refresh)) return 0;
+  if (refreshes_waiting_ && (b.refresh || ranks_[b.rank].refresh)) return 0;
   const Mix& m = mix_[q];
   if (!b.open) {
     uint64_t t = bank_ready(q, Cmd::ACT);
-    const auto& acts = ranks_[q / banks_per_rank_].acts;
+    const auto& acts = ranks_[b.rank].acts;
     if (acts.size() >= 4) t = std::max(t, acts[acts.size() - 4] + p_.tFAW);
     return t;
   }
@@ -601,7 +612,7 @@ void Channel::tick(uint64_t cycle, std::vector<Completion>& done) {
   cmd_ready_ = kNever;
   for (size_t k = 0; k < queues_.size(); ++k)
     if (!queues_[k].empty()) {
-      queue_ready_[k] = std::max(queue_ready_[k], timing_bound(k));
+      if (queue_ready_[k] <= cycle + 1) queue_ready_[k] = std::max(queue_ready_[k], timing_bound(k));
       cmd_ready_ = std::min(cmd_ready_, queue_ready_[k]);
     }
   if (queued_ > 0 && cycle >= bus_free_) ++stats_.act_wait_cycles;

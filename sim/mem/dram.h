@@ -175,6 +175,7 @@ class Channel {
     bool refresh = false;   // a per-bank refresh waits for it
     uint32_t row = 0;
     uint32_t hits = 0;  // column commands since the activate
+    uint32_t rank = 0, bankgroup = 0;  // where it is (no division on the hot path)
     std::array<uint64_t, kNumCmds> earliest{};
   };
   struct Rank {

@@ -13,6 +13,15 @@ namespace {
 
 using u128 = unsigned __int128;
 
+// ceil(n / d), in 64 bits when n fits (a 128-bit division is a slow call).
+uint64_t div_ceil(u128 n, uint64_t d) {
+  if (n >> 64 == 0) {
+    const uint64_t n64 = uint64_t(n);
+    return n64 / d + (n64 % d != 0);
+  }
+  return uint64_t((n + d - 1) / d);
+}
+
 class IdealTiming : public HbmTiming {
  public:
   explicit IdealTiming(const MachineConfig& cfg)
@@ -81,9 +90,11 @@ class DetailedTiming : public HbmTiming {
     // The device's cycles that start before the next core edge.
     const u128 edge = u128(now + 1) * 1000000000000ull;
     for (;;) {
-      const uint64_t m = inboxed_ > 0 ? mem_cycle_ : dram_.next_event(mem_cycle_);
+      // An inbox's request enters when its channel has room, which only a
+      // controller's tick makes: while none can, the next tick is next.
+      const uint64_t m = inbox_ready_ ? mem_cycle_ : dram_.next_event(mem_cycle_);
       if (u128(m) * p_.tck_ps * cfg_.clock_hz >= edge) break;
-      for (uint32_t c = 0; c < inbox_.size() && inboxed_ > 0; ++c) {
+      for (uint32_t c = 0; c < inbox_.size() && inbox_ready_; ++c) {
         auto& in = inbox_[c];
         if (in.empty()) continue;
         const Piece& pc = pieces_[in.front()];
@@ -95,6 +106,9 @@ class DetailedTiming : public HbmTiming {
       done_.clear();
       dram_.tick(m, done_);
       for (const dram::Completion& c : done_) finish(c);
+      inbox_ready_ = false;
+      for (uint32_t c = 0; c < inbox_.size() && inboxed_ > 0 && !inbox_ready_; ++c)
+        inbox_ready_ = !inbox_[c].empty() && dram_.channel(c).will_accept(pieces_[inbox_[c].front()].write);
       mem_cycle_ = m + 1;
       if (checker_.violation()) break;
     }
@@ -190,6 +204,7 @@ class DetailedTiming : public HbmTiming {
           if (pc.write) links_[k].to_memory += req_bytes_;
           inbox_[ch].push_back(q.front().piece);
           ++inboxed_;
+          inbox_ready_ = true;
           q.pop_front();
           --waiting_[k];
           moved = true;
@@ -205,13 +220,13 @@ class DetailedTiming : public HbmTiming {
   // back through the core's port (bandwidth, then hop_latency).
   void finish(const dram::Completion& c) {
     Piece& pc = pieces_[c.id];
-    const uint64_t at = uint64_t((u128(c.cycle) * p_.tck_ps * cfg_.clock_hz + 999999999999ull) / 1000000000000ull);
+    const uint64_t at = div_ceil(u128(c.cycle) * p_.tck_ps * cfg_.clock_hz, 1000000000000ull);
     uint64_t done = at + cfg_.noc.hop_latency;
     if (!pc.write) {
       const u128 bw = cfg_.noc.link_bytes_per_cycle;
       u128& free = return_free_[size_t(pc.core)];
       free = std::max(free, u128(at) * bw) + req_bytes_;
-      done = uint64_t((free + bw - 1) / bw) + cfg_.noc.hop_latency;
+      done = div_ceil(free, uint64_t(bw)) + cfg_.noc.hop_latency;
       links_[size_t(pc.core)].from_memory += req_bytes_;
     }
     BurstState& b = bursts_[pc.burst];
@@ -240,6 +255,7 @@ class DetailedTiming : public HbmTiming {
   std::vector<size_t> next_channel_;                     // per core: round robin
   std::vector<std::deque<uint32_t>> inbox_;
   uint64_t inboxed_ = 0;  // requests in all inboxes
+  bool inbox_ready_ = false;  // an inbox's first request may enter its channel now
   std::vector<Link> links_;
   std::vector<u128> return_free_;  // per core: its return port is free from this time, in cycles * link bytes
   size_t rotate_ = 0;
