@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The compiler's cycle budget: every program of cycle_budget.txt (corpus
+# programs and the GEMMs of scripts/bench-compiler.sh) is compiled and run
+# on its preset, and fails the test when it takes more than 1% more cycles
+# than its budget. A faster schedule is reported; lower the budget with
+# --update in the commit that makes it faster (and say why there).
+#
+#   tests/compiler/cycle_budget.sh BIN_DIR SOURCE_DIR [--update]
+set -euo pipefail
+bin=$1 src=$2 update=${3:-}
+budget="$src/tests/compiler/cycle_budget.txt"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+
+# cycles CONFIG PROGRAM: the simulated cycles of one budget line's program.
+cycles() {
+  local cfg=$1 prog=$2
+  case $prog in
+    corpus/*)
+      TPU_BIN=$bin "$src/scripts/run-corpus.sh" --config "$cfg" "$src/tests/$prog" |
+        awk '$1 == "PASS" { print $NF; found = 1 } END { if (!found) exit 1 }' ;;
+    gemm/*)
+      local d="$work/${prog//\//-}-$cfg" shape=${prog#gemm/}
+      python3 "$src/scripts/bench/gemm.py" ${shape//x/ } "$d"
+      "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
+      "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$d/a.npy" "$d/b.npy" --stats "$d/stats.json" -q
+      python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json" ;;
+    *) echo "cycle_budget.sh: unknown program $prog" >&2; return 1 ;;
+  esac
+}
+
+status=0
+out="$work/budget.txt"
+while IFS= read -r line; do
+  if [[ -z $line || $line == \#* ]]; then
+    echo "$line" >>"$out"
+    continue
+  fi
+  read -r cfg prog want <<<"$line"
+  if ! got=$(cycles "$cfg" "$prog"); then
+    echo "FAIL $cfg $prog: did not run"
+    status=1
+    continue
+  fi
+  printf '%s %s %s\n' "$cfg" "$prog" "$got" >>"$out"
+  if ((got * 100 > want * 101)); then
+    echo "FAIL $cfg $prog: $got cycles, budget $want (+$(((got - want) * 1000 / want / 10)).$(((got - want) * 1000 / want % 10))%)"
+    status=1
+  elif ((got * 100 < want * 99)); then
+    echo "FASTER $cfg $prog: $got cycles, budget $want (lower it: $0 ... --update)"
+  else
+    echo "ok $cfg $prog: $got cycles, budget $want"
+  fi
+done <"$budget"
+if [[ $update == --update ]]; then
+  cp "$out" "$budget"
+  echo "wrote $budget"
+  exit 0
+fi
+exit $status
