@@ -108,8 +108,8 @@ Channel::Channel(uint32_t index, const isa::DramParams& p, const AddressMap& map
   queue_ready_.assign(queues_.size(), 0);
   read_q_.resize(queues_.size());
   write_buf_.resize(queues_.size());
-  pending_reads_.reserve(4 * p.trans_queue_depth);
-  pending_writes_.reserve(4 * p.write_buffer);
+  pending_reads_ = AddrMap<Waiting>(p.trans_queue_depth);
+  pending_writes_ = AddrMap<uint32_t>(p.write_buffer);
   mix_.assign(queues_.size(), Mix{});
   refresh_every_ = all_bank_refresh_ ? std::max<uint64_t>(1, p.tREFI / p.ranks) : p.tREFIb;
   next_refresh_ = refresh_every_;
@@ -131,7 +131,7 @@ bool Channel::add(uint64_t id, uint64_t addr, const Location& at, bool write, ui
   const Trans t{id, addr, at, write, cycle};
   if (write) {
     ++stats_.writes;
-    if (pending_writes_[addr]++ == 0) {
+    if ((*pending_writes_.insert(addr).first)++ == 0) {
       write_buf_.push(size_t(queue_index(t.at)), t);
     } else {
       complete(id, cycle + 1, false, cycle);  // merged into the buffered write of the same address
@@ -139,15 +139,16 @@ bool Channel::add(uint64_t id, uint64_t addr, const Location& at, bool write, ui
     }
   } else {
     ++stats_.reads;
-    if (pending_writes_.count(addr)) {  // served from the write buffer
+    if (pending_writes_.find(addr)) {  // served from the write buffer
       complete(id, cycle + 1, true, cycle);
       return false;
     }
-    const auto [it, first] = pending_reads_.try_emplace(addr, Waiting{id, cycle, {}});
+    const auto [w, first] = pending_reads_.insert(addr);
     if (!first) {
-      it->second.more.emplace_back(id, cycle);
+      w->more.emplace_back(id, cycle);
       return false;
     }
+    w->id = id, w->added = cycle;
     read_q_.push(size_t(queue_index(t.at)), t);
   }
   // A stuck channel stays asleep unless the newcomer changes that.
@@ -504,11 +505,11 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
         pending_writes_.erase(e.addr);  // writes merged into it were done when they arrived
       } else {
         ++stats_.read_cmds;
-        auto it = pending_reads_.find(e.addr);
+        const Waiting* w = pending_reads_.find(e.addr);
         const uint64_t at = cycle + p_.CL + p_.burst_cycles();
-        complete(it->second.id, at, true, it->second.added);
-        for (const auto& [id, added] : it->second.more) complete(id, at, true, added);
-        pending_reads_.erase(it);
+        complete(w->id, at, true, w->added);
+        for (const auto& [id, added] : w->more) complete(id, at, true, added);
+        pending_reads_.erase(e.addr);
       }
       if (p.cmd == Cmd::RDA || p.cmd == Cmd::WRA) b.open = false;
     }
@@ -533,7 +534,7 @@ bool Channel::schedule_transaction() {
   if (k >= 0) {
     const Trans t = from.front(k);
     if (t.write) {
-      if (pending_reads_.count(t.addr)) {  // a read of this address goes first: reads move from the next cycle
+      if (pending_reads_.find(t.addr)) {  // a read of this address goes first: reads move from the next cycle
         write_draining_ = 0;
         return false;
       }

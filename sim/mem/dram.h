@@ -12,7 +12,7 @@
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tpu/isa/machine.h"
@@ -51,6 +51,66 @@ class AddressMap {
   bool hash_ = false;
   int chw_ = 0, bgw_ = 0, baw_ = 0;  // field widths the hash folds to
   Field ch_, ra_, bg_, ba_, ro_, co_;
+};
+
+// A map from request addresses: open addressing with linear probing and
+// backward-shift deletion, so the controller's lookups for every request
+// allocate nothing.
+template <typename V>
+class AddrMap {
+ public:
+  explicit AddrMap(size_t expected = 64) { rehash(std::max<size_t>(16, expected * 2)); }
+  V* find(uint64_t key) {
+    for (size_t i = home(key);; i = (i + 1) & mask_) {
+      if (!slots_[i].used) return nullptr;
+      if (slots_[i].key == key) return &slots_[i].value;
+    }
+  }
+  // The value of `key`, and whether it was just added (value-initialised).
+  std::pair<V*, bool> insert(uint64_t key) {
+    if ((n_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+    size_t i = home(key);
+    for (; slots_[i].used; i = (i + 1) & mask_)
+      if (slots_[i].key == key) return {&slots_[i].value, false};
+    slots_[i] = Slot{key, true, V{}};
+    ++n_;
+    return {&slots_[i].value, true};
+  }
+  void erase(uint64_t key) {
+    size_t i = home(key);
+    for (; slots_[i].key != key || !slots_[i].used; i = (i + 1) & mask_)
+      if (!slots_[i].used) return;
+    for (size_t j = (i + 1) & mask_; slots_[j].used; j = (j + 1) & mask_)
+      if (((j - home(slots_[j].key)) & mask_) >= ((j - i) & mask_)) {  // j may move back to the hole
+        slots_[i] = std::move(slots_[j]);
+        i = j;
+      }
+    slots_[i].used = false;
+    --n_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    bool used = false;
+    V value{};
+  };
+  size_t home(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  void rehash(size_t size) {  // size: a power of two
+    size_t n = 16;
+    while (n < size) n *= 2;
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(n, Slot{});
+    mask_ = n - 1;
+    shift_ = 64;
+    while (n > 1) n >>= 1, --shift_;
+    n_ = 0;
+    for (Slot& s : old)
+      if (s.used) *insert(s.key).first = std::move(s.value);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, n_ = 0;
+  int shift_ = 64;
 };
 
 // Sees every command a controller issues: the timing checker, the trace.
@@ -246,8 +306,8 @@ class Channel {
     uint64_t id, added;
     std::vector<std::pair<uint64_t, uint64_t>> more;  // (id, added)
   };
-  std::unordered_map<uint64_t, Waiting> pending_reads_;
-  std::unordered_map<uint64_t, uint32_t> pending_writes_;
+  AddrMap<Waiting> pending_reads_;
+  AddrMap<uint32_t> pending_writes_;
   uint32_t write_draining_ = 0;
   struct Return {
     uint64_t cycle, id, added;
