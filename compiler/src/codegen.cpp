@@ -13,6 +13,7 @@
 // - Every kernel double-buffers its VMEM tiles: DMA, MXU and VPU work
 //   overlap, ordered by counting semaphores; kernels follow each other.
 #include "tpu/compiler/codegen.h"
+#include "tpu/isa/isa.h"
 #include "tpu/isa/program.h"
 #include "tpu/asm/assembler.h"
 
@@ -698,6 +699,7 @@ class Emitter {
   // blocked work while another unit starves.
   static constexpr int kSc = 0, kDma = 1, kVpu = 2, kMxu0 = 8;
   static constexpr double kVpuLatency = 3;
+  static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
   static int unit_index(const std::string& u) {
     if (u == "sc") return kSc;
     if (u == "dma") return kDma;
@@ -833,7 +835,7 @@ class Emitter {
 
   // ---- synchronisation
   Counter counter() {
-    if (next_sem_ >= 31) throw Error("internal error: out of semaphores");  // sem31: the kernel barrier
+    if (next_sem_ >= kBarrierSem) throw Error("internal error: out of semaphores");
     Counter c;
     c.sem = next_sem_++;
     return c;
@@ -846,12 +848,11 @@ class Emitter {
       c.consumed += n;
     }
   }
-  // On the DMA queue a signal waits for every transfer in flight; the MXUs
-  // and the VPU let it go at once and add the count when their earlier work
-  // is done (docs/timing.md).
+  // A queued unit's signal leaves its queue at once and adds the count when
+  // the unit's earlier work is done (docs/timing.md).
   void signal(const char* unit, Counter& c, int64_t n = 1) {
     const int u = unit_index(unit);
-    const bool deferred = u != kDma && u != kSc;
+    const bool deferred = u != kSc;
     for (int64_t left = n; left > 0;) {
       const int64_t k = std::min<int64_t>(left, 65535);
       const double done = done_[u];
@@ -865,7 +866,7 @@ class Emitter {
   // takes what is left on each counter, so every semaphore is back at 0.
   void drain(std::initializer_list<Counter*> cs, int mxus = 0) {
     Counter barrier;
-    barrier.sem = 31;
+    barrier.sem = kBarrierSem;
     signal("dma", barrier);
     signal("vpu", barrier);
     for (int m = 0; m < mxus; ++m) signal(fmt::format("mxu{}", m).c_str(), barrier);
@@ -1673,11 +1674,13 @@ void Emitter::matmul(const Kernel& k) {
   const char* mdt = in == DType::s8 ? "s8" : "bf16";
   const int64_t D = D_, B = k.B, M = k.M, K = k.K, N = k.N;
   const int64_t Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
-  // Up to 4 MXUs: each takes 6 semaphores (sem31 is the barrier), and two
+  // Every MXU of the core while the semaphores last (5 for the kernel, 6
+  // per MXU and one per pair; the barrier is one more) and each has two
   // accumulator slots of at least one row.
   if (p_.t.acc_rows < 2)
     throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", kernel_loc_, p_.t.acc_rows));
-  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), 4, nt, int64_t(p_.t.acc_rows) / 2}));
+  const int64_t sem_mxus = (kBarrierSem - 5) * 2 / 13;
+  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, nt, int64_t(p_.t.acc_rows) / 2}));
   std::vector<int> aparts, wparts;
   std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
   for (auto [a, w] : k.passes) {
@@ -1742,12 +1745,9 @@ void Emitter::matmul(const Kernel& k) {
   for (int s = 0; s < abufs; ++s)
     for (int64_t a = 0; a < na; ++a) abuf[s][a] = vmem(uint64_t(chunk * Kp * esz));
   auto acc_base = [&](int m, int64_t slot) { return uint64_t((m * S + slot) * Mb); };
-  // Telling an MXU that DMA data is in: `signal dma` would wait for every
-  // transfer in flight (emptying the DMA pipeline); a one-byte transfer
-  // signals when it lands, and transfers land in order, so it counts only
-  // after everything before it without holding up what follows.
-  const uint64_t fence_buf = vmem(64);
-  auto dma_fence = [&](Counter& c) { dma_ld(fence_buf, p_.addr[wparts[0]], 1, c); };
+  // Telling an MXU that DMA data is in: a `signal dma` counts once every
+  // transfer before it has landed, without holding up what follows.
+  auto dma_fence = [&](Counter& c) { signal("dma", c); };
 
   // Per MXU: A chunk loaded (Ca) and released (Afree), panel loaded (P) and
   // released (Pfree), accumulator slot written (Acc) and drained (AccFree).
@@ -1983,8 +1983,7 @@ void Emitter::matmul(const Kernel& k) {
       // A slice arrives in pieces of `piece` rows, each counted once on Ca
       // (the first block's in pieces of kPiece rows, below).
       const int64_t kPiece = 2 * std::max<int64_t>(D, 128);
-      auto load_a_slice = [&](int64_t m0, int64_t rows, int64_t sl, int64_t piece) {
-        const int64_t k0 = slice_k0(sl), k1 = std::min(K, slice_k0(sl + 1));
+      auto load_a = [&](int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece) {
         for (int64_t r = 0; r < rows; r += piece) {
           for (int64_t a = 0; a < na; ++a)
             dma_2d(true, abuf[as][a] + uint64_t(((m0 + r - c0) * Kp + k0) * esz),
@@ -1993,6 +1992,13 @@ void Emitter::matmul(const Kernel& k) {
           for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
         }
       };
+      // Whether a block's rows of A get an arrival count at K-step kk: the
+      // first block's at every slice, the others' (loaded while the block
+      // before computes) in at most eight pieces of K: finer cuts fill the
+      // DMA queue with transfers and signals, coarser ones leave an MXU
+      // waiting for more of A than its next steps need.
+      const int64_t kq = ceil_div(kt, 8);
+      auto a_arrives = [&](int64_t kk, bool first_block) { return first_block ? slice_of[size_t(kk)] >= 0 : kk % kq == 0; };
       std::vector<int> gslot(groups, 0);
       // P totals when K-slice s of group g's panel is in
       std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KSW, 0)));
@@ -2024,16 +2030,28 @@ void Emitter::matmul(const Kernel& k) {
       // follow the DMA piece by piece instead of waiting for whole slices.
       for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
         for (; wsl < KSW && wslice_step[size_t(wsl)] <= slice_step[size_t(sl)]; ++wsl) load_group_slice(0, wsl);
-        load_a_slice(c0, blocks[0].second, sl, kPiece);
+        load_a(c0, blocks[0].second, slice_k0(sl), slice_k0(sl + 1), kPiece);
         for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
       }
-      for (size_t bi = 1; bi < blocks.size(); ++bi)
-        for (int64_t sl = 0; sl < KS; ++sl) load_a_slice(blocks[bi].first, blocks[bi].second, sl, blocks[bi].second);
-      for (int64_t g = 1; g < std::min<int64_t>(groups, nslots - 1); ++g) load_group(g);
+      // The rest arrives just in time, so the results of the first blocks
+      // are not stored behind loads that are not needed yet: in the first
+      // group, each block of A while the block before it computes, and the
+      // weights of the next groups after the last of A; later, group
+      // g + nslots - 1's weights while group g computes.
+      auto prefetch = [&](int64_t g, size_t bi) {
+        if (g > 0) {
+          if (bi == 0 && g + nslots - 1 < groups) load_group(g + nslots - 1);
+          return;
+        }
+        if (bi + 1 < blocks.size())
+          for (int64_t k = 0; k < kt; k += kq) load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
+        if (bi + 2 >= blocks.size() && (bi == 0 || bi + 2 == blocks.size()))
+          for (int64_t h = 1; h < std::min<int64_t>(groups, nslots); ++h) load_group(h);
+      };
       for (int64_t g = 0; g < groups; ++g) {
-        if (g + nslots - 1 < groups) load_group(g + nslots - 1);
         const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
         for (size_t bi = 0; bi < gblocks.size(); ++bi) {
+          prefetch(g, bi);
           const auto [m0, rows] = gblocks[bi];
           const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
           std::vector<Item> items;
@@ -2070,7 +2088,7 @@ void Emitter::matmul(const Kernel& k) {
               const int64_t kk = q / int64_t(passes.size());
               const auto [pa, pw] = passes[size_t(q) % passes.size()];
               if (q >= keep) {  // handed over; the arrival counts of its A slices are still this MXU's to take
-                if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0)
+                if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block))
                   wait(mu.c_str(), Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
                 continue;
               }
@@ -2081,8 +2099,8 @@ void Emitter::matmul(const Kernel& k) {
               mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
               const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
               const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
-              const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0;
-              if (first_pass(pa, pw) && g == 0 && slice_of[size_t(kk)] >= 0 && !pieced)
+              const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
+              if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
                 wait(mu.c_str(), Ca[m], Ca[m].consumed + npieces);
               if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
               ins("mxu.swap m{}", m);

@@ -34,7 +34,8 @@ void DmaEngine::complete(uint64_t now) {
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
-    sems_.signal(t.sem, 1);
+    sems_.signal(t.sem, t.count);
+    if (t.marker) --markers_;
     trace_event(t.pc, t.start, now + 1, t.rows * t.row_bytes);
     transfers_.pop_front();
   }
@@ -110,7 +111,7 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
     default:
       throw std::logic_error(fmt::format("internal error: {} is not a DMA instruction", mnem));
   }
-  if (transfers_.size() >= cfg_.dma.max_outstanding) return false;
+  if (outstanding() >= cfg_.dma.max_outstanding) return false;
   if (t.rows > (uint64_t(1) << 32)) return fail(fmt::format("{} rows is more than 2^32", t.rows));
   if (t.row_bytes > 0)
     for (uint64_t r = 0; r < t.rows; ++r) {
@@ -124,14 +125,35 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
   return true;
 }
 
+bool DmaEngine::signal(const Issued& is, uint64_t now) {
+  if (markers_ >= depth_) return false;  // as many pending as the queue holds, like the other units' signals
+  Transfer t;
+  t.pc = is.pc;
+  t.start = now;
+  t.sem = int(is.insn[1]);
+  t.count = uint32_t(is.insn[2]);
+  t.marker = true;
+  t.rows = 0;
+  transfers_.push_back(t);
+  ++markers_;
+  return true;
+}
+
 void DmaEngine::tick() {
   const uint64_t now = rc_.cycle();
   complete(now);
   emit(now);
   UnitState state = transfers_.empty() ? UnitState::Idle : UnitState::Busy;
   const char* cause = "";
-  if (const Issued* h = current(now)) {
-    switch (sync(*h, now, transfers_.empty())) {
+  if (const Issued* h = current(now); h && h->insn.op == Opcode::SIGNAL) {
+    if (signal(*h, now)) {
+      retire();
+      state = UnitState::Busy;
+    } else {
+      state = UnitState::Stalled, cause = "outstanding";
+    }
+  } else if (h) {
+    switch (sync(*h, now, true)) {
       case SyncResult::Done: state = UnitState::Busy; break;
       case SyncResult::Blocked:
         if (state != UnitState::Busy) state = UnitState::Blocked, cause = blocked_cause(*h);

@@ -2,7 +2,10 @@
 // them into bursts (at most burst_bytes, not crossing a burst_bytes boundary
 // of the HBM address), sends up to dma.bursts_per_cycle bursts per cycle to
 // HBM's port (oldest transfer first), and signals a transfer's semaphore when
-// its last burst has landed (bursts may land in any order).
+// its last burst has landed (bursts may land in any order). Transfers
+// complete in order; a `signal` joins them as a marker that moves no data,
+// takes no outstanding slot and adds its count when every transfer before it
+// has completed, while later transfers go on.
 #pragma once
 
 #include <systemc>
@@ -24,7 +27,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
             SparseMemory& vmem, MemorySystem& hbm);
 
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
-  uint32_t outstanding() const { return uint32_t(transfers_.size()); }
+  uint32_t outstanding() const { return uint32_t(transfers_.size() - markers_); }
   uint64_t bytes_moved() const { return bytes_moved_; }
 
  private:
@@ -36,6 +39,8 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint64_t hbm = 0, vmem = 0, rows = 1, row_bytes = 0, hbm_stride = 0, vmem_stride = 0;
     uint64_t row = 0, offset = 0;  // next byte to emit
     uint32_t in_flight = 0;
+    uint32_t count = 1;   // added to sem on completion
+    bool marker = false;  // a signal: no data
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -43,11 +48,13 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   void complete(uint64_t now);
   void emit(uint64_t now);
   bool dispatch(const Issued& is, uint64_t now);
+  bool signal(const Issued& is, uint64_t now);
 
   const MachineConfig& cfg_;
   SparseMemory& vmem_;
   MemorySystem& hbm_;
-  std::deque<Transfer> transfers_;
+  std::deque<Transfer> transfers_;  // in flight and markers, oldest first
+  uint32_t markers_ = 0;
   struct Burst {
     Transfer* transfer;
     HbmBurst hbm;

@@ -1,13 +1,13 @@
 # Expected encodings of sync, DMA, MXU and VPU instructions.
 .target v5e
     wait sc, sem0, 1             # ENC: 0x4100000000000001
-    wait mxu3, sem31, 65535      # ENC: 0x41bf80000000ffff
-    signal dma, sem2, 2          # ENC: 0x4211000000000002
-    dma.ld s1, s2, s3, sem4      # ENC: 0x4808864000000000
-    dma.st s31, s30, s29, sem31  # ENC: 0x49ffbbf000000000
-    dma.ld2d s1, s2, s3, s4, s5, s6, sem7 # ENC: 0x4a08864298e00000
-    dma.rcp s1, s2, s3, s4, sem5 # ENC: 0x4c08864280000000
-    dma.rsig s1, sem3, 7         # ENC: 0x4d08c00000000007
+    wait mxu3, sem63, 65535      # ENC: 0x41bfc0000000ffff
+    signal dma, sem2, 2          # ENC: 0x4210800000000002
+    dma.ld s1, s2, s3, sem4      # ENC: 0x4808862000000000
+    dma.st s31, s30, s29, sem63  # ENC: 0x49ffbbf800000000
+    dma.ld2d s1, s2, s3, s4, s5, s6, sem7 # ENC: 0x4a08864298700000
+    dma.rcp s1, s2, s3, s4, sem5 # ENC: 0x4c08864140000000
+    dma.rsig s1, sem3, 7         # ENC: 0x4d08600000000007
     mxu.lw m0, s1, s2, bf16      # ENC: 0x5001100000000000
     mxu.lwt m3, s1, s2, s8       # ENC: 0x5161140000000000
     mxu.swap m7                  # ENC: 0x52e0000000000000

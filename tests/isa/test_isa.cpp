@@ -15,8 +15,8 @@ namespace {
 int expected_width(OperandKind k) {
   switch (k) {
     case OperandKind::Sreg:
-    case OperandKind::Vreg:
-    case OperandKind::Sem: return 5;
+    case OperandKind::Vreg: return 5;  // 32 registers
+    case OperandKind::Sem: return 6;   // 64 semaphores
     case OperandKind::Mxu: return 3;
     case OperandKind::Simm32:
     case OperandKind::Bits32:

@@ -42,12 +42,15 @@ uint64_t run_cycles(const std::string& src, const std::string& preset) {
 
 // The dispatch cycle of every instruction (by pc; the last if repeated),
 // from the timeline, on the preset's own issue widths.
-std::map<uint32_t, uint64_t> dispatch_cycles(const std::string& src, const std::string& preset, uint64_t* cycles = nullptr) {
+// With `config`, on that machine instead; `ends` gets the cycle after each
+// instruction's event ends (for a signal: the cycle after its count was added).
+std::map<uint32_t, uint64_t> dispatch_cycles(const std::string& src, const std::string& preset, uint64_t* cycles = nullptr,
+                                             const sim::MachineConfig* config = nullptr, std::map<uint32_t, uint64_t>* ends = nullptr) {
   sim::SimOptions o;
   // One file per process and call: CTest runs test cases in parallel.
   static int calls = 0;
   o.trace_path = fmt::format("{}/tests/timing_{}_{}_{}.trace.json", TPU_BINARY_DIR, preset, ::getpid(), calls++);
-  auto r = simulate(src, preset, {}, o);
+  auto r = config ? simulate(test::assemble_for(src, preset), *config, {}, o) : simulate(src, preset, {}, o);
   INFO(r.fault.value_or(""));
   REQUIRE_FALSE(r.fault);
   if (cycles) *cycles = r.cycles;
@@ -55,7 +58,11 @@ std::map<uint32_t, uint64_t> dispatch_cycles(const std::string& src, const std::
   const auto trace = nlohmann::json::parse(isa::read_text_file(o.trace_path));
   std::remove(o.trace_path.c_str());
   for (const auto& e : trace["traceEvents"])
-    if (e["ph"] == "X" && e["tid"].get<int>() % 100 != 0) at[e["args"]["pc"].get<uint32_t>()] = e["args"]["start_cycle"].get<uint64_t>();
+    if (e["ph"] == "X" && e["tid"].get<int>() % 100 != 0) {
+      const auto pc = e["args"]["pc"].get<uint32_t>();
+      at[pc] = e["args"]["start_cycle"].get<uint64_t>();
+      if (ends) (*ends)[pc] = at[pc] + e["args"]["cycles"].get<uint64_t>();
+    }
   return at;
 }
 
@@ -221,6 +228,26 @@ TEST_CASE("mxu: a weight load commits once the stream that used its buffer has d
       const auto at = dispatch_cycles(src, p);
       CHECK(at.at(10) == std::max(at.at(9) + 1, at.at(7) + M + N - 1));
     }
+  }
+}
+
+TEST_CASE("a signal on the DMA queue counts when the transfers before it land, and does not hold up the next", "[timing]") {
+  for (const char* p : kPresets) {
+    INFO(p);
+    const auto cfg = single_issue(p);
+    const uint64_t S = 4096;
+    // pc 0 li, 1 dma.ld (S bytes, lands in `done` as in the test above),
+    // 2 signal dma, 3 dma.ld (another S bytes), 4 wait sc on the signal's
+    // semaphore: the second transfer dispatches in the cycle after the
+    // signal, and the count is added in the cycle the first one lands.
+    const std::string src = fmt::format(
+        "li s1, {}\ndma.ld s0, s0, s1, sem0\nsignal dma, sem1, 1\ndma.ld s1, s1, s1, sem2\nwait sc, sem1, 1\nhalt\n", S);
+    std::map<uint32_t, uint64_t> ends;
+    const auto at = dispatch_cycles(src, p, nullptr, &cfg, &ends);
+    CHECK(at.at(2) == at.at(1) + 1);
+    CHECK(at.at(3) == at.at(2) + 1);
+    CHECK(ends.at(2) == test::dma_landing_cycle(cfg, 3, S) + 1);
+    CHECK(ends.at(3) > ends.at(2));
   }
 }
 

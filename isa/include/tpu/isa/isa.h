@@ -20,7 +20,7 @@ inline constexpr int kOpcodeLo = 56;
 inline constexpr int kMaxOperands = 7;
 inline constexpr int kNumSregs = 32;
 inline constexpr int kNumVregs = 32;
-inline constexpr int kNumSems = 32;
+inline constexpr int kNumSems = 64;
 inline constexpr int kMaxMxus = 8;
 
 enum class OperandKind : uint8_t { Sreg, Vreg, Sem, Mxu, Unit, MxuDtype, Csr, Simm32, Uimm16, Bits32, Pcrel32 };
