@@ -54,6 +54,7 @@
 `define TPU_OP_DMA_ST2D 8'h4B
 `define TPU_OP_DMA_RCP 8'h4C
 `define TPU_OP_DMA_RSIG 8'h4D
+`define TPU_OP_DMA_CSIG 8'h4E
 `define TPU_OP_MXU_LW 8'h50
 `define TPU_OP_MXU_LWT 8'h51
 `define TPU_OP_MXU_SWAP 8'h52
@@ -217,6 +218,12 @@
 `define TPU_F_RSIG_SEM_LO 45
 `define TPU_F_RSIG_COUNT_HI 15
 `define TPU_F_RSIG_COUNT_LO 0
+`define TPU_F_CSIG_RCORE_HI 55
+`define TPU_F_CSIG_RCORE_LO 51
+`define TPU_F_CSIG_SEM_HI 50
+`define TPU_F_CSIG_SEM_LO 45
+`define TPU_F_CSIG_COUNT_HI 15
+`define TPU_F_CSIG_COUNT_LO 0
 `define TPU_F_MLW_MXU_HI 55
 `define TPU_F_MLW_MXU_LO 53
 `define TPU_F_MLW_RSRC_HI 52

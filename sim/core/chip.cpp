@@ -110,6 +110,9 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
     cores.back()->bind_clock(clk);
     if (trace) cores.back()->set_trace(trace);
   }
+  std::vector<SemaphoreFile*> sems;
+  for (auto& c : cores) sems.push_back(&c->sems);
+  for (auto& c : cores) c->dma.connect_cores(sems);
   SC_HAS_PROCESS(Chip);
   SC_METHOD(monitor);
   sensitive << clk.negedge_event();

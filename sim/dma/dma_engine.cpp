@@ -34,7 +34,7 @@ void DmaEngine::complete(uint64_t now) {
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
-    sems_.signal(t.sem, t.count);
+    (t.target ? *t.target : sems_).signal(t.sem, t.count);
     if (t.marker) --markers_;
     trace_event(t.pc, t.start, now + 1, t.rows * t.row_bytes);
     transfers_.pop_front();
@@ -125,13 +125,14 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
   return true;
 }
 
-bool DmaEngine::signal(const Issued& is, uint64_t now) {
+bool DmaEngine::signal(const Issued& is, uint64_t now, SemaphoreFile* target) {
   if (markers_ >= depth_) return false;  // as many pending as the queue holds, like the other units' signals
   Transfer t;
   t.pc = is.pc;
   t.start = now;
   t.sem = int(is.insn[1]);
   t.count = uint32_t(is.insn[2]);
+  t.target = target;
   t.marker = true;
   t.rows = 0;
   transfers_.push_back(t);
@@ -145,8 +146,19 @@ void DmaEngine::tick() {
   emit(now);
   UnitState state = transfers_.empty() ? UnitState::Idle : UnitState::Busy;
   const char* cause = "";
-  if (const Issued* h = current(now); h && h->insn.op == Opcode::SIGNAL) {
-    if (signal(*h, now)) {
+  const Issued* h = current(now);
+  SemaphoreFile* target = nullptr;
+  if (h && h->insn.op == Opcode::DMA_CSIG) {
+    const uint64_t c = (*h)[0];
+    if (c >= core_sems_.size()) {
+      rc_.fault(fmt::format("core {} dma: pc {}: dma.csig: core {} does not exist (this chip has {})", core_, h->pc, c, core_sems_.size()));
+      h = nullptr;
+    } else {
+      target = core_sems_[size_t(c)];
+    }
+  }
+  if (h && (h->insn.op == Opcode::SIGNAL || h->insn.op == Opcode::DMA_CSIG)) {
+    if (signal(*h, now, target)) {
       retire();
       state = UnitState::Busy;
     } else {

@@ -26,6 +26,8 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
             SparseMemory& vmem, MemorySystem& hbm);
 
+  // The semaphore files of the chip's cores, by index (dma.csig).
+  void connect_cores(std::vector<SemaphoreFile*> sems) { core_sems_ = std::move(sems); }
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
   uint32_t outstanding() const { return uint32_t(transfers_.size() - markers_); }
   uint64_t bytes_moved() const { return bytes_moved_; }
@@ -39,8 +41,9 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint64_t hbm = 0, vmem = 0, rows = 1, row_bytes = 0, hbm_stride = 0, vmem_stride = 0;
     uint64_t row = 0, offset = 0;  // next byte to emit
     uint32_t in_flight = 0;
-    uint32_t count = 1;   // added to sem on completion
-    bool marker = false;  // a signal: no data
+    uint32_t count = 1;               // added to sem on completion
+    SemaphoreFile* target = nullptr;  // whose sem (another core's for dma.csig); null: this core's
+    bool marker = false;              // a signal: no data
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -48,11 +51,12 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   void complete(uint64_t now);
   void emit(uint64_t now);
   bool dispatch(const Issued& is, uint64_t now);
-  bool signal(const Issued& is, uint64_t now);
+  bool signal(const Issued& is, uint64_t now, SemaphoreFile* target);
 
   const MachineConfig& cfg_;
   SparseMemory& vmem_;
   MemorySystem& hbm_;
+  std::vector<SemaphoreFile*> core_sems_;
   std::deque<Transfer> transfers_;  // in flight and markers, oldest first
   uint32_t markers_ = 0;
   struct Burst {

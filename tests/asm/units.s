@@ -8,6 +8,7 @@
     dma.ld2d s1, s2, s3, s4, s5, s6, sem7 # ENC: 0x4a08864298700000
     dma.rcp s1, s2, s3, s4, sem5 # ENC: 0x4c08864140000000
     dma.rsig s1, sem3, 7         # ENC: 0x4d08600000000007
+    dma.csig s2, sem63, 1        # ENC: 0x4e17e00000000001
     mxu.lw m0, s1, s2, bf16      # ENC: 0x5001100000000000
     mxu.lwt m3, s1, s2, s8       # ENC: 0x5161140000000000
     mxu.swap m7                  # ENC: 0x52e0000000000000

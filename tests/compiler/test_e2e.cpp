@@ -314,7 +314,7 @@ void check_against_interpreter(const Function& f, const std::vector<Tensor>& inp
 // attention with batched dots, an NCHW CNN block with strided padded
 // convolution, pooling, normalisation, slices, pads, reverses and
 // concatenation; every element-wise op on f32, s32 and s8): compiled and
-// run on tiny and v5e against the interpreter, on seeded random inputs.
+// run on tiny, v5e and v4 against the interpreter, on seeded random inputs.
 TEST_CASE("hlo programs beyond the corpus match the interpreter") {
   const uint64_t seed = test::test_seed(505);
   Gen g(seed);
@@ -322,7 +322,7 @@ TEST_CASE("hlo programs beyond the corpus match the interpreter") {
     const Function f = compiler::load_module(e.path().string());
     std::vector<Tensor> in;
     for (int p : f.params()) in.push_back(g.random(f.ops[p].type));
-    for (const std::string preset : {"tiny", "v5e"}) {
+    for (const std::string preset : {"tiny", "v5e", "v4"}) {  // v4: two cores share the work
       check_against_interpreter(f, in, preset, 1e-5, fmt::format("seed {} {}", seed, e.path().filename().string()));
     }
   }
@@ -444,6 +444,74 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
   }
   INFO("cycles: 4 MXUs " << cycles[4] << ", 8 MXUs " << cycles[8]);
   CHECK(double(cycles[8]) < 0.65 * double(cycles[4]));
+}
+
+// On v4's two TensorCores tpuc splits the matmul (rows of the output, or
+// batches) and element-wise kernels between the cores, which meet at each
+// kernel's end; a transpose of the matmul's result (a copy kernel, on core 0)
+// reads what both cores wrote. The results match the interpreter, every MAC
+// and every byte written is counted once, and the run takes little more
+// than half the cycles of one core.
+TEST_CASE("megacore: v4's two cores split the work") {
+  const uint64_t seed = test::test_seed(808);
+  Gen g(seed);
+  for (const int64_t B : {0, 2, 3}) {
+    Function f;
+    const int64_t M = B ? 384 : 1024, K = 1024, N = 512;
+    std::vector<int64_t> ad = {M, K}, wd = {K, N};
+    if (B) ad.insert(ad.begin(), B), wd.insert(wd.begin(), B);
+    const int a = param(f, {DType::bf16, ad}), w = param(f, {DType::bf16, wd});
+    Op d;
+    d.kind = OpKind::dot;
+    d.operands = {a, w};
+    const int64_t off = B ? 1 : 0;
+    if (B) d.lhs_batch = {0}, d.rhs_batch = {0};
+    d.lhs_contract = {off + 1};
+    d.rhs_contract = {off};
+    d.type = {DType::f32, {}};
+    d.type.dims = ir::infer_type(f, d).dims;
+    const int dot = add_op(f, d);
+    Op t;  // element-wise, fused into the matmul's epilogue
+    t.kind = OpKind::tanh;
+    t.operands = {dot};
+    t.type = d.type;
+    const int th = add_op(f, t);
+    Op x;  // a copy kernel reading what both cores wrote
+    x.kind = OpKind::transpose;
+    x.operands = {th};
+    x.dims = B ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{1, 0};
+    x.type = {DType::f32, B ? std::vector<int64_t>{B, N, M} : std::vector<int64_t>{N, M}};
+    Op e;  // an element-wise kernel of its own
+    e.kind = OpKind::multiply;
+    e.operands = {a, a};
+    e.type = f.ops[a].type;
+    f.results = {add_op(f, x), add_op(f, e)};
+    const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+    const auto want = ir::interpret(f, in);
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const Tensor& x : in) bytes.push_back(ir::to_bytes(x));
+    std::map<int, uint64_t> cycles, written;
+    for (int cores : {1, 2}) {
+      INFO("seed " << seed << ", B " << B << ", " << cores << " core(s)");
+      const auto cfg = sim::load_config("v4", {fmt::format("target.cores={}", cores)});
+      compiler::CompileOptions o;
+      o.target = cfg.target;
+      o.hints = compiler::schedule_hints(cfg);
+      const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
+      REQUIRE_FALSE(r.fault);
+      for (size_t i = 0; i < want.size(); ++i) CHECK(rel_error(ir::from_bytes(f.ops[f.results[i]].type, r.outputs.at(i)), want[i]) <= 1e-5);
+      CHECK(r.stats["mxu"]["macs"].get<uint64_t>() == uint64_t(std::max<int64_t>(B, 1) * M * K * N));
+      if (cores == 2) {
+        CHECK(r.stats["units"]["core1.mxu0"]["macs"].get<uint64_t>() > 0);
+        CHECK(r.stats["units"]["core1.vpu"]["instructions"].get<uint64_t>() > 0);
+      }
+      cycles[cores] = r.cycles;
+      written[cores] = r.stats["hbm"]["bytes_written"].get<uint64_t>();
+    }
+    INFO("B " << B << ": cycles on one core " << cycles[1] << ", on two " << cycles[2]);
+    CHECK(written[2] == written[1]);
+    CHECK(double(cycles[2]) < 0.7 * double(cycles[1]));
+  }
 }
 
 TEST_CASE("property: convolution with stride, padding and dilation") {

@@ -164,6 +164,50 @@ TEST_CASE("four MXUs work at once on v5e", "[programs]") {
   CHECK(busy > 3 * (3 * n));
 }
 
+TEST_CASE("dma.csig signals another core once this core's transfers have landed", "[programs]") {
+  // v4: core 1 stores a row of 1s to HBM and signals core 0 behind the
+  // store; core 0 waits, reads that row back, adds 10 and stores it as row
+  // 0. Row 0 is 11 only if the signal came after core 1's store landed.
+  const std::string src = R"(
+.output ids, s32[2, 128], 0
+    csrr s1, core
+    li s3, 512
+    bne s1, s0, one
+    wait sc, sem2, 1
+    dma.ld s0, s3, s3, sem0
+    wait vpu, sem0, 1
+    vld.s32 v0, s0, 0
+    li s4, 10
+    vbcast v1, s4
+    vadd.s32 v0, v0, v1
+    vst.s32 v0, s0, 0
+    signal vpu, sem1, 1
+    wait dma, sem1, 1
+    dma.st s0, s0, s3, sem3
+    wait sc, sem3, 1
+    halt
+one:
+    vbcast v0, s1
+    vst.s32 v0, s3, 0
+    signal vpu, sem0, 1
+    wait dma, sem0, 1
+    dma.st s3, s3, s3, sem1
+    dma.csig s0, sem2, 1
+    wait sc, sem1, 1
+    halt
+)";
+  auto r = test::simulate(src, "v4");
+  REQUIRE_FALSE(r.fault);
+  const auto ids = from_bytes<int32_t>(r.outputs[0]);
+  CHECK(ids[0] == 11);
+  CHECK(ids[127] == 11);
+  CHECK(ids[128] == 1);
+  // A core the chip does not have is a fault that names it.
+  auto bad = test::simulate("li s1, 2\ndma.csig s1, sem0, 1\nhalt\n", "v4");
+  REQUIRE(bad.fault);
+  CHECK(bad.fault->find("core 2 does not exist") != std::string::npos);
+}
+
 TEST_CASE("every core of a multi-core chip runs the program", "[programs]") {
   // v4 has two cores: each writes its core index to its own output row.
   const std::string src = R"(
