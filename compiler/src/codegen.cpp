@@ -1742,8 +1742,8 @@ void Emitter::matmul(const Kernel& k) {
   if (Bl == 0 || Ml == 0) return;
   const int64_t Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
   // Every MXU of the core while the semaphores last (5 for the kernel, 6
-  // per MXU and one per pair; the barrier is one more) and each has two
-  // accumulator slots of at least one row.
+  // per MXU and one per pair, below the two barriers' semaphores) and each
+  // has two accumulator slots of at least one row.
   if (p_.t.acc_rows < 2)
     throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", kernel_loc_, p_.t.acc_rows));
   const int64_t sem_mxus = (kCoreSem - 5) * 2 / 13;
