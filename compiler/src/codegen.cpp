@@ -962,9 +962,6 @@ class Emitter {
     cur_kernel_ = int(idx);
     for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
     if (p_.type(k.out).elements() == 0) return;
-    // Every kind of kernel but reductions down columns is split across the
-    // cores; those run on core 0.
-    if (core_ > 0 && k.kind == KKind::reduce_columns) return;
     switch (k.kind) {
       case KKind::elementwise: elementwise(k); break;
       case KKind::copy: copy(k); break;
@@ -1636,8 +1633,10 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     const int64_t R = k.rows, K = k.cols;
     constexpr int64_t UV = 8;  // vectors per column group
-    const int64_t gw = std::min<int64_t>(ceil_div(K, L_), UV);  // vectors per group
+    const int64_t gw = std::min<int64_t>({ceil_div(K, L_), UV, ceil_div(ceil_div(K, L_), ncores_)});  // vectors per group
     const int64_t groups = ceil_div(ceil_div(K, L_), gw);
+    const auto [g_lo, g_hi] = share(groups, 1);  // this core's groups of columns
+    if (g_lo == g_hi) return;
     const int64_t row_bytes = gw * L_ * esz;
     const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
     const int64_t rc = std::min<int64_t>(R, std::min<int64_t>(512, std::max<int64_t>(1, budget / row_bytes)));
@@ -1649,7 +1648,7 @@ class Emitter {
       int64_t g, rchunk;
     };
     std::vector<Step> steps;
-    for (int64_t g = 0; g < groups; ++g)
+    for (int64_t g = g_lo; g < g_hi; ++g)
       for (int64_t c = 0; c < rchunks; ++c) steps.push_back({g, c});
     std::vector<int64_t> lt(steps.size()), stt;
     auto cols_of = [&](int64_t g) { return std::min(gw * L_, K - g * gw * L_); };
