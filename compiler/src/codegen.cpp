@@ -16,6 +16,7 @@
 #include "tpu/isa/isa.h"
 #include "tpu/isa/program.h"
 #include "tpu/asm/assembler.h"
+#include "loops.h"
 
 #include <fmt/format.h>
 
@@ -698,10 +699,10 @@ class Emitter {
       e.kernel_ops_ = kernel_ops_;
       if (c > 0) line(fmt::format("tpuc_core{}:", c));
       out_ += e.body();
-      instructions += e.prog_.size();
+      instructions += e.instructions_;
     }
     if (instructions > isa::kMaxInstructions)
-      throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds (kernels are unrolled; loops are not generated yet)",
+      throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds",
                               isa::kMaxInstructions));
     return out_;
   }
@@ -836,45 +837,32 @@ class Emitter {
     mm_done_[m][0] = t + double(rows) + 2.0 * double(D_) - 1;
   }
 
-  // Writes the scheduled program; scalar operands come from s1..s28, which
-  // cache constants (least recently used is replaced).
+  // Writes the scheduled program, its repeats folded into loops (loops.h).
   void schedule() {
     std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.t < b.t; });
-    int kernel = -1;
-    for (const Pending& p : prog_) {
-      if (p.unit < 0) {
-        out_ += p.text.empty() ? "\n" : "    " + p.text + "\n";
-        continue;
-      }
-      if (p.kernel != kernel && !p_.kernels.empty()) out_ += fmt::format(".in_kernel {}\n", kernel = p.kernel);
-      std::string text;
-      size_t r = 0;
-      for (char c : p.text) {
-        if (c == '@') text += fmt::format("s{}", reg(p.regs.at(r++)));
-        else text += c;
-      }
-      out_ += "    " + text + "\n";
+    std::vector<Scheduled> code;
+    code.reserve(prog_.size());
+    for (Pending& p : prog_) {
+      code.push_back({p.unit, std::move(p.text), std::move(p.regs), p.kernel});
+      if (p.unit == kVpu) address_operand(code.back());
     }
+    prog_.clear();
+    LoopOptions o;
+    o.enabled = hints_.loops;
+    o.kernels = !p_.kernels.empty();
+    o.label = fmt::format("tpuc_c{}_l", core_);
+    LoopCode c = write_loops(code, o);
+    out_ += c.text;
+    instructions_ = c.instructions;
   }
-  int reg(uint64_t v) {
-    if (v == 0) return 0;
-    ++clock_;
-    for (int r = 1; r <= 28; ++r)
-      if (rv_[r] == v && rvalid_[r]) return stamp_[r] = clock_, r;
-    int victim = 1;
-    for (int r = 1; r <= 28; ++r)
-      if (!rvalid_[r] || stamp_[r] < stamp_[victim]) {
-        victim = r;
-        if (!rvalid_[r]) break;
-      }
-    if (v < (uint64_t(1) << 31)) {
-      out_ += fmt::format("    li s{}, {}\n", victim, v);
-    } else {
-      out_ += fmt::format("    li s{}, {}\n", victim, int64_t(int32_t(uint32_t(v & 0xffffffffu))));
-      out_ += fmt::format("    lih s{}, {}\n", victim, int64_t(int32_t(uint32_t(v >> 32))));
-    }
-    rv_[victim] = v, rvalid_[victim] = true, stamp_[victim] = clock_;
-    return victim;
+  // A VPU load or store of VMEM (or an accumulator row) at `s0, addr`: the
+  // address becomes an operand, so a loop can step it.
+  static void address_operand(Scheduled& s) {
+    const size_t at = s.text.find(", s0, ");
+    if (at == std::string::npos) return;
+    s.vals.push_back(std::stoull(s.text.substr(at + 6)));
+    s.text.resize(at + 2);
+    s.text += '$';
   }
 
   // ---- synchronisation
@@ -1710,10 +1698,7 @@ class Emitter {
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
   double weights_ready_[8] = {}, feed_free_[8] = {}, mm_done_[8][2] = {};
-  uint64_t rv_[32] = {};
-  bool rvalid_[32] = {};
-  uint64_t stamp_[32] = {};
-  uint64_t clock_ = 0;
+  size_t instructions_ = 0;  // written by schedule()
   uint64_t vmem_top_ = 0;
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
   int cur_kernel_ = -1;     // the kernel being emitted (-1: none)

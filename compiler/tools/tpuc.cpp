@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tpuc: compile a JAX program as StableHLO (*.mlir, as_text()) or XLA HLO text (*.hlo), or tpuc IR (*.ir), for the tpusim TPU", "tpuc"};
   std::string input, output, config = "v5e", precision, emit = "bin", outputs_dir;
   std::vector<std::string> inputs, settings;
-  bool dump = false, interpret = false;
+  bool dump = false, interpret = false, no_loops = false;
   app.add_option("module", input, "MODULE.mlir (StableHLO), MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
   app.add_option("-o,--output", output, "output file (.tpu for --emit bin; '-' or none prints ir/asm)");
   app.add_option("--config", config, "target machine: a preset (tiny, v1, v4, v5e) or a config file; default v5e");
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"default", "high", "highest"}));
   app.add_option("--emit", emit, "what to write: ir (after the IR passes), asm, or bin (a .tpu program; the default)")
       ->check(CLI::IsMember({"ir", "asm", "bin"}));
+  app.add_flag("--no-loops", no_loops, "write every tile's instructions out (no loops): the same schedule, straight-line");
   app.add_flag("--dump-after-each-pass", dump, "print the IR after every pass, then the kernel plan, to stderr");
   app.add_flag("--interpret", interpret, "run the IR reference interpreter instead of compiling (needs --inputs, --outputs)");
   app.add_option("--inputs", inputs, "with --interpret: one .npy per ENTRY parameter, in order");
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
     const isa::MachineConfig machine = isa::load_config(config, settings);
     opts.target = machine.target;
     opts.hints = compiler::schedule_hints(machine);
+    opts.hints.loops = !no_loops;
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);

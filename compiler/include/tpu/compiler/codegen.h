@@ -22,6 +22,8 @@ struct ScheduleHints {
   double dma_bursts_per_cycle = 1;
   // VPU instructions per cycle, and of them loads, stores and arithmetic.
   double vpu_width = 1, vpu_load = 1, vpu_store = 1, vpu_alu = 1;
+  // Repeated runs of the schedule become loops (false: straight-line code).
+  bool loops = true;
 };
 // From a validated config: HBM bandwidth and latency per cycle, the DMA
 // burst and the VPU's issue slots.

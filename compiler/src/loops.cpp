@@ -1,0 +1,404 @@
+// Loops from a scheduled program (loops.h).
+//
+// Rerolling works bottom-up on a sequence of nodes (instructions, then loops
+// of them). A pass walks the sequence; at each position it tries the nearest
+// repeats of the node there as periods p, and takes the period whose run
+// saves most instructions: the nodes of [i, i + p) repeat in [i + p, i + 2p),
+// ... with the same instructions (keys) and operands that change by the same
+// amount from one repeat to the next. Those become a loop whose body is the
+// first repeat; every operand gets that amount as its step for the new loop.
+// Passes run until nothing changes, so a loop of loops forms when the inner
+// loops repeat with stepping start values.
+#include "loops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace tpu::compiler {
+namespace {
+
+struct Node {
+  int insn = -1;                             // a leaf: index into the program; -1: a loop
+  int64_t count = 0;                         // a loop's trip count
+  std::vector<Node> body;                    // a loop's body
+  std::vector<uint64_t> vals;                // a leaf's operands in the first iteration of every enclosing loop
+  std::vector<std::vector<int64_t>> steps;   // steps[v][l]: operand v's step per iteration of enclosing loop l (innermost first)
+  uint64_t key = 0;                          // equal keys: the same instructions and steps (operands may differ)
+  size_t size = 0;                           // instructions it emits (a loop's overhead estimated)
+};
+
+uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
+
+class Reroller {
+ public:
+  Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
+
+  std::vector<Node> run() {
+    std::vector<Node> seq(prog_.size());
+    for (size_t i = 0; i < prog_.size(); ++i) {
+      seq[i].insn = int(i);
+      seq[i].vals = prog_[i].vals;
+      seq[i].steps.resize(prog_[i].vals.size());
+      rekey(seq[i]);
+    }
+    return fold(std::move(seq));
+  }
+
+ private:
+  void rekey(Node& n) const {
+    uint64_t h;
+    if (n.insn >= 0) {
+      const Scheduled& s = prog_[size_t(n.insn)];
+      h = mix(mix(std::hash<std::string>()(s.text), uint64_t(s.unit + 2)), uint64_t(s.kernel + 2));
+      for (const auto& st : n.steps)
+        for (int64_t d : st) h = mix(h, uint64_t(d));
+      n.size = s.unit < 0 ? 0 : 1;
+    } else {
+      h = mix(0x6c6f6f70, uint64_t(n.count));
+      n.size = 2;
+      for (const Node& b : n.body) h = mix(h, b.key), n.size += b.size;
+    }
+    n.key = h;
+  }
+  // Passes until nothing changes, then the same inside every loop formed
+  // (a body that repeats a smaller pattern, as a loop over tiles of a chunk
+  // inside the loop over double-buffered chunks).
+  std::vector<Node> fold(std::vector<Node> seq) const {
+    for (bool changed = true; changed;) seq = pass(std::move(seq), changed);
+    for (Node& n : seq)
+      if (n.insn < 0) n.body = fold(std::move(n.body)), rekey(n);
+    return seq;
+  }
+  static void flatten(const Node& n, std::vector<uint64_t>& out) {
+    if (n.insn >= 0) out.insert(out.end(), n.vals.begin(), n.vals.end());
+    for (const Node& b : n.body) flatten(b, out);
+  }
+  // Gives every leaf of n a step for a new loop around n (from d, in
+  // flatten order); `depth` loops of n enclose the leaf inside it.
+  void add_level(Node& n, const int64_t*& d, size_t depth = 0) const {
+    for (auto& st : n.steps) st.insert(st.begin() + long(depth), *d++);
+    for (Node& b : n.body) add_level(b, d, depth + 1);
+    rekey(n);
+  }
+
+  // How many times [i, i + p) repeats from i (at least 1), and the operands'
+  // steps from one repeat to the next.
+  size_t repeats(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, size_t i, size_t p,
+                 std::vector<int64_t>& delta) const {
+    delta.clear();
+    int64_t biggest = 0;
+    size_t r = 1;
+    for (; i + (r + 1) * p <= seq.size(); ++r) {
+      size_t k = 0;
+      for (size_t t = 0; t < p; ++t) {
+        const size_t a = i + (r - 1) * p + t, b = a + p;
+        if (seq[a].key != seq[i + t].key || seq[b].key != seq[i + t].key || flat[b].size() != flat[a].size()) return r;
+        for (size_t v = 0; v < flat[a].size(); ++v, ++k) {
+          const int64_t d = int64_t(flat[b][v] - flat[a][v]);
+          if (r == 1) {
+            if (!fits32(d)) return r;
+            delta.push_back(d);
+            biggest = std::max(biggest, d < 0 ? -d : d);
+          } else if (d != delta[k]) {
+            return r;
+          }
+        }
+      }
+      // The register stepping back after the loop moves by count * step.
+      if (biggest > 0 && int64_t(r + 1) > std::numeric_limits<int32_t>::max() / biggest) return r;
+    }
+    return r;
+  }
+
+  std::vector<Node> pass(std::vector<Node> seq, bool& changed) const {
+    changed = false;
+    const size_t n = seq.size();
+    std::vector<std::vector<uint64_t>> flat(n);
+    for (size_t i = 0; i < n; ++i) flatten(seq[i], flat[i]);
+    constexpr size_t kNone = ~size_t(0);
+    std::vector<size_t> next(n, kNone), psize(n + 1, 0);
+    std::unordered_map<uint64_t, size_t> seen;
+    for (size_t i = n; i-- > 0;) {
+      auto [it, fresh] = seen.emplace(seq[i].key, i);
+      if (!fresh) next[i] = it->second, it->second = i;
+    }
+    for (size_t i = 0; i < n; ++i) psize[i + 1] = psize[i] + seq[i].size;
+
+    std::vector<Node> out;
+    std::vector<int64_t> delta, best_delta;
+    for (size_t i = 0; i < n;) {
+      size_t best_p = 0, best_r = 0;
+      int64_t best_saving = 0;
+      size_t j = next[i];
+      for (int tries = 0; j != kNone && j - i <= size_t(o_.max_period) && tries < 8; ++tries, j = next[j]) {
+        const size_t body = psize[j] - psize[i];
+        if (body == 0) continue;
+        // A small body is unrolled: each iteration's `loop` and steps cost scalar issue slots.
+        const size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body);
+        if (p > size_t(o_.max_period) || i + 2 * p > n) continue;
+        const size_t r = repeats(seq, flat, i, p, delta);
+        if (r < 2) continue;
+        int64_t stepping = 0;
+        for (int64_t d : delta) stepping += d != 0;
+        const int64_t saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - stepping - 3;
+        if (saving > best_saving) best_saving = saving, best_p = p, best_r = r, best_delta = delta;
+      }
+      if (best_p == 0) {
+        out.push_back(std::move(seq[i++]));
+        continue;
+      }
+      Node loop;
+      loop.count = int64_t(best_r);
+      for (size_t t = 0; t < best_p; ++t) loop.body.push_back(std::move(seq[i + t]));
+      const int64_t* d = best_delta.data();
+      for (Node& b : loop.body) add_level(b, d);
+      rekey(loop);
+      out.push_back(std::move(loop));
+      i += best_r * best_p;
+      changed = true;
+    }
+    return out;
+  }
+
+  const std::vector<Scheduled>& prog_;
+  const LoopOptions& o_;
+};
+
+// Writes nodes as assembly and assigns scalar registers.
+class Writer {
+ public:
+  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(prog.size(), -1) {
+    for (size_t i = 0; i < prog.size(); ++i) {
+      int v = 0;
+      for (char c : prog[i].text) {
+        if (c == '$') addr_[i] = v;
+        v += c == '@' || c == '$';
+      }
+      if (size_t(v) != prog[i].vals.size()) throw std::logic_error("internal error: operands do not match " + prog[i].text);
+    }
+  }
+
+  void seq(const std::vector<Node>& nodes) {
+    for (const Node& n : nodes) {
+      if (n.insn >= 0) leaf(n, nullptr);
+      else nest(n);
+    }
+  }
+  LoopCode done() { return std::move(code_); }
+
+ private:
+  // A register holding base + sum of steps * iteration over loops (id, step).
+  using Fn = std::pair<uint64_t, std::vector<std::pair<int, int64_t>>>;
+  struct Nest {
+    std::unordered_map<const Node*, int> id;
+    std::map<Fn, int> fn;
+    std::vector<int> counter;  // per depth
+  };
+
+  void put(const std::string& s) {
+    code_.text += "    " + s + "\n";
+    ++code_.instructions;
+  }
+  void enter_kernel(int k) {
+    if (o_.kernels && k != kNoKernel && k != kernel_) code_.text += fmt::format(".in_kernel {}\n", kernel_ = k);
+  }
+  void load(int r, uint64_t v) {
+    put(fmt::format("li s{}, {}", r, int64_t(int32_t(uint32_t(v & 0xffffffffu)))));
+    if (v >= (uint64_t(1) << 31)) put(fmt::format("lih s{}, {}", r, int64_t(int32_t(uint32_t(v >> 32)))));
+  }
+  // A register holding constant v: from the cache, else loaded into the
+  // least recently used register that is not pinned.
+  int reg(uint64_t v) {
+    if (v == 0) return 0;
+    ++clock_;
+    for (int r = 1; r <= o_.registers; ++r)
+      if (valid_[r] && val_[r] == v) return stamp_[r] = clock_, r;
+    int victim = -1;
+    for (int r = 1; r <= o_.registers; ++r) {
+      if (pinned_[r]) continue;
+      if (victim < 0 || !valid_[r] || (valid_[victim] && stamp_[r] < stamp_[victim])) victim = r;
+      if (!valid_[r]) break;
+    }
+    if (victim < 0) throw std::logic_error("internal error: no scalar register left");
+    load(victim, v);
+    val_[victim] = v, valid_[victim] = true, stamp_[victim] = clock_;
+    return victim;
+  }
+  // A register nothing else holds, pinned until the nest ends.
+  int take() {
+    int victim = -1;
+    for (int r = 1; r <= o_.registers; ++r)
+      if (!pinned_[r] && (victim < 0 || !valid_[r] || (valid_[victim] && stamp_[r] < stamp_[victim]))) victim = r;
+    if (victim < 0) throw std::logic_error("internal error: no scalar register left");
+    valid_[victim] = false, pinned_[victim] = true;
+    return victim;
+  }
+
+  // The function an operand of a leaf computes (in nest `ns`, with its
+  // enclosing loops `loops`, innermost last).
+  Fn fn_of(const Node& n, size_t v, const std::vector<const Node*>& loops, const Nest& ns) const {
+    Fn f{addr_[size_t(n.insn)] == int(v) ? 0 : n.vals[v], {}};
+    const auto& st = n.steps[v];
+    for (size_t l = 0; l < st.size(); ++l)
+      if (st[l] != 0) f.second.push_back({ns.id.at(loops[loops.size() - 1 - l]), st[l]});
+    return f;
+  }
+  void leaf(const Node& n, const Nest* ns, const std::vector<const Node*>& loops = {}) {
+    const Scheduled& s = prog_[size_t(n.insn)];
+    if (s.unit < 0) {
+      code_.text += s.text.empty() ? "\n" : "    " + s.text + "\n";
+      return;
+    }
+    enter_kernel(s.kernel);
+    std::string text;
+    size_t v = 0;
+    for (char c : s.text) {
+      if (c != '@' && c != '$') {
+        text += c;
+        continue;
+      }
+      const bool moving = ns && std::any_of(n.steps[v].begin(), n.steps[v].end(), [](int64_t d) { return d != 0; });
+      const int r = moving ? ns->fn.at(fn_of(n, v, loops, *ns)) : c == '$' ? 0 : reg(n.vals[v]);
+      text += c == '$' ? fmt::format("s{}, {}", r, n.vals[v]) : fmt::format("s{}", r);
+      ++v;
+    }
+    put(text);
+  }
+
+  // Collects what a nest needs: its loops' ids, the stepping operands, the
+  // constants and its depth.
+  void collect(const Node& n, std::vector<const Node*>& loops, Nest& ns, std::vector<uint64_t>& consts, size_t& depth) {
+    if (n.insn < 0) {
+      ns.id.emplace(&n, int(ns.id.size()));
+      loops.push_back(&n);
+      depth = std::max(depth, loops.size());
+      for (const Node& b : n.body) collect(b, loops, ns, consts, depth);
+      loops.pop_back();
+      return;
+    }
+    for (size_t v = 0; v < n.vals.size(); ++v) {
+      Fn f = fn_of(n, v, loops, ns);
+      if (!f.second.empty()) ns.fn.emplace(std::move(f), 0);
+      else if (addr_[size_t(n.insn)] != int(v) && n.vals[v] != 0) consts.push_back(n.vals[v]);
+    }
+  }
+
+  void nest(const Node& top) {
+    Nest ns;
+    std::vector<const Node*> loops;
+    std::vector<uint64_t> consts;
+    size_t depth = 0;
+    collect(top, loops, ns, consts, depth);
+    std::sort(consts.begin(), consts.end());
+    consts.erase(std::unique(consts.begin(), consts.end()), consts.end());
+    if (getenv("TPUC_LOOPS_DEBUG")) fprintf(stderr, "nest count %ld size %zu consts %zu fns %zu depth %zu\n", long(top.count), top.size, consts.size(), ns.fn.size(), depth);
+    if (consts.size() + ns.fn.size() + depth > size_t(o_.registers)) {
+      // Too many registers: unroll the outer loop, nest the inner ones.
+      for (int64_t r = 0; r < top.count; ++r) {
+        std::vector<Node> copy;
+        for (const Node& b : top.body) copy.push_back(peel(b, r));
+        seq(copy);
+      }
+      return;
+    }
+    enter_kernel(first_kernel(top));
+    for (uint64_t c : consts) pinned_[reg(c)] = true;
+    for (auto& [f, r] : ns.fn) {
+      r = take();
+      load(r, f.first);
+    }
+    for (size_t d = 0; d < depth; ++d) ns.counter.push_back(take());
+    emit_loop(top, ns, loops);
+    // The constants stay cached; the loops' registers were never valid.
+    std::fill(std::begin(pinned_), std::end(pinned_), false);
+  }
+  void emit_loop(const Node& l, const Nest& ns, std::vector<const Node*>& loops) {
+    const int rc = ns.counter[loops.size()];
+    const int id = ns.id.at(&l);
+    put(fmt::format("li s{}, {}", rc, l.count));
+    const std::string label = fmt::format("{}{}", o_.label, code_.loops++);
+    code_.text += label + ":\n";
+    loops.push_back(&l);
+    for (const Node& b : l.body) {
+      if (b.insn >= 0) leaf(b, &ns, loops);
+      else emit_loop(b, ns, loops);
+    }
+    loops.pop_back();
+    std::vector<std::pair<int, int64_t>> stepping;
+    for (const auto& [f, r] : ns.fn)
+      for (auto [i, d] : f.second)
+        if (i == id) stepping.push_back({r, d});
+    for (auto [r, d] : stepping) put(fmt::format("addi s{}, s{}, {}", r, r, d));
+    put(fmt::format("loop s{}, {}", rc, label));
+    // An inner loop's registers return to their first iteration's values.
+    if (!loops.empty())
+      for (auto [r, d] : stepping) put(fmt::format("addi s{}, s{}, {}", r, r, -d * l.count));
+  }
+  int first_kernel(const Node& n) const {
+    if (n.insn >= 0) return prog_[size_t(n.insn)].unit < 0 ? kNoKernel : prog_[size_t(n.insn)].kernel;
+    for (const Node& b : n.body)
+      if (int k = first_kernel(b); k != kNoKernel) return k;
+    return kNoKernel;
+  }
+  // Node n in iteration r of its outermost enclosing loop.
+  static Node peel(const Node& n, int64_t r) {
+    Node c;
+    c.insn = n.insn;
+    c.count = n.count;
+    c.vals = n.vals;
+    c.steps = n.steps;
+    for (size_t v = 0; v < c.steps.size(); ++v) {
+      c.vals[v] += uint64_t(r * c.steps[v].back());
+      c.steps[v].pop_back();
+    }
+    for (const Node& b : n.body) c.body.push_back(peel(b, r));
+    return c;
+  }
+
+  const std::vector<Scheduled>& prog_;
+  const LoopOptions& o_;
+  std::vector<int> addr_;  // per instruction: which operand is a `$` address (-1: none)
+  LoopCode code_;
+  static constexpr int kNoKernel = std::numeric_limits<int>::min();
+  int kernel_ = kNoKernel;  // the last .in_kernel written
+  uint64_t val_[32] = {}, stamp_[32] = {}, clock_ = 0;
+  bool valid_[32] = {}, pinned_[32] = {};
+};
+
+}  // namespace
+
+LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt) {
+  Writer w(prog, opt);
+  if (opt.enabled) {
+    auto tree = Reroller(prog, opt).run();
+    if (getenv("TPUC_LOOPS_TREE")) {
+      std::function<void(const std::vector<Node>&, int)> dump = [&](const std::vector<Node>& v, int ind) {
+        size_t leaves = 0;
+        for (const Node& n : v) {
+          if (n.insn >= 0) { ++leaves; continue; }
+          if (leaves) fprintf(stderr, "%*s%zu insns\n", ind, "", leaves), leaves = 0;
+          fprintf(stderr, "%*sloop x%ld size %zu\n", ind, "", long(n.count), n.size);
+          if (ind < 2 * atoi(getenv("TPUC_LOOPS_TREE"))) dump(n.body, ind + 2);
+        }
+        if (leaves) fprintf(stderr, "%*s%zu insns\n", ind, "", leaves);
+      };
+      dump(tree, 0);
+    }
+    w.seq(tree);
+  } else {
+    std::vector<Node> flat(prog.size());
+    for (size_t i = 0; i < prog.size(); ++i) flat[i].insn = int(i), flat[i].vals = prog[i].vals, flat[i].steps.resize(prog[i].vals.size());
+    w.seq(flat);
+  }
+  return w.done();
+}
+
+}  // namespace tpu::compiler
