@@ -35,6 +35,8 @@ struct Node {
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
 
+constexpr size_t kMaxOperands = 6;  // scalar-register operands of one instruction (dma.ld2d)
+
 bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
 
 class Reroller {
@@ -195,12 +197,27 @@ class Writer {
   LoopCode done() { return std::move(code_); }
 
  private:
-  // A register holding base + sum of steps * iteration over loops (id, step).
+  // What a loop register holds: base + the sum of step * iteration over
+  // loops (id, step), outermost first.
   using Fn = std::pair<uint64_t, std::vector<std::pair<int, int64_t>>>;
+  // A nest's registers. A function f steps in loops L1 (outermost) .. Lk;
+  // in loop Li it lives in the register of its prefix up to Li, set on
+  // entry to Li from the prefix up to L(i-1) (a register of an enclosing
+  // loop) and stepped at the end of each iteration. So a loop's registers
+  // live only while it runs, and the loops inside one reuse each other's.
+  // A constant is loaded on entry to the innermost loop enclosing all its
+  // uses.
   struct Nest {
     std::unordered_map<const Node*, int> id;
-    std::map<Fn, int> fn;
-    std::vector<int> counter;  // per depth
+    std::vector<std::vector<Fn>> fns;          // per loop id: the prefixes ending there
+    std::vector<std::vector<uint64_t>> consts;  // per loop id: the constants it loads
+    std::map<Fn, int> fn_reg;                   // live ones
+    std::map<uint64_t, int> const_reg;          // live ones
+    std::vector<bool> free;                     // per register
+    // Too many registers otherwise: every loop register holds a sum of
+    // steps (base 0), and a register operand is computed into a temporary
+    // just before its instruction (constants too).
+    bool at_use = false;
   };
 
   void put(const std::string& s) {
@@ -214,45 +231,35 @@ class Writer {
     put(fmt::format("li s{}, {}", r, int64_t(int32_t(uint32_t(v & 0xffffffffu)))));
     if (v >= (uint64_t(1) << 31)) put(fmt::format("lih s{}, {}", r, int64_t(int32_t(uint32_t(v >> 32)))));
   }
-  // A register holding constant v: from the cache, else loaded into the
-  // least recently used register that is not pinned.
+  // A register holding constant v outside loops: from the cache, else
+  // loaded into the least recently used register.
   int reg(uint64_t v) {
     if (v == 0) return 0;
     ++clock_;
     for (int r = 1; r <= o_.registers; ++r)
       if (valid_[r] && val_[r] == v) return stamp_[r] = clock_, r;
-    int victim = -1;
-    for (int r = 1; r <= o_.registers; ++r) {
-      if (pinned_[r]) continue;
-      if (victim < 0 || !valid_[r] || (valid_[victim] && stamp_[r] < stamp_[victim])) victim = r;
-      if (!valid_[r]) break;
-    }
-    if (victim < 0) throw std::logic_error("internal error: no scalar register left");
+    int victim = 1;
+    for (int r = 1; r <= o_.registers; ++r)
+      if (!valid_[r] || stamp_[r] < stamp_[victim]) {
+        victim = r;
+        if (!valid_[r]) break;
+      }
     load(victim, v);
     val_[victim] = v, valid_[victim] = true, stamp_[victim] = clock_;
     return victim;
   }
-  // A register nothing else holds, pinned until the nest ends.
-  int take() {
-    int victim = -1;
-    for (int r = 1; r <= o_.registers; ++r)
-      if (!pinned_[r] && (victim < 0 || !valid_[r] || (valid_[victim] && stamp_[r] < stamp_[victim]))) victim = r;
-    if (victim < 0) throw std::logic_error("internal error: no scalar register left");
-    valid_[victim] = false, pinned_[victim] = true;
-    return victim;
-  }
 
-  // The function an operand of a leaf computes (in nest `ns`, with its
-  // enclosing loops `loops`, innermost last).
+  // The function operand v of leaf n computes, inside `loops` (outermost first).
   Fn fn_of(const Node& n, size_t v, const std::vector<const Node*>& loops, const Nest& ns) const {
     Fn f{addr_[size_t(n.insn)] == int(v) ? 0 : n.vals[v], {}};
-    const auto& st = n.steps[v];
-    for (size_t l = 0; l < st.size(); ++l)
+    const auto& st = n.steps[v];  // innermost first
+    for (size_t l = st.size(); l-- > 0;)
       if (st[l] != 0) f.second.push_back({ns.id.at(loops[loops.size() - 1 - l]), st[l]});
     return f;
   }
-  void leaf(const Node& n, const Nest* ns, const std::vector<const Node*>& loops = {}) {
+  void leaf(const Node& n, Nest* ns, const std::vector<const Node*>& loops = {}) {
     const Scheduled& s = prog_[size_t(n.insn)];
+    std::vector<int> temps;
     if (s.unit < 0) {
       code_.text += s.text.empty() ? "\n" : "    " + s.text + "\n";
       return;
@@ -265,42 +272,99 @@ class Writer {
         text += c;
         continue;
       }
-      const bool moving = ns && std::any_of(n.steps[v].begin(), n.steps[v].end(), [](int64_t d) { return d != 0; });
-      const int r = moving ? ns->fn.at(fn_of(n, v, loops, *ns)) : c == '$' ? 0 : reg(n.vals[v]);
+      int r = 0;
+      if (ns && ns->at_use) {
+        Fn f = fn_of(n, v, loops, *ns);
+        const uint64_t base = c == '$' ? 0 : n.vals[v];
+        f.first = 0;
+        const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
+        if (base == 0) {
+          r = sum;
+        } else {
+          r = take(*ns);
+          temps.push_back(r);
+          if (fits32(int64_t(base)) && sum != 0) {
+            put(fmt::format("addi s{}, s{}, {}", r, sum, int64_t(base)));
+          } else {
+            load(r, base);
+            if (sum != 0) put(fmt::format("add s{}, s{}, s{}", r, r, sum));
+          }
+        }
+      } else if (ns) {
+        Fn f = fn_of(n, v, loops, *ns);
+        if (!f.second.empty()) r = ns->fn_reg.at(f);
+        else if (c == '@' && n.vals[v] != 0) r = ns->const_reg.at(n.vals[v]);
+      } else if (c == '@') {
+        r = reg(n.vals[v]);
+      }
       text += c == '$' ? fmt::format("s{}, {}", r, n.vals[v]) : fmt::format("s{}", r);
       ++v;
     }
     put(text);
+    for (int r : temps) ns->free[size_t(r)] = true;
   }
 
-  // Collects what a nest needs: its loops' ids, the stepping operands, the
-  // constants and its depth.
-  void collect(const Node& n, std::vector<const Node*>& loops, Nest& ns, std::vector<uint64_t>& consts, size_t& depth) {
+  // Numbers the loops, and files every stepping operand's prefixes and
+  // every constant under the loop that sets them.
+  void collect(const Node& n, std::vector<const Node*>& loops, Nest& ns, std::map<uint64_t, std::vector<int>>& paths) {
     if (n.insn < 0) {
       ns.id.emplace(&n, int(ns.id.size()));
       loops.push_back(&n);
-      depth = std::max(depth, loops.size());
-      for (const Node& b : n.body) collect(b, loops, ns, consts, depth);
+      for (const Node& b : n.body) collect(b, loops, ns, paths);
       loops.pop_back();
       return;
     }
+    std::vector<int> path;
+    for (const Node* l : loops) path.push_back(ns.id.at(l));
     for (size_t v = 0; v < n.vals.size(); ++v) {
       Fn f = fn_of(n, v, loops, ns);
-      if (!f.second.empty()) ns.fn.emplace(std::move(f), 0);
-      else if (addr_[size_t(n.insn)] != int(v) && n.vals[v] != 0) consts.push_back(n.vals[v]);
+      if (ns.at_use) f.first = 0;
+      if (f.second.empty()) {
+        if (ns.at_use) continue;
+        if (addr_[size_t(n.insn)] == int(v) || n.vals[v] == 0) continue;
+        auto [it, fresh] = paths.emplace(n.vals[v], path);
+        if (!fresh) {  // the loops enclosing every use
+          size_t k = 0;
+          while (k < it->second.size() && k < path.size() && it->second[k] == path[k]) ++k;
+          it->second.resize(k);
+        }
+        continue;
+      }
+      for (size_t k = 1; k <= f.second.size(); ++k) {
+        Fn prefix{f.first, {f.second.begin(), f.second.begin() + long(k)}};
+        ns.fns.resize(ns.id.size());
+        auto& at = ns.fns[size_t(prefix.second.back().first)];
+        if (std::find(at.begin(), at.end(), prefix) == at.end()) at.push_back(std::move(prefix));
+      }
     }
   }
+  // Registers loop l and the loops inside it need at once.
+  size_t need(const Node& l, const Nest& ns) const {
+    size_t inner = 0;
+    for (const Node& b : l.body)
+      if (b.insn < 0) inner = std::max(inner, need(b, ns));
+    const size_t id = size_t(ns.id.at(&l));
+    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.at_use ? kMaxOperands : 0);
+  }
 
+  void plan(const Node& top, Nest& ns) {
+    std::vector<const Node*> loops;
+    std::map<uint64_t, std::vector<int>> paths;
+    collect(top, loops, ns, paths);
+    ns.fns.resize(ns.id.size());
+    ns.consts.resize(ns.id.size());
+    for (const auto& [v, path] : paths) ns.consts[size_t(path.empty() ? 0 : path.back())].push_back(v);
+  }
   void nest(const Node& top) {
     Nest ns;
+    plan(top, ns);
+    if (need(top, ns) > size_t(o_.registers)) {
+      ns = Nest();
+      ns.at_use = true;
+      plan(top, ns);
+    }
     std::vector<const Node*> loops;
-    std::vector<uint64_t> consts;
-    size_t depth = 0;
-    collect(top, loops, ns, consts, depth);
-    std::sort(consts.begin(), consts.end());
-    consts.erase(std::unique(consts.begin(), consts.end()), consts.end());
-    if (getenv("TPUC_LOOPS_DEBUG")) fprintf(stderr, "nest count %ld size %zu consts %zu fns %zu depth %zu\n", long(top.count), top.size, consts.size(), ns.fn.size(), depth);
-    if (consts.size() + ns.fn.size() + depth > size_t(o_.registers)) {
+    if (need(top, ns) > size_t(o_.registers)) {
       // Too many registers: unroll the outer loop, nest the inner ones.
       for (int64_t r = 0; r < top.count; ++r) {
         std::vector<Node> copy;
@@ -310,19 +374,34 @@ class Writer {
       return;
     }
     enter_kernel(first_kernel(top));
-    for (uint64_t c : consts) pinned_[reg(c)] = true;
-    for (auto& [f, r] : ns.fn) {
-      r = take();
-      load(r, f.first);
-    }
-    for (size_t d = 0; d < depth; ++d) ns.counter.push_back(take());
+    ns.free.assign(size_t(o_.registers) + 1, true);
+    ns.free[0] = false;
     emit_loop(top, ns, loops);
-    // The constants stay cached; the loops' registers were never valid.
-    std::fill(std::begin(pinned_), std::end(pinned_), false);
+    // The cache does not know what the nest left in its registers.
+    std::fill(std::begin(valid_), std::end(valid_), false);
   }
-  void emit_loop(const Node& l, const Nest& ns, std::vector<const Node*>& loops) {
-    const int rc = ns.counter[loops.size()];
-    const int id = ns.id.at(&l);
+  int take(Nest& ns) const {
+    for (int r = 1; r <= o_.registers; ++r)
+      if (ns.free[size_t(r)]) return ns.free[size_t(r)] = false, r;
+    throw std::logic_error("internal error: no scalar register left");
+  }
+  void emit_loop(const Node& l, Nest& ns, std::vector<const Node*>& loops) {
+    const size_t id = size_t(ns.id.at(&l));
+    std::vector<int> mine;
+    for (uint64_t c : ns.consts[id]) {
+      const int r = take(ns);
+      mine.push_back(r), ns.const_reg[c] = r;
+      load(r, c);
+    }
+    for (const Fn& f : ns.fns[id]) {
+      const int r = take(ns);
+      mine.push_back(r), ns.fn_reg[f] = r;
+      Fn outer{f.first, {f.second.begin(), f.second.end() - 1}};
+      if (outer.second.empty()) load(r, f.first);
+      else put(fmt::format("addi s{}, s{}, 0", r, ns.fn_reg.at(outer)));
+    }
+    const int rc = take(ns);
+    mine.push_back(rc);
     put(fmt::format("li s{}, {}", rc, l.count));
     const std::string label = fmt::format("{}{}", o_.label, code_.loops++);
     code_.text += label + ":\n";
@@ -332,15 +411,14 @@ class Writer {
       else emit_loop(b, ns, loops);
     }
     loops.pop_back();
-    std::vector<std::pair<int, int64_t>> stepping;
-    for (const auto& [f, r] : ns.fn)
-      for (auto [i, d] : f.second)
-        if (i == id) stepping.push_back({r, d});
-    for (auto [r, d] : stepping) put(fmt::format("addi s{}, s{}, {}", r, r, d));
+    for (const Fn& f : ns.fns[id]) {
+      const int r = ns.fn_reg.at(f);
+      put(fmt::format("addi s{}, s{}, {}", r, r, f.second.back().second));
+    }
     put(fmt::format("loop s{}, {}", rc, label));
-    // An inner loop's registers return to their first iteration's values.
-    if (!loops.empty())
-      for (auto [r, d] : stepping) put(fmt::format("addi s{}, s{}, {}", r, r, -d * l.count));
+    for (uint64_t c : ns.consts[id]) ns.const_reg.erase(c);
+    for (const Fn& f : ns.fns[id]) ns.fn_reg.erase(f);
+    for (int r : mine) ns.free[size_t(r)] = true;
   }
   int first_kernel(const Node& n) const {
     if (n.insn >= 0) return prog_[size_t(n.insn)].unit < 0 ? kNoKernel : prog_[size_t(n.insn)].kernel;
@@ -369,8 +447,8 @@ class Writer {
   LoopCode code_;
   static constexpr int kNoKernel = std::numeric_limits<int>::min();
   int kernel_ = kNoKernel;  // the last .in_kernel written
-  uint64_t val_[32] = {}, stamp_[32] = {}, clock_ = 0;
-  bool valid_[32] = {}, pinned_[32] = {};
+  uint64_t val_[32] = {}, stamp_[32] = {}, clock_ = 0;  // the cache of constants outside loops
+  bool valid_[32] = {};
 };
 
 }  // namespace
@@ -379,19 +457,6 @@ LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt)
   Writer w(prog, opt);
   if (opt.enabled) {
     auto tree = Reroller(prog, opt).run();
-    if (getenv("TPUC_LOOPS_TREE")) {
-      std::function<void(const std::vector<Node>&, int)> dump = [&](const std::vector<Node>& v, int ind) {
-        size_t leaves = 0;
-        for (const Node& n : v) {
-          if (n.insn >= 0) { ++leaves; continue; }
-          if (leaves) fprintf(stderr, "%*s%zu insns\n", ind, "", leaves), leaves = 0;
-          fprintf(stderr, "%*sloop x%ld size %zu\n", ind, "", long(n.count), n.size);
-          if (ind < 2 * atoi(getenv("TPUC_LOOPS_TREE"))) dump(n.body, ind + 2);
-        }
-        if (leaves) fprintf(stderr, "%*s%zu insns\n", ind, "", leaves);
-      };
-      dump(tree, 0);
-    }
     w.seq(tree);
   } else {
     std::vector<Node> flat(prog.size());

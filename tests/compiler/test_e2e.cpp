@@ -446,6 +446,78 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
   CHECK(double(cycles[8]) < 0.65 * double(cycles[4]));
 }
 
+// tpuc writes its schedule with loops (compiler/src/loops.h): code size
+// follows the kernels, not their tiles. The same schedule written straight
+// (hints.loops = false) gives the same outputs in nearly the same cycles:
+// the loops add only scalar instructions (steps and back edges).
+struct LoopRun {
+  size_t instructions = 0;
+  test::SimRun run;
+};
+LoopRun run_with_loops(const Function& f, const std::vector<Tensor>& in, bool loops) {
+  const auto cfg = sim::load_config("v5e", {"hbm.model=simple"});
+  compiler::CompileOptions o;
+  o.target = cfg.target;
+  o.hints = compiler::schedule_hints(cfg);
+  o.hints.loops = loops;
+  const compiler::Compiled c = compiler::compile(f, o);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+  LoopRun r{c.program.code.size(), test::simulate(c.program, cfg, bytes)};
+  if (r.run.fault) FAIL("simulation fault: " << *r.run.fault);
+  return r;
+}
+
+TEST_CASE("loops: a 16 M-element add is a few hundred instructions, not half a million") {
+  const uint64_t seed = test::test_seed(4096);
+  INFO("seed " << seed);
+  Gen g(seed);
+  Function f;
+  const Type t{DType::f32, {4096, 4096}};
+  const int a = param(f, t), b = param(f, t);
+  Op add;
+  add.kind = OpKind::add;
+  add.operands = {a, b};
+  f.results = {add_op(f, add)};
+  const std::vector<Tensor> in = {g.random(t), g.random(t)};
+  const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
+  INFO("instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles " << looped.run.cycles
+                       << " (straight " << straight.run.cycles << ")");
+  CHECK(looped.instructions < 5000);
+  CHECK(straight.instructions > 500000);
+  CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
+  const Tensor got = ir::from_bytes(t, looped.run.outputs.at(0));
+  size_t wrong = 0;
+  for (size_t i = 0; i < got.v.size(); ++i) wrong += got.v[i] != double(float(in[0].v[i]) + float(in[1].v[i]));
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("loops: GEMMs give the same results and cycles with and without loops") {
+  const uint64_t seed = test::test_seed(1024);
+  Gen g(seed);
+  for (auto [M, K, N] : {std::array<int64_t, 3>{1024, 1024, 1024}, {512, 1024, 768}, {300, 520, 200}}) {
+    INFO("seed " << seed << ", " << M << "x" << K << "x" << N);
+    Function f;
+    const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
+    Op d;
+    d.kind = OpKind::dot;
+    d.operands = {a, w};
+    d.lhs_contract = {1};
+    d.rhs_contract = {0};
+    d.type = {DType::f32, {M, N}};
+    f.results = {add_op(f, d)};
+    const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+    const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
+    INFO("instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles " << looped.run.cycles
+                         << " (straight " << straight.run.cycles << ")");
+    const bool same = looped.run.outputs == straight.run.outputs;
+    CHECK(same);
+    CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, looped.run.outputs.at(0)), ir::interpret(f, in)[0]) <= 1e-5);
+    CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
+    CHECK(looped.instructions * 2 < straight.instructions);
+  }
+}
+
 // On v4's two TensorCores tpuc splits the matmul (rows of the output, or
 // batches) and element-wise kernels between the cores, which meet at each
 // kernel's end; a transpose of the matmul's result (a copy kernel, on core 0)
