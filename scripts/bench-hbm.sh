@@ -62,11 +62,12 @@ PY
   fi
 }
 
-# run NAME CONFIG MODEL [--set ...]: compile for CONFIG, simulate with MODEL.
+# run NAME CONFIG MODEL [--set ...]: compile for CONFIG with MODEL (its
+# bandwidth and latency are the schedule's estimates), simulate with MODEL.
 run() {
   local d=$WORK/$1 cfg=$2 model=$3
   shift 3
-  "$BIN/tpuc" "$d/module.hlo" --config "$cfg" "$@" -o "$d/$cfg.tpu"
+  "$BIN/tpuc" "$d/module.hlo" --config "$cfg" "$@" --set hbm.model="$model" -o "$d/$cfg.tpu"
   "$BIN/tpusim" "$d/$cfg.tpu" --config "$cfg" "$@" --set hbm.model="$model" --inputs "$d/a.npy" "$d/b.npy" \
     --stats "$d/$cfg-$model.json" -q
 }
