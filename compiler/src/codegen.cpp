@@ -843,7 +843,7 @@ class Emitter {
     std::vector<Scheduled> code;
     code.reserve(prog_.size());
     for (Pending& p : prog_) {
-      code.push_back({p.unit, std::move(p.text), std::move(p.regs), p.kernel});
+      code.push_back({p.unit, std::move(p.text), std::move(p.regs), p.kernel, p.t});
       if (p.unit == kVpu) address_operand(code.back());
     }
     prog_.clear();
@@ -851,6 +851,8 @@ class Emitter {
     o.enabled = hints_.loops;
     o.kernels = !p_.kernels.empty();
     o.label = fmt::format("tpuc_c{}_l", core_);
+    o.issue_width = hints_.scalar_width;
+    o.branch_penalty = hints_.branch_penalty;
     LoopCode c = write_loops(code, o);
     out_ += c.text;
     instructions_ = c.instructions;
@@ -2239,6 +2241,8 @@ ScheduleHints schedule_hints(const isa::MachineConfig& c) {
   h.dma_latency_cycles = c.hbm_unloaded_latency_ns() * clock / 1e9 + 4;
   h.dma_burst_bytes = c.dma.burst_bytes;
   h.dma_bursts_per_cycle = c.dma.bursts_per_cycle;
+  h.scalar_width = c.core.issue_width;
+  h.branch_penalty = c.core.branch_penalty;
   h.vpu_width = c.vpu.issue.width;
   h.vpu_load = c.vpu.issue.load;
   h.vpu_store = c.vpu.issue.store;

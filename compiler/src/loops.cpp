@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -31,17 +32,38 @@ struct Node {
   std::vector<std::vector<int64_t>> steps;   // steps[v][l]: operand v's step per iteration of enclosing loop l (innermost first)
   uint64_t key = 0;                          // equal keys: the same instructions and steps (operands may differ)
   size_t size = 0;                           // instructions it emits (a loop's overhead estimated)
+  double cost = 0;                           // cycles the scalar unit takes to issue it, every iteration included
+  double t = 0;                              // the estimated cycle of its first instruction
+  int stepping = 0;                          // a loop's registers that step
 };
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
 
 constexpr size_t kMaxOperands = 6;  // scalar-register operands of one instruction (dma.ld2d)
+// The share of a stretch of the schedule its loop may take to issue: the
+// scalar unit also loads constants, waits and starts loops.
+constexpr double kScalarShare = 0.85;
+constexpr int64_t kMinSaving = 16;  // instructions a loop must save to be worth its registers and branches
 
 bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
 
+// Per instruction: which operand is a `$` address (-1: none).
+std::vector<int> address_operands(const std::vector<Scheduled>& prog) {
+  std::vector<int> addr(prog.size(), -1);
+  for (size_t i = 0; i < prog.size(); ++i) {
+    int v = 0;
+    for (char c : prog[i].text) {
+      if (c == '$') addr[i] = v;
+      v += c == '@' || c == '$';
+    }
+    if (size_t(v) != prog[i].vals.size()) throw std::logic_error("internal error: operands do not match " + prog[i].text);
+  }
+  return addr;
+}
+
 class Reroller {
  public:
-  Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
+  Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(address_operands(prog)) {}
 
   std::vector<Node> run() {
     std::vector<Node> seq(prog_.size());
@@ -63,10 +85,15 @@ class Reroller {
       for (const auto& st : n.steps)
         for (int64_t d : st) h = mix(h, uint64_t(d));
       n.size = s.unit < 0 ? 0 : 1;
+      n.cost = s.unit < 0 ? 0 : 1 / o_.issue_width;
+      n.t = s.t;
     } else {
       h = mix(0x6c6f6f70, uint64_t(n.count));
       n.size = 2;
-      for (const Node& b : n.body) h = mix(h, b.key), n.size += b.size;
+      double body = 0;
+      for (const Node& b : n.body) h = mix(h, b.key), n.size += b.size, body += b.cost;
+      n.cost = double(n.count) * (body + iteration_cost(n.stepping)) + 2 / o_.issue_width;
+      n.t = n.body.front().t;
     }
     n.key = h;
   }
@@ -79,9 +106,27 @@ class Reroller {
       if (n.insn < 0) n.body = fold(std::move(n.body)), rekey(n);
     return seq;
   }
+  // The scalar unit's extra cycles per iteration of a loop: its steps and
+  // back edge, and the taken branch's bubble.
+  double iteration_cost(int stepping) const { return (stepping + 1) / o_.issue_width + o_.branch_penalty; }
   static void flatten(const Node& n, std::vector<uint64_t>& out) {
     if (n.insn >= 0) out.insert(out.end(), n.vals.begin(), n.vals.end());
     for (const Node& b : n.body) flatten(b, out);
+  }
+  // Per flattened value: whether it is a `$` address (its register holds
+  // only the steps, shared by every address with the same step).
+  void flatten_kinds(const Node& n, std::vector<bool>& out) const {
+    if (n.insn >= 0)
+      for (size_t v = 0; v < n.vals.size(); ++v) out.push_back(addr_[size_t(n.insn)] == int(v));
+    for (const Node& b : n.body) flatten_kinds(b, out);
+  }
+  // Registers a loop steps: one per step of `$` addresses, one per start
+  // and step of other operands.
+  static int stepping(const std::vector<int64_t>& delta, const std::vector<uint64_t>& first, const std::vector<bool>& addr) {
+    std::set<std::pair<uint64_t, int64_t>> regs;
+    for (size_t k = 0; k < delta.size(); ++k)
+      if (delta[k] != 0) regs.insert({addr[k] ? 0 : first[k], delta[k]});
+    return int(regs.size());
   }
   // Gives every leaf of n a step for a new loop around n (from d, in
   // flatten order); `depth` loops of n enclose the leaf inside it.
@@ -120,6 +165,17 @@ class Reroller {
     return r;
   }
 
+  // Whether r iterations of [i, i + p) as a loop keep up with the schedule:
+  // the scalar unit issues them, the loop's own instructions included, in
+  // no more cycles than the units are estimated to take for that work.
+  // Where the scalar unit is the bottleneck (one instruction a cycle
+  // feeding a unit that takes one a cycle) the code stays straight.
+  bool keeps_up(const std::vector<Node>& seq, const std::vector<double>& pcost, size_t i, size_t p, size_t r, int stepping) const {
+    const size_t end = i + r * p;
+    const double span = (end < seq.size() ? seq[end].t : seq[end - 1].t + 1) - seq[i].t;
+    return double(r) * (pcost[i + p] - pcost[i] + iteration_cost(stepping)) <= kScalarShare * span;
+  }
+
   std::vector<Node> pass(std::vector<Node> seq, bool& changed) const {
     changed = false;
     const size_t n = seq.size();
@@ -132,26 +188,34 @@ class Reroller {
       auto [it, fresh] = seen.emplace(seq[i].key, i);
       if (!fresh) next[i] = it->second, it->second = i;
     }
-    for (size_t i = 0; i < n; ++i) psize[i + 1] = psize[i] + seq[i].size;
+    std::vector<double> pcost(n + 1, 0);
+    for (size_t i = 0; i < n; ++i) psize[i + 1] = psize[i] + seq[i].size, pcost[i + 1] = pcost[i] + seq[i].cost;
 
     std::vector<Node> out;
     std::vector<int64_t> delta, best_delta;
     for (size_t i = 0; i < n;) {
       size_t best_p = 0, best_r = 0;
+      int best_stepping = 0;
       int64_t best_saving = 0;
       size_t j = next[i];
       for (int tries = 0; j != kNone && j - i <= size_t(o_.max_period) && tries < 8; ++tries, j = next[j]) {
         const size_t body = psize[j] - psize[i];
         if (body == 0) continue;
-        // A small body is unrolled: each iteration's `loop` and steps cost scalar issue slots.
-        const size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body);
-        if (p > size_t(o_.max_period) || i + 2 * p > n) continue;
-        const size_t r = repeats(seq, flat, i, p, delta);
-        if (r < 2) continue;
-        int64_t stepping = 0;
-        for (int64_t d : delta) stepping += d != 0;
-        const int64_t saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - stepping - 3;
-        if (saving > best_saving) best_saving = saving, best_p = p, best_r = r, best_delta = delta;
+        // A small body is unrolled (each iteration's `loop` and steps cost
+        // scalar issue slots), and more where the loop would not keep up.
+        for (size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body), u = 0; u < 4; ++u, p *= 2) {
+          if (p > size_t(o_.max_period) || i + 2 * p > n) break;
+          const size_t r = repeats(seq, flat, i, p, delta);
+          if (r < 2) break;
+          std::vector<uint64_t> first;
+          std::vector<bool> addr;
+          for (size_t t = 0; t < p; ++t) flatten(seq[i + t], first), flatten_kinds(seq[i + t], addr);
+          const int stepping = Reroller::stepping(delta, first, addr);
+          if (!keeps_up(seq, pcost, i, p, r, stepping)) continue;
+          const int64_t saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - stepping - 3;
+          if (saving >= kMinSaving && saving > best_saving) best_saving = saving, best_p = p, best_r = r, best_delta = delta, best_stepping = stepping;
+          break;
+        }
       }
       if (best_p == 0) {
         out.push_back(std::move(seq[i++]));
@@ -159,6 +223,7 @@ class Reroller {
       }
       Node loop;
       loop.count = int64_t(best_r);
+      loop.stepping = best_stepping;
       for (size_t t = 0; t < best_p; ++t) loop.body.push_back(std::move(seq[i + t]));
       const int64_t* d = best_delta.data();
       for (Node& b : loop.body) add_level(b, d);
@@ -172,24 +237,17 @@ class Reroller {
 
   const std::vector<Scheduled>& prog_;
   const LoopOptions& o_;
+  std::vector<int> addr_;  // per instruction: which operand is a `$` address (-1: none)
 };
 
 // Writes nodes as assembly and assigns scalar registers.
 class Writer {
  public:
-  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(prog.size(), -1) {
-    for (size_t i = 0; i < prog.size(); ++i) {
-      int v = 0;
-      for (char c : prog[i].text) {
-        if (c == '$') addr_[i] = v;
-        v += c == '@' || c == '$';
-      }
-      if (size_t(v) != prog[i].vals.size()) throw std::logic_error("internal error: operands do not match " + prog[i].text);
-    }
-  }
+  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(address_operands(prog)) {}
 
   void seq(const std::vector<Node>& nodes) {
-    for (const Node& n : nodes) {
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const Node& n = nodes[k];
       if (n.insn >= 0) leaf(n, nullptr);
       else nest(n);
     }
@@ -216,8 +274,8 @@ class Writer {
     std::vector<bool> free;                     // per register
     // Too many registers otherwise: every loop register holds a sum of
     // steps (base 0), and a register operand is computed into a temporary
-    // just before its instruction (constants too).
-    bool at_use = false;
+    // just before its instruction (kAll: constants too).
+    enum At { kNone, kSteps, kAll } at_use = kNone;
   };
 
   void put(const std::string& s) {
@@ -273,8 +331,8 @@ class Writer {
         continue;
       }
       int r = 0;
-      if (ns && ns->at_use) {
-        Fn f = fn_of(n, v, loops, *ns);
+      Fn f = ns ? fn_of(n, v, loops, *ns) : Fn{};
+      if (ns && ns->at_use != Nest::kNone && (!f.second.empty() || ns->at_use == Nest::kAll)) {
         const uint64_t base = c == '$' ? 0 : n.vals[v];
         f.first = 0;
         const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
@@ -291,7 +349,6 @@ class Writer {
           }
         }
       } else if (ns) {
-        Fn f = fn_of(n, v, loops, *ns);
         if (!f.second.empty()) r = ns->fn_reg.at(f);
         else if (c == '@' && n.vals[v] != 0) r = ns->const_reg.at(n.vals[v]);
       } else if (c == '@') {
@@ -318,9 +375,9 @@ class Writer {
     for (const Node* l : loops) path.push_back(ns.id.at(l));
     for (size_t v = 0; v < n.vals.size(); ++v) {
       Fn f = fn_of(n, v, loops, ns);
-      if (ns.at_use) f.first = 0;
+      if (ns.at_use != Nest::kNone) f.first = 0;
       if (f.second.empty()) {
-        if (ns.at_use) continue;
+        if (ns.at_use == Nest::kAll) continue;
         if (addr_[size_t(n.insn)] == int(v) || n.vals[v] == 0) continue;
         auto [it, fresh] = paths.emplace(n.vals[v], path);
         if (!fresh) {  // the loops enclosing every use
@@ -344,7 +401,7 @@ class Writer {
     for (const Node& b : l.body)
       if (b.insn < 0) inner = std::max(inner, need(b, ns));
     const size_t id = size_t(ns.id.at(&l));
-    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.at_use ? kMaxOperands : 0);
+    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.at_use != Nest::kNone ? kMaxOperands : 0);
   }
 
   void plan(const Node& top, Nest& ns) {
@@ -355,17 +412,24 @@ class Writer {
     ns.consts.resize(ns.id.size());
     for (const auto& [v, path] : paths) ns.consts[size_t(path.empty() ? 0 : path.back())].push_back(v);
   }
+  // A loop nest. Its registers as planned above; with too few, temporaries
+  // at use; with still too few, the outer loop is unrolled and the loops
+  // inside it are nested on their own.
   void nest(const Node& top) {
     Nest ns;
     plan(top, ns);
-    if (need(top, ns) > size_t(o_.registers)) {
+    for (Nest::At at : {Nest::kSteps, Nest::kAll}) {
+      if (need(top, ns) <= size_t(o_.registers)) break;
+      // Issuing one instruction a cycle, the scalar unit would delay every
+      // instruction by its constant's load (often one an MXU waits for).
+      if (at == Nest::kAll && o_.issue_width < 2) break;
       ns = Nest();
-      ns.at_use = true;
+      ns.at_use = at;
       plan(top, ns);
     }
     std::vector<const Node*> loops;
     if (need(top, ns) > size_t(o_.registers)) {
-      // Too many registers: unroll the outer loop, nest the inner ones.
+      // Unroll the outer loop, nest the inner ones.
       for (int64_t r = 0; r < top.count; ++r) {
         std::vector<Node> copy;
         for (const Node& b : top.body) copy.push_back(peel(b, r));

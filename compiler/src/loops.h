@@ -28,6 +28,7 @@ struct Scheduled {
   std::string text;
   std::vector<uint64_t> vals;
   int kernel = -1;  // the kernel it belongs to (.in_kernel); -1: none
+  double t = 0;     // its estimated dispatch cycle (the schedule's order)
 };
 
 struct LoopOptions {
@@ -36,6 +37,8 @@ struct LoopOptions {
   int max_period = 4096;   // the longest run of instructions that may form a body
   int registers = 28;      // s1 .. s<registers> hold constants and loop registers
   bool kernels = true;     // write .in_kernel where the kernel changes
+  // The scalar unit: instructions a cycle, bubble cycles after a taken branch.
+  double issue_width = 1, branch_penalty = 0;
   std::string label = "l"; // prefix of the loops' labels (unique per program)
 };
 

@@ -22,6 +22,8 @@ struct ScheduleHints {
   double dma_bursts_per_cycle = 1;
   // VPU instructions per cycle, and of them loads, stores and arithmetic.
   double vpu_width = 1, vpu_load = 1, vpu_store = 1, vpu_alu = 1;
+  // The scalar unit: instructions issued a cycle, bubble after a taken branch.
+  double scalar_width = 1, branch_penalty = 2;
   // Repeated runs of the schedule become loops (false: straight-line code).
   bool loops = true;
 };
