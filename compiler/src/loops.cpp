@@ -139,11 +139,11 @@ class Reroller {
   // How many times [i, i + p) repeats from i (at least 1), and the operands'
   // steps from one repeat to the next.
   size_t repeats(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, size_t i, size_t p,
-                 std::vector<int64_t>& delta) const {
+                 std::vector<int64_t>& delta, size_t limit = ~size_t(0)) const {
     delta.clear();
     int64_t biggest = 0;
     size_t r = 1;
-    for (; i + (r + 1) * p <= seq.size(); ++r) {
+    for (; r < limit && i + (r + 1) * p <= seq.size(); ++r) {
       size_t k = 0;
       for (size_t t = 0; t < p; ++t) {
         const size_t a = i + (r - 1) * p + t, b = a + p;
@@ -192,7 +192,11 @@ class Reroller {
     for (size_t i = 0; i < n; ++i) psize[i + 1] = psize[i] + seq[i].size, pcost[i + 1] = pcost[i] + seq[i].cost;
 
     std::vector<Node> out;
+    out.reserve(n);
     std::vector<int64_t> delta, best_delta;
+    // period -> the position before which it was found not to keep up (the
+    // same stretch, entered a little later, does not either)
+    std::unordered_map<size_t, size_t> slow;
     for (size_t i = 0; i < n;) {
       size_t best_p = 0, best_r = 0;
       int best_stepping = 0;
@@ -205,13 +209,28 @@ class Reroller {
         // scalar issue slots), and more where the loop would not keep up.
         for (size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body), u = 0; u < 4; ++u, p *= 2) {
           if (p > size_t(o_.max_period) || i + 2 * p > n) break;
-          const size_t r = repeats(seq, flat, i, p, delta);
-          if (r < 2) break;
+          if (auto it = slow.find(p); it != slow.end() && i < it->second) continue;
+          // Two repeats first: cheap, and where they do not keep up, more
+          // will not (checked first as if no register stepped).
+          if (!keeps_up(seq, pcost, i, p, 2, 0)) {
+            slow[p] = i + p;
+            continue;
+          }
+          if (repeats(seq, flat, i, p, delta, 2) < 2) break;
           std::vector<uint64_t> first;
           std::vector<bool> addr;
           for (size_t t = 0; t < p; ++t) flatten(seq[i + t], first), flatten_kinds(seq[i + t], addr);
-          const int stepping = Reroller::stepping(delta, first, addr);
-          if (!keeps_up(seq, pcost, i, p, r, stepping)) continue;
+          int stepping = Reroller::stepping(delta, first, addr);
+          if (!keeps_up(seq, pcost, i, p, 2, stepping)) {
+            slow[p] = i + p;
+            continue;
+          }
+          const size_t r = repeats(seq, flat, i, p, delta);
+          stepping = Reroller::stepping(delta, first, addr);
+          if (!keeps_up(seq, pcost, i, p, r, stepping)) {
+            slow[p] = i + (r - 1) * p;  // the same run entered later: no faster
+            continue;
+          }
           const int64_t saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - stepping - 3;
           if (saving >= kMinSaving && saving > best_saving) best_saving = saving, best_p = p, best_r = r, best_delta = delta, best_stepping = stepping;
           break;
