@@ -861,7 +861,9 @@ class Emitter {
   // address becomes an operand, so a loop can step it.
   static void address_operand(Scheduled& s) {
     const size_t at = s.text.find(", s0, ");
-    if (at == std::string::npos) return;
+    if (at == std::string::npos || at + 6 == s.text.size() ||
+        s.text.find_first_not_of("0123456789", at + 6) != std::string::npos)
+      return;
     s.vals.push_back(std::stoull(s.text.substr(at + 6)));
     s.text.resize(at + 2);
     s.text += '$';

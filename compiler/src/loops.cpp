@@ -128,6 +128,24 @@ class Reroller {
       if (delta[k] != 0) regs.insert({addr[k] ? 0 : first[k], delta[k]});
     return int(regs.size());
   }
+  // Keys are hashes: before a run becomes a loop, its repeats are compared
+  // instruction by instruction.
+  bool same_shape(const Node& a, const Node& b) const {
+    if (a.insn >= 0 || b.insn >= 0) {
+      if (a.insn < 0 || b.insn < 0 || a.steps != b.steps) return false;
+      const Scheduled &x = prog_[size_t(a.insn)], &y = prog_[size_t(b.insn)];
+      return x.unit == y.unit && x.kernel == y.kernel && x.text == y.text;
+    }
+    if (a.count != b.count || a.body.size() != b.body.size()) return false;
+    for (size_t k = 0; k < a.body.size(); ++k)
+      if (!same_shape(a.body[k], b.body[k])) return false;
+    return true;
+  }
+  bool same_shapes(const std::vector<Node>& seq, size_t i, size_t p, size_t r) const {
+    for (size_t k = i + p; k < i + r * p; ++k)
+      if (!same_shape(seq[k], seq[k - p])) return false;
+    return true;
+  }
   // Gives every leaf of n a step for a new loop around n (from d, in
   // flatten order); `depth` loops of n enclose the leaf inside it.
   void add_level(Node& n, const int64_t*& d, size_t depth = 0) const {
@@ -141,7 +159,6 @@ class Reroller {
   size_t repeats(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, size_t i, size_t p,
                  std::vector<int64_t>& delta, size_t limit = ~size_t(0)) const {
     delta.clear();
-    int64_t biggest = 0;
     size_t r = 1;
     for (; r < limit && i + (r + 1) * p <= seq.size(); ++r) {
       size_t k = 0;
@@ -151,16 +168,13 @@ class Reroller {
         for (size_t v = 0; v < flat[a].size(); ++v, ++k) {
           const int64_t d = int64_t(flat[b][v] - flat[a][v]);
           if (r == 1) {
-            if (!fits32(d)) return r;
+            if (!fits32(d)) return r;  // a step is an addi's immediate
             delta.push_back(d);
-            biggest = std::max(biggest, d < 0 ? -d : d);
           } else if (d != delta[k]) {
             return r;
           }
         }
       }
-      // The register stepping back after the loop moves by count * step.
-      if (biggest > 0 && int64_t(r + 1) > std::numeric_limits<int32_t>::max() / biggest) return r;
     }
     return r;
   }
@@ -236,7 +250,7 @@ class Reroller {
           break;
         }
       }
-      if (best_p == 0) {
+      if (best_p == 0 || !same_shapes(seq, i, best_p, best_r)) {
         out.push_back(std::move(seq[i++]));
         continue;
       }
@@ -265,8 +279,7 @@ class Writer {
   Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(address_operands(prog)) {}
 
   void seq(const std::vector<Node>& nodes) {
-    for (size_t k = 0; k < nodes.size(); ++k) {
-      const Node& n = nodes[k];
+    for (const Node& n : nodes) {
       if (n.insn >= 0) leaf(n, nullptr);
       else nest(n);
     }
