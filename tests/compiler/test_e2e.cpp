@@ -295,6 +295,17 @@ int add_op(Function& f, Op op) {
   return f.add(op);
 }
 
+// a[M,K] @ w[K,N] -> f32[M,N].
+int matmul(Function& f, int a, int w, int64_t M, int64_t N) {
+  Op d;
+  d.kind = OpKind::dot;
+  d.operands = {a, w};
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  d.type = {DType::f32, {M, N}};
+  return add_op(f, d);
+}
+
 void check_against_interpreter(const Function& f, const std::vector<Tensor>& inputs, const std::string& preset, double tol,
                                const std::string& what) {
   INFO(what << " on " << preset);
@@ -412,13 +423,7 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
   Function f;
   const int64_t M = 512, K = 2048, N = 1024;
   const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
-  Op d;
-  d.kind = OpKind::dot;
-  d.operands = {a, w};
-  d.lhs_contract = {1};
-  d.rhs_contract = {0};
-  d.type = {DType::f32, {M, N}};
-  f.results = {add_op(f, d)};
+  f.results = {matmul(f, a, w, M, N)};
   const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
   const auto want = ir::interpret(f, in);
   std::vector<std::vector<uint8_t>> bytes;
@@ -507,13 +512,7 @@ TEST_CASE("loops: GEMMs give the same results and cycles with and without loops"
     INFO("seed " << seed << ", " << M << "x" << K << "x" << N);
     Function f;
     const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
-    Op d;
-    d.kind = OpKind::dot;
-    d.operands = {a, w};
-    d.lhs_contract = {1};
-    d.rhs_contract = {0};
-    d.type = {DType::f32, {M, N}};
-    f.results = {add_op(f, d)};
+    f.results = {matmul(f, a, w, M, N)};
     const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
     const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
     INFO("instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles " << looped.run.cycles
