@@ -654,21 +654,30 @@ struct Pending {
   int kernel = -1;  // the kernel it belongs to (.in_kernel)
 };
 
+// The DMA's bytes per cycle for the cost model: the HBM's peak, or with
+// ideal memory (no bandwidth limit) what the engine sends, whole bursts a
+// cycle.
+double dma_bytes_per_cycle(const isa::MachineConfig& m) {
+  const double peak = m.hbm_peak_bytes_per_s();
+  return peak > 0 ? std::max(1.0, peak / double(m.clock_hz)) : double(m.dma.burst_bytes) * m.dma.bursts_per_cycle;
+}
+
 class Emitter {
  public:
   // The program of core `core` of `ncores` (each runs its share of every
   // kernel; see run()).
-  Emitter(const Plan& p, const ScheduleHints& h, int64_t core = 0, int64_t ncores = 1)
+  Emitter(const Plan& p, const isa::MachineConfig& m, bool loops, int64_t core = 0, int64_t ncores = 1)
       : p_(p),
         core_(core),
         ncores_(ncores),
         L_(int64_t(p.t.vpu_lanes)),
         D_(int64_t(p.t.mxu_dim)),
-        kDmaBytesPerCycle(h.dma_bytes_per_cycle),
-        kDmaLatency(h.dma_latency_cycles),
-        kDmaBurst(h.dma_burst_bytes),
-        kDmaBurstsPerCycle(h.dma_bursts_per_cycle),
-        hints_(h) {}
+        m_(m),
+        loops_(loops),
+        kDmaBytesPerCycle(dma_bytes_per_cycle(m)),
+        kDmaLatency(m.dma_latency_cycles()),
+        kDmaBurst(m.dma.burst_bytes),
+        kDmaBurstsPerCycle(m.dma.bursts_per_cycle) {}
 
   // The whole program. On a chip of several TensorCores every core runs
   // it: each reads its `core` CSR and branches to its own code, which does
@@ -695,7 +704,7 @@ class Emitter {
     }
     size_t instructions = 0;
     for (int64_t c = 0; c < ncores_; ++c) {
-      Emitter e(p_, hints_, c, ncores_);
+      Emitter e(p_, m_, loops_, c, ncores_);
       e.kernel_ops_ = kernel_ops_;
       if (c > 0) line(fmt::format("tpuc_core{}:", c));
       out_ += e.body();
@@ -742,7 +751,6 @@ class Emitter {
   // queue shortly before the queue can take it, so no queue fills up with
   // blocked work while another unit starves.
   static constexpr int kSc = 0, kDma = 1, kVpu = 2, kMxu0 = 8;
-  static constexpr double kVpuLatency = 3;
   static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
   static constexpr int kCoreSem = isa::kNumSems - 2;     // the other cores signal it at the end of a kernel
   static int unit_index(const std::string& u) {
@@ -771,16 +779,23 @@ class Emitter {
   }
   // The VPU dispatches in order, in issue groups within its slots
   // (docs/timing.md); `wait` takes no slot, `signal` and `vxpose` go alone.
-  // Register dependencies are not modelled.
+  // Register dependencies are not modelled. An instruction's slot and
+  // latency come from its class (isa.def) and the config.
   double push_vpu(double ready, std::string text, std::vector<uint64_t> regs, double occupancy, double latency) {
-    const bool wait = text.rfind("wait", 0) == 0, alone = text.rfind("signal", 0) == 0 || text.rfind("vxpose", 0) == 0;
-    const int k = text.rfind("vld", 0) == 0 ? 0 : text.rfind("vst", 0) == 0 ? 1 : 2;
-    const double limit[3] = {hints_.vpu_load, hints_.vpu_store, hints_.vpu_alu};
+    const isa::InsnSpec* spec = isa::find_mnemonic(std::string_view(text).substr(0, text.find(' ')));
+    if (spec == nullptr) throw std::logic_error("internal error: unknown instruction " + text);
+    const bool wait = spec->op == isa::Opcode::WAIT, sync = spec->unit == isa::ExecUnit::Sync;
+    const isa::VpuSlot slot = sync ? isa::VpuSlot::Whole : isa::vpu_slot(spec->vpu_class);
+    const bool alone = slot == isa::VpuSlot::Whole;
+    if (!sync) latency = m_.vpu_latency(spec->vpu_class);
+    const int k = slot == isa::VpuSlot::Load ? 0 : slot == isa::VpuSlot::Store ? 1 : 2;
+    const auto& iss = m_.vpu.issue;
+    const double limit[3] = {double(iss.load), double(iss.store), double(iss.alu)};
     auto next_group = [&](double t) { vgroup_ = t, vn_ = 0, vused_[0] = vused_[1] = vused_[2] = 0; };
     double t = std::max({ready, vgroup_, floor_});
     if (t > vgroup_) next_group(t);
     if (!wait) {
-      if (vn_ > 0 && (alone || vn_ >= hints_.vpu_width || vused_[k] >= limit[k])) next_group(vgroup_ + 1);
+      if (vn_ > 0 && (alone || vn_ >= double(iss.width) || vused_[k] >= limit[k])) next_group(vgroup_ + 1);
       t = vgroup_;
       if (alone) {
         next_group(t + std::max(1.0, occupancy));
@@ -816,7 +831,7 @@ class Emitter {
     } else if (text[0] == 'v' && capture_) {
       capture_->push_back(std::move(text));
     } else if (text[0] == 'v') {
-      push(kVpu, 0, std::move(text), {}, 1, kVpuLatency);
+      push(kVpu, 0, std::move(text));  // latency: its class's
     } else {
       throw std::logic_error("internal error: unscheduled instruction " + text);
     }
@@ -848,11 +863,11 @@ class Emitter {
     }
     prog_.clear();
     LoopOptions o;
-    o.enabled = hints_.loops;
+    o.enabled = loops_;
     o.kernels = !p_.kernels.empty();
     o.label = fmt::format("tpuc_c{}_l", core_);
-    o.issue_width = hints_.scalar_width;
-    o.branch_penalty = hints_.branch_penalty;
+    o.issue_width = m_.core.issue_width;
+    o.branch_penalty = m_.core.branch_penalty;
     LoopCode c = write_loops(code, o);
     out_ += c.text;
     instructions_ = c.instructions;
@@ -1693,8 +1708,9 @@ class Emitter {
   const Plan& p_;
   const int64_t core_, ncores_;
   const int64_t L_, D_;
+  const isa::MachineConfig& m_;
+  const bool loops_;
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
-  const ScheduleHints hints_;
   std::string out_;
   std::vector<Pending> prog_;
   double clk_[16] = {}, done_[16] = {}, floor_ = 0;
@@ -2232,25 +2248,7 @@ void Emitter::matmul(const Kernel& k) {
 }  // namespace
 // ---------------------------------------------------------------- Backend
 
-Backend::Backend(const Function& f, const isa::Target& t, const ScheduleHints& hints) : plan_(new Plan(f, t)), hints_(hints) {}
-
-ScheduleHints schedule_hints(const isa::MachineConfig& c) {
-  ScheduleHints h;
-  const double clock = double(c.clock_hz);
-  // ideal memory (peak 0) has no bandwidth limit: a burst a cycle per port at most.
-  const double peak = c.hbm_peak_bytes_per_s();
-  h.dma_bytes_per_cycle = peak > 0 ? std::max(1.0, peak / clock) : double(c.dma.burst_bytes) * c.dma.bursts_per_cycle;
-  h.dma_latency_cycles = c.hbm_unloaded_latency_ns() * clock / 1e9 + 4;
-  h.dma_burst_bytes = c.dma.burst_bytes;
-  h.dma_bursts_per_cycle = c.dma.bursts_per_cycle;
-  h.scalar_width = c.core.issue_width;
-  h.branch_penalty = c.core.branch_penalty;
-  h.vpu_width = c.vpu.issue.width;
-  h.vpu_load = c.vpu.issue.load;
-  h.vpu_store = c.vpu.issue.store;
-  h.vpu_alu = c.vpu.issue.alu;
-  return h;
-}
+Backend::Backend(const Function& f, const isa::MachineConfig& m, bool loops) : plan_(new Plan(f, m.target)), machine_(m), loops_(loops) {}
 Backend::~Backend() { delete plan_; }
 
 std::string Backend::describe() const {
@@ -2279,6 +2277,6 @@ std::string Backend::describe() const {
   return s;
 }
 
-std::string Backend::assembly() const { return Emitter(*plan_, hints_, 0, int64_t(plan_->t.cores)).run(); }
+std::string Backend::assembly() const { return Emitter(*plan_, machine_, loops_, 0, int64_t(plan_->t.cores)).run(); }
 
 }  // namespace tpu::compiler

@@ -38,12 +38,12 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
     if (options.dump) options.dump(pass.name, ir::print(c.lowered));
   }
   c.lowered.checks = f.checks;  // passes keep the results' order
-  Backend backend(c.lowered, options.target, options.hints);
+  Backend backend(c.lowered, options.machine, options.loops);
   c.plan = backend.describe();
   if (options.dump) options.dump("kernel plan", c.plan);
   c.assembly = backend.assembly();
   as::AssembleOptions ao;
-  ao.target = options.target;
+  ao.target = options.machine.target;
   auto r = as::assemble(c.assembly, "tpuc.s", ao);
   if (!r.program) throw std::logic_error("internal error: generated assembly does not assemble: " + r.errors.front().render());
   c.program = std::move(*r.program);

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("module", input, "MODULE.mlir (StableHLO), MODULE.hlo (XLA HLO text) or MODULE.ir (tpuc IR text)")->required();
   app.add_option("-o,--output", output, "output file (.tpu for --emit bin; '-' or none prints ir/asm)");
   app.add_option("--config", config, "target machine: a preset (tiny, v1, v4, v5e) or a config file; default v5e");
-  app.add_option("--set", settings, "KEY=VALUE: change one parameter of --config (hbm.latency_ns=200, target.mxu_dim=16); repeatable")
+  app.add_option("--set", settings, "KEY=VALUE: change one parameter of --config (hbm.simple.latency_ns=200, target.mxu_dim=16); repeatable")
       ->allow_extra_args(false);
   app.add_option("--precision", precision, "f32 dot passes: default (1), high (3), highest (6); default: each dot's precision_config")
       ->check(CLI::IsMember({"default", "high", "highest"}));
@@ -74,10 +74,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     compiler::CompileOptions opts;
-    const isa::MachineConfig machine = isa::load_config(config, settings);
-    opts.target = machine.target;
-    opts.hints = compiler::schedule_hints(machine);
-    opts.hints.loops = !no_loops;
+    opts.machine = isa::load_config(config, settings);
+    opts.loops = !no_loops;
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);

@@ -16,8 +16,8 @@ const std::vector<FormatSpec> kFormats = {
 };
 
 const std::vector<InsnSpec> kInsns = {
-#define ISA_INSN(id, mnemonic, opcode, format, unit, doc) \
-  InsnSpec{Opcode::id, #id, mnemonic, opcode, Format::format, ExecUnit::unit, doc},
+#define ISA_INSN(id, mnemonic, opcode, format, unit, cls, doc) \
+  InsnSpec{Opcode::id, #id, mnemonic, opcode, Format::format, ExecUnit::unit, VpuClass::cls, doc},
 #include "tpu/isa/isa.def"
 };
 

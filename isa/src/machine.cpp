@@ -165,7 +165,57 @@ const std::vector<DramTextField>& dram_text_fields() {
   return f;
 }
 
+#define TPU_CONFIG_FIELD(path, lo, hi, unit, doc)                                          \
+  ConfigField {                                                                            \
+    #path, [](const MachineConfig& c) { return uint64_t(c.path); },                        \
+        [](MachineConfig& c, uint64_t v) { c.path = static_cast<decltype(c.path)>(v); }, lo, hi, unit, doc \
+  }
+
+const std::vector<ConfigField>& config_fields() {
+  static const std::vector<ConfigField> f = {
+      TPU_CONFIG_FIELD(clock_hz, 1000000, 100000000000ull, "Hz", "core clock"),
+      TPU_CONFIG_FIELD(core.queue_depth, 1, 1024, "entries", "entries of each unit's instruction queue"),
+      TPU_CONFIG_FIELD(core.branch_penalty, 0, 64, "cycles", "bubbles after a taken branch"),
+      TPU_CONFIG_FIELD(core.issue_width, 1, 16, "instructions", "instructions the scalar unit issues per cycle ([timing.md](timing.md))"),
+      TPU_CONFIG_FIELD(vpu.latency.alu, 1, 256, "cycles", "result latency of the `alu` class: add, compare, select, logic, moves, conversions"),
+      TPU_CONFIG_FIELD(vpu.latency.mul, 1, 256, "cycles", "... of `mul`"),
+      TPU_CONFIG_FIELD(vpu.latency.div, 1, 256, "cycles", "... of `div`: divide, sqrt, rsqrt, pow"),
+      TPU_CONFIG_FIELD(vpu.latency.transcendental, 1, 256, "cycles", "... of `transcendental`: exp, log, tanh, logistic"),
+      TPU_CONFIG_FIELD(vpu.latency.load, 1, 256, "cycles", "... of `load`: vld.*, vlda"),
+      TPU_CONFIG_FIELD(vpu.latency.store, 1, 256, "cycles", "... of `store`: vst.*, vsta"),
+      TPU_CONFIG_FIELD(vpu.latency.reduce, 1, 256, "cycles", "... of `reduce`: cross-lane reductions"),
+      TPU_CONFIG_FIELD(vpu.issue.width, 1, 16, "instructions", "VPU instructions dispatched per cycle"),
+      TPU_CONFIG_FIELD(vpu.issue.alu, 1, 16, "instructions", "of those, at most this many arithmetic ones"),
+      TPU_CONFIG_FIELD(vpu.issue.load, 1, 16, "instructions", "... loads"),
+      TPU_CONFIG_FIELD(vpu.issue.store, 1, 16, "instructions", "... stores"),
+      TPU_CONFIG_FIELD(dma.max_outstanding, 1, 1024, "transfers", "DMA transfers in flight"),
+      TPU_CONFIG_FIELD(dma.burst_bytes, 1, 1u << 20, "bytes", "largest HBM burst: a transfer is cut into bursts of at most this"),
+      TPU_CONFIG_FIELD(dma.bursts_per_cycle, 1, 64, "bursts", "bursts the DMA engine sends to HBM per cycle"),
+      TPU_CONFIG_FIELD(hbm.ideal.latency_ns, 0, 100000, "ns", "`ideal` model: latency of every burst"),
+      TPU_CONFIG_FIELD(hbm.simple.bandwidth_bytes_per_s, 1000000, 1000000000000000ull, "bytes/s", "`simple` model: peak bandwidth"),
+      TPU_CONFIG_FIELD(hbm.simple.latency_ns, 0, 100000, "ns", "`simple` model: latency added after a burst leaves the server"),
+      TPU_CONFIG_FIELD(noc.link_bytes_per_cycle, 1, 1u << 20, "bytes",
+                       "bytes a core's port into the on-chip crossbar carries per cycle, each way (`detailed` model)"),
+      TPU_CONFIG_FIELD(noc.hop_latency, 0, 1000, "cycles", "cycles a request, and its data, spend crossing"),
+      TPU_CONFIG_FIELD(noc.credits, 1, 4096, "requests", "requests a channel's input buffer holds (credit-based flow control)"),
+  };
+  return f;
+}
+#undef TPU_CONFIG_FIELD
+
 namespace {
+
+// Reads the table's parameters that sit directly in section `path`.
+void read_fields(Section& s, const std::string& path, MachineConfig& c) {
+  for (const ConfigField& f : config_fields()) {
+    const std::string key = f.key;
+    const size_t dot = key.rfind('.');
+    if ((dot == std::string::npos ? std::string() : key.substr(0, dot)) != path) continue;
+    uint64_t v = 0;
+    s.uint(key.c_str() + (dot == std::string::npos ? 0 : dot + 1), v, f.min, f.max);
+    f.set(c, v);
+  }
+}
 
 bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
@@ -198,17 +248,17 @@ void validate_dram(const DramParams& d, const std::string& where) {
 }  // namespace
 
 uint64_t MachineConfig::hbm_latency_cycles() const {
-  return (uint64_t(hbm.latency_ns) * clock_hz + 999999999) / 1000000000;
+  return (uint64_t(hbm.simple.latency_ns) * clock_hz + 999999999) / 1000000000;
 }
 
 uint64_t MachineConfig::hbm_bytes_per_cycle_fp() const {
-  unsigned __int128 fp = (unsigned __int128)hbm.bandwidth_bytes_per_s * 1024 / clock_hz;
+  unsigned __int128 fp = (unsigned __int128)hbm.simple.bandwidth_bytes_per_s * 1024 / clock_hz;
   return fp < 1 ? 1 : uint64_t(fp);
 }
 
 double MachineConfig::hbm_peak_bytes_per_s() const {
   if (hbm.model == "detailed") return hbm.detailed.peak_bytes_per_s();
-  if (hbm.model == "simple") return double(hbm.bandwidth_bytes_per_s);
+  if (hbm.model == "simple") return double(hbm.simple.bandwidth_bytes_per_s);
   return 0;
 }
 
@@ -217,7 +267,36 @@ double MachineConfig::hbm_unloaded_latency_ns() const {
     const DramParams& d = hbm.detailed;
     return double(d.tRP + d.tRCDRD + d.CL + d.burst_cycles()) * d.tck_ps / 1000.0;
   }
-  return hbm.model == "simple" ? hbm.latency_ns : hbm.ideal_latency_ns;
+  return hbm.model == "simple" ? hbm.simple.latency_ns : hbm.ideal.latency_ns;
+}
+
+double MachineConfig::dma_latency_cycles() const {
+  return hbm_unloaded_latency_ns() * double(clock_hz) / 1e9 + kDmaEngineCycles;
+}
+
+VpuSlot vpu_slot(VpuClass c) {
+  switch (c) {
+    case VpuClass::Load: return VpuSlot::Load;
+    case VpuClass::Store: return VpuSlot::Store;
+    case VpuClass::Transpose: return VpuSlot::Whole;
+    default: return VpuSlot::Alu;
+  }
+}
+
+uint32_t MachineConfig::vpu_latency(VpuClass c) const {
+  const VpuLatency& l = vpu.latency;
+  switch (c) {
+    case VpuClass::Alu: return l.alu;
+    case VpuClass::Mul: return l.mul;
+    case VpuClass::Div: return l.div;
+    case VpuClass::Transcendental: return l.transcendental;
+    case VpuClass::Load: return l.load;
+    case VpuClass::Store: return l.store;
+    case VpuClass::Reduce: return l.reduce;
+    case VpuClass::Transpose: return uint32_t(target.vpu_lanes);
+    case VpuClass::None: break;
+  }
+  return 1;
 }
 
 MachineConfig config_from_json(const std::string& text, const std::string& where) {
@@ -233,56 +312,33 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     if (!j["description"].is_string()) top.fail("description", "must be a string");
     c.description = j["description"].get<std::string>();
   }
-  top.uint("clock_hz", c.clock_hz, 1000000, 100000000000ull);
-  {
-    Section s(top.child("core"), "core", where);
-    s.uint("queue_depth", c.core.queue_depth, 1, 1024);
-    s.uint("branch_penalty", c.core.branch_penalty, 0, 64);
-    s.uint("issue_width", c.core.issue_width, 1, 16);
+  read_fields(top, "", c);
+  for (const char* sec : {"core", "dma", "noc"}) {
+    Section s(top.child(sec), sec, where);
+    read_fields(s, sec, c);
     s.finish();
   }
   {
     Section v(top.child("vpu"), "vpu", where);
-    Section l(v.child("latency"), "vpu.latency", where);
-    l.uint("alu", c.vpu.latency.alu, 1, 256);
-    l.uint("mul", c.vpu.latency.mul, 1, 256);
-    l.uint("div", c.vpu.latency.div, 1, 256);
-    l.uint("transcendental", c.vpu.latency.transcendental, 1, 256);
-    l.uint("load", c.vpu.latency.load, 1, 256);
-    l.uint("store", c.vpu.latency.store, 1, 256);
-    l.uint("reduce", c.vpu.latency.reduce, 1, 256);
-    l.finish();
-    Section is(v.child("issue"), "vpu.issue", where);
-    is.uint("width", c.vpu.issue.width, 1, 16);
-    is.uint("alu", c.vpu.issue.alu, 1, 16);
-    is.uint("load", c.vpu.issue.load, 1, 16);
-    is.uint("store", c.vpu.issue.store, 1, 16);
-    is.finish();
+    for (const char* sub : {"latency", "issue"}) {
+      const std::string path = std::string("vpu.") + sub;
+      Section s(v.child(sub), path, where);
+      read_fields(s, path, c);
+      s.finish();
+    }
     v.finish();
-  }
-  {
-    Section d(top.child("dma"), "dma", where);
-    d.uint("max_outstanding", c.dma.max_outstanding, 1, 1024);
-    d.uint("burst_bytes", c.dma.burst_bytes, 1, 1u << 20);
-    d.uint("bursts_per_cycle", c.dma.bursts_per_cycle, 1, 64);
-    d.finish();
   }
   {
     Section h(top.child("hbm"), "hbm", where);
     h.str("model", c.hbm.model, {"ideal", "simple", "detailed"});
-    if (const json* s = h.optional_child("ideal")) {
-      Section i(*s, "hbm.ideal", where);
-      i.uint("latency_ns", c.hbm.ideal_latency_ns, 0, 100000);
-      i.finish();
-      c.hbm.has_ideal = true;
-    }
-    if (const json* s = h.optional_child("simple")) {
-      Section i(*s, "hbm.simple", where);
-      i.uint("bandwidth_bytes_per_s", c.hbm.bandwidth_bytes_per_s, 1000000, 1000000000000000ull);
-      i.uint("latency_ns", c.hbm.latency_ns, 0, 100000);
-      i.finish();
-      c.hbm.has_simple = true;
-    }
+    for (auto [sub, has] : {std::pair{"ideal", &c.hbm.has_ideal}, {"simple", &c.hbm.has_simple}})
+      if (const json* s = h.optional_child(sub)) {
+        const std::string path = std::string("hbm.") + sub;
+        Section i(*s, path, where);
+        read_fields(i, path, c);
+        i.finish();
+        *has = true;
+      }
     if (const json* s = h.optional_child("detailed")) {
       Section d(*s, "hbm.detailed", where);
       DramParams& p = c.hbm.detailed;
@@ -312,13 +368,6 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     const bool have = c.hbm.model == "ideal" ? c.hbm.has_ideal : c.hbm.model == "simple" ? c.hbm.has_simple : c.hbm.has_detailed;
     if (!have) h.fail(c.hbm.model.c_str(), fmt::format("is missing: hbm.model = '{}' needs its section", c.hbm.model));
     h.finish();
-  }
-  {
-    Section n(top.child("noc"), "noc", where);
-    n.uint("link_bytes_per_cycle", c.noc.link_bytes_per_cycle, 1, 1u << 20);
-    n.uint("hop_latency", c.noc.hop_latency, 0, 1000);
-    n.uint("credits", c.noc.credits, 1, 4096);
-    n.finish();
   }
   top.finish();
   if (c.target.chips != 1) throw Error(fmt::format("{}: target.chips = {}: multi-chip systems are not modelled yet", where, c.target.chips));
@@ -374,27 +423,15 @@ MachineConfig load_config(const std::string& preset_or_path, const std::vector<s
 std::string MachineConfig::to_json() const {
   json t;
   for (const auto& f : target_fields()) t[f.key] = target.*f.member;
-  json j = {{"name", target.name},
-            {"description", description},
-            {"target", t},
-            {"clock_hz", clock_hz},
-            {"core", {{"queue_depth", core.queue_depth}, {"branch_penalty", core.branch_penalty}, {"issue_width", core.issue_width}}},
-            {"vpu",
-             {{"latency",
-               {{"alu", vpu.latency.alu},
-                {"mul", vpu.latency.mul},
-                {"div", vpu.latency.div},
-                {"transcendental", vpu.latency.transcendental},
-                {"load", vpu.latency.load},
-                {"store", vpu.latency.store},
-                {"reduce", vpu.latency.reduce}}},
-              {"issue", {{"width", vpu.issue.width}, {"alu", vpu.issue.alu}, {"load", vpu.issue.load}, {"store", vpu.issue.store}}}}},
-            {"dma", {{"max_outstanding", dma.max_outstanding}, {"burst_bytes", dma.burst_bytes}, {"bursts_per_cycle", dma.bursts_per_cycle}}},
-            {"hbm", {{"model", hbm.model}}},
-            {"noc", {{"link_bytes_per_cycle", noc.link_bytes_per_cycle}, {"hop_latency", noc.hop_latency}, {"credits", noc.credits}}}};
+  json j = {{"name", target.name}, {"description", description}, {"target", t}, {"hbm", {{"model", hbm.model}}}};
+  for (const ConfigField& f : config_fields()) {
+    const std::string key = f.key;
+    if ((key.rfind("hbm.ideal.", 0) == 0 && !hbm.has_ideal) || (key.rfind("hbm.simple.", 0) == 0 && !hbm.has_simple)) continue;
+    std::string ptr = "/" + key;
+    std::replace(ptr.begin(), ptr.end(), '.', '/');
+    j[json::json_pointer(ptr)] = f.get(*this);
+  }
   json& h = j["hbm"];
-  if (hbm.has_ideal) h["ideal"] = {{"latency_ns", hbm.ideal_latency_ns}};
-  if (hbm.has_simple) h["simple"] = {{"bandwidth_bytes_per_s", hbm.bandwidth_bytes_per_s}, {"latency_ns", hbm.latency_ns}};
   if (hbm.has_detailed) {
     json d;
     if (!hbm.detailed.preset.empty()) d["preset"] = hbm.detailed.preset;

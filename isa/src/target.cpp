@@ -18,15 +18,15 @@ namespace {
 constexpr uint64_t KiB = 1024, MiB = KiB * KiB, GiB = KiB * MiB, TiB = KiB * GiB;
 
 const std::vector<TargetField> kFields = {
-    {"chips", &Target::chips, 1, 4096, "chips in the system, joined by ICI"},
-    {"cores", &Target::cores, 1, 16, "TensorCores per chip"},
-    {"mxus_per_core", &Target::mxus_per_core, 1, kMaxMxus, "MXUs per TensorCore"},
-    {"mxu_dim", &Target::mxu_dim, 1, 1024, "N of the N x N systolic array"},
-    {"vpu_lanes", &Target::vpu_lanes, 1, 4096, "L, the lanes of a vector register"},
-    {"vmem_bytes", &Target::vmem_bytes, 1, 4 * GiB, "vector memory per core"},
-    {"acc_rows", &Target::acc_rows, 1, 1u << 24, "accumulator memory rows of mxu_dim 32-bit words, per core"},
-    {"smem_bytes", &Target::smem_bytes, 8, 64 * MiB, "scalar memory per core"},
-    {"hbm_bytes", &Target::hbm_bytes, 1, 1 * TiB, "HBM per chip"},
+    {"chips", &Target::chips, 1, 4096, "chips", "chips in the system, joined by ICI (only 1 is modelled yet)"},
+    {"cores", &Target::cores, 1, 16, "cores", "TensorCores per chip"},
+    {"mxus_per_core", &Target::mxus_per_core, 1, kMaxMxus, "MXUs", "MXUs per TensorCore"},
+    {"mxu_dim", &Target::mxu_dim, 1, 1024, "PEs", "N of the N x N systolic array"},
+    {"vpu_lanes", &Target::vpu_lanes, 1, 4096, "lanes", "L, the lanes of a vector register"},
+    {"vmem_bytes", &Target::vmem_bytes, 1, 4 * GiB, "bytes", "vector memory per core"},
+    {"acc_rows", &Target::acc_rows, 1, 1u << 24, "rows", "accumulator memory rows of mxu_dim 32-bit words, per core"},
+    {"smem_bytes", &Target::smem_bytes, 8, 64 * MiB, "bytes", "scalar memory per core"},
+    {"hbm_bytes", &Target::hbm_bytes, 1, 1 * TiB, "bytes", "HBM per chip"},
 };
 
 bool valid_name(std::string_view n) {

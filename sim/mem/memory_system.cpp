@@ -25,7 +25,7 @@ uint64_t div_ceil(u128 n, uint64_t d) {
 class IdealTiming : public HbmTiming {
  public:
   explicit IdealTiming(const MachineConfig& cfg)
-      : latency_((uint64_t(cfg.hbm.ideal_latency_ns) * cfg.clock_hz + 999999999) / 1000000000) {}
+      : latency_((uint64_t(cfg.hbm.ideal.latency_ns) * cfg.clock_hz + 999999999) / 1000000000) {}
   void request(int, uint64_t now, HbmBurst* b) override {
     b->done_cycle = now + std::max<uint64_t>(latency_, 1);
     known(b);

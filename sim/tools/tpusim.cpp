@@ -88,7 +88,7 @@ int sc_main(int argc, char* argv[]) {
   bool quiet = false, profile = false;
   app.add_option("program", program_path, "program (.tpu)");
   app.add_option("--set", settings,
-                 "KEY=VALUE: change one parameter of the machine (hbm.bandwidth_bytes_per_s=1.6e12); repeatable; a target "
+                 "KEY=VALUE: change one parameter of the machine (hbm.simple.bandwidth_bytes_per_s=1.6e12); repeatable; a target "
                  "parameter must match the program's (give tpuc the same --set)")
       ->allow_extra_args(false);
   app.add_option("--hbm-trace", hbm_trace,

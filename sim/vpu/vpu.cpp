@@ -38,59 +38,58 @@ void map3(VpuContext& c, const Issued& i, F fn) {
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = fn(a[l], b[l], e[l]);
 }
 
-#define DEF(ID, CLASS) \
-  constexpr VpuClass class_##ID = VpuClass::CLASS; \
+#define DEF(ID) \
   void exec_##ID([[maybe_unused]] VpuContext& c, [[maybe_unused]] const Issued& i)
-#define BIN_F32(ID, CLASS, EXPR) \
-  DEF(ID, CLASS) { map2(c, i, [](uint32_t x, uint32_t y) { float a = f(x), b = f(y); return bits(EXPR); }); }
-#define BIN_S32(ID, CLASS, EXPR) \
-  DEF(ID, CLASS) { map2(c, i, [](uint32_t x, uint32_t y) { int32_t a = s(x), b = s(y); (void)a, (void)b; return uint32_t(EXPR); }); }
-#define BIN_U32(ID, CLASS, EXPR) \
-  DEF(ID, CLASS) { map2(c, i, [](uint32_t a, uint32_t b) { return uint32_t(EXPR); }); }
-#define UN_F32(ID, CLASS, EXPR) \
-  DEF(ID, CLASS) { map1(c, i, [](uint32_t x) { float a = f(x); return bits(EXPR); }); }
-#define UN_S32(ID, CLASS, EXPR) \
-  DEF(ID, CLASS) { map1(c, i, [](uint32_t x) { int32_t a = s(x); return uint32_t(EXPR); }); }
-#define CMP_F32(ID, OP) BIN_U32(ID, Alu, f(a) OP f(b) ? 1u : 0u)
-#define CMP_S32(ID, OP) BIN_U32(ID, Alu, s(a) OP s(b) ? 1u : 0u)
+#define BIN_F32(ID, EXPR) \
+  DEF(ID) { map2(c, i, [](uint32_t x, uint32_t y) { float a = f(x), b = f(y); return bits(EXPR); }); }
+#define BIN_S32(ID, EXPR) \
+  DEF(ID) { map2(c, i, [](uint32_t x, uint32_t y) { int32_t a = s(x), b = s(y); (void)a, (void)b; return uint32_t(EXPR); }); }
+#define BIN_U32(ID, EXPR) \
+  DEF(ID) { map2(c, i, [](uint32_t a, uint32_t b) { return uint32_t(EXPR); }); }
+#define UN_F32(ID, EXPR) \
+  DEF(ID) { map1(c, i, [](uint32_t x) { float a = f(x); return bits(EXPR); }); }
+#define UN_S32(ID, EXPR) \
+  DEF(ID) { map1(c, i, [](uint32_t x) { int32_t a = s(x); return uint32_t(EXPR); }); }
+#define CMP_F32(ID, OP) BIN_U32(ID, f(a) OP f(b) ? 1u : 0u)
+#define CMP_S32(ID, OP) BIN_U32(ID, s(a) OP s(b) ? 1u : 0u)
 
 // Wrapping s32 arithmetic goes through uint32_t.
-BIN_F32(VADD_F32, Alu, a + b)
-BIN_F32(VSUB_F32, Alu, a - b)
-BIN_F32(VMUL_F32, Mul, a * b)
-BIN_F32(VDIV_F32, Div, a / b)
-BIN_F32(VMAX_F32, Alu, fmax_nan(a, b))
-BIN_F32(VMIN_F32, Alu, fmin_nan(a, b))
-BIN_F32(VPOW_F32, Div, std::pow(a, b))
-BIN_U32(VADD_S32, Alu, a + b)
-BIN_U32(VSUB_S32, Alu, a - b)
-BIN_U32(VMUL_S32, Mul, a * b)
-BIN_S32(VDIV_S32, Div, sdiv(a, b))
-BIN_S32(VMAX_S32, Alu, std::max(a, b))
-BIN_S32(VMIN_S32, Alu, std::min(a, b))
-BIN_U32(VAND, Alu, a & b)
-BIN_U32(VOR, Alu, a | b)
-BIN_U32(VXOR, Alu, a ^ b)
-BIN_U32(VSHL, Alu, shl(a, b))
-BIN_U32(VSHR, Alu, shr(a, b))
-BIN_U32(VSRA, Alu, sra(a, b))
-DEF(VNOT, Alu) { map1(c, i, [](uint32_t a) { return ~a; }); }
+BIN_F32(VADD_F32, a + b)
+BIN_F32(VSUB_F32, a - b)
+BIN_F32(VMUL_F32, a * b)
+BIN_F32(VDIV_F32, a / b)
+BIN_F32(VMAX_F32, fmax_nan(a, b))
+BIN_F32(VMIN_F32, fmin_nan(a, b))
+BIN_F32(VPOW_F32, std::pow(a, b))
+BIN_U32(VADD_S32, a + b)
+BIN_U32(VSUB_S32, a - b)
+BIN_U32(VMUL_S32, a * b)
+BIN_S32(VDIV_S32, sdiv(a, b))
+BIN_S32(VMAX_S32, std::max(a, b))
+BIN_S32(VMIN_S32, std::min(a, b))
+BIN_U32(VAND, a & b)
+BIN_U32(VOR, a | b)
+BIN_U32(VXOR, a ^ b)
+BIN_U32(VSHL, shl(a, b))
+BIN_U32(VSHR, shr(a, b))
+BIN_U32(VSRA, sra(a, b))
+DEF(VNOT) { map1(c, i, [](uint32_t a) { return ~a; }); }
 
-UN_F32(VNEG_F32, Alu, -a)
-UN_F32(VABS_F32, Alu, std::fabs(a))
-UN_F32(VEXP_F32, Transcendental, std::exp(a))
-UN_F32(VLOG_F32, Transcendental, std::log(a))
-UN_F32(VTANH_F32, Transcendental, std::tanh(a))
-UN_F32(VLOGISTIC_F32, Transcendental, 1.0f / (1.0f + std::exp(-a)))
-UN_F32(VRSQRT_F32, Div, 1.0f / std::sqrt(a))
-UN_F32(VSQRT_F32, Div, std::sqrt(a))
-UN_F32(VFLOOR_F32, Alu, std::floor(a))
-UN_F32(VCEIL_F32, Alu, std::ceil(a))
-UN_F32(VROUND_F32, Alu, std::nearbyint(a))
-UN_F32(VSIGN_F32, Alu, fsign(a))
-UN_S32(VNEG_S32, Alu, 0u - uint32_t(a))
-UN_S32(VABS_S32, Alu, a < 0 ? 0u - uint32_t(a) : uint32_t(a))
-UN_S32(VSIGN_S32, Alu, a > 0 ? 1 : a < 0 ? -1 : 0)
+UN_F32(VNEG_F32, -a)
+UN_F32(VABS_F32, std::fabs(a))
+UN_F32(VEXP_F32, std::exp(a))
+UN_F32(VLOG_F32, std::log(a))
+UN_F32(VTANH_F32, std::tanh(a))
+UN_F32(VLOGISTIC_F32, 1.0f / (1.0f + std::exp(-a)))
+UN_F32(VRSQRT_F32, 1.0f / std::sqrt(a))
+UN_F32(VSQRT_F32, std::sqrt(a))
+UN_F32(VFLOOR_F32, std::floor(a))
+UN_F32(VCEIL_F32, std::ceil(a))
+UN_F32(VROUND_F32, std::nearbyint(a))
+UN_F32(VSIGN_F32, fsign(a))
+UN_S32(VNEG_S32, 0u - uint32_t(a))
+UN_S32(VABS_S32, a < 0 ? 0u - uint32_t(a) : uint32_t(a))
+UN_S32(VSIGN_S32, a > 0 ? 1 : a < 0 ? -1 : 0)
 
 CMP_F32(VCMPEQ_F32, ==)
 CMP_F32(VCMPNE_F32, !=)
@@ -104,15 +103,15 @@ CMP_S32(VCMPLT_S32, <)
 CMP_S32(VCMPLE_S32, <=)
 CMP_S32(VCMPGT_S32, >)
 CMP_S32(VCMPGE_S32, >=)
-DEF(VSEL, Alu) { map3(c, i, [](uint32_t m, uint32_t a, uint32_t b) { return m != 0 ? a : b; }); }
+DEF(VSEL) { map3(c, i, [](uint32_t m, uint32_t a, uint32_t b) { return m != 0 ? a : b; }); }
 
-UN_S32(VCVT_F32_S32, Alu, bits(float(a)))
-UN_F32(VCVT_S32_F32, Alu, f(uint32_t(f32_to_s32(a))))
-DEF(VRND_BF16, Alu) { map1(c, i, [](uint32_t a) { return uint32_t(to_bf16(a)) << 16; }); }
-DEF(VCLAMP_F32, Alu) {
+UN_S32(VCVT_F32_S32, bits(float(a)))
+UN_F32(VCVT_S32_F32, f(uint32_t(f32_to_s32(a))))
+DEF(VRND_BF16) { map1(c, i, [](uint32_t a) { return uint32_t(to_bf16(a)) << 16; }); }
+DEF(VCLAMP_F32) {
   map3(c, i, [](uint32_t lo, uint32_t x, uint32_t hi) { return bits(fmin_nan(fmax_nan(f(x), f(lo)), f(hi))); });
 }
-DEF(VCLAMP_S32, Alu) {
+DEF(VCLAMP_S32) {
   map3(c, i, [](uint32_t lo, uint32_t x, uint32_t hi) { return uint32_t(std::min(std::max(s(x), s(lo)), s(hi))); });
 }
 
@@ -130,12 +129,12 @@ void reduce(VpuContext& c, const Issued& i, Op op) {
   uint32_t* d = c.reg(i[0]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = r;
 }
-DEF(VREDSUM_F32, Reduce) { reduce<float>(c, i, [](float a, float b) { return a + b; }); }
-DEF(VREDMAX_F32, Reduce) { reduce<float>(c, i, fmax_nan); }
-DEF(VREDMIN_F32, Reduce) { reduce<float>(c, i, fmin_nan); }
-DEF(VREDSUM_S32, Reduce) { reduce<uint32_t>(c, i, [](uint32_t a, uint32_t b) { return a + b; }); }
-DEF(VREDMAX_S32, Reduce) { reduce<int32_t>(c, i, [](int32_t a, int32_t b) { return std::max(a, b); }); }
-DEF(VREDMIN_S32, Reduce) { reduce<int32_t>(c, i, [](int32_t a, int32_t b) { return std::min(a, b); }); }
+DEF(VREDSUM_F32) { reduce<float>(c, i, [](float a, float b) { return a + b; }); }
+DEF(VREDMAX_F32) { reduce<float>(c, i, fmax_nan); }
+DEF(VREDMIN_F32) { reduce<float>(c, i, fmin_nan); }
+DEF(VREDSUM_S32) { reduce<uint32_t>(c, i, [](uint32_t a, uint32_t b) { return a + b; }); }
+DEF(VREDMAX_S32) { reduce<int32_t>(c, i, [](int32_t a, int32_t b) { return std::max(a, b); }); }
+DEF(VREDMIN_S32) { reduce<int32_t>(c, i, [](int32_t a, int32_t b) { return std::min(a, b); }); }
 
 // Memory access: element size, and widening/narrowing between VMEM and lanes.
 bool vmem_access(VpuContext& c, const Issued& i, uint32_t esize, const char* what) {
@@ -162,14 +161,14 @@ void store(VpuContext& c, const Issued& i, const char* what, Narrow narrow) {
   for (uint32_t l = 0; l < c.lanes; ++l) tmp[l] = narrow(a[l]);
   c.vmem.write(i[1] + i[2], tmp.data(), tmp.size() * sizeof(Elem));
 }
-DEF(VLD_F32, Load) { load<uint32_t>(c, i, "vld.f32", [](uint32_t x) { return x; }); }
-DEF(VLD_S32, Load) { load<uint32_t>(c, i, "vld.s32", [](uint32_t x) { return x; }); }
-DEF(VLD_BF16, Load) { load<uint16_t>(c, i, "vld.bf16", [](uint16_t x) { return uint32_t(x) << 16; }); }
-DEF(VLD_S8, Load) { load<int8_t>(c, i, "vld.s8", [](int8_t x) { return uint32_t(int32_t(x)); }); }
-DEF(VST_F32, Store) { store<uint32_t>(c, i, "vst.f32", [](uint32_t x) { return x; }); }
-DEF(VST_S32, Store) { store<uint32_t>(c, i, "vst.s32", [](uint32_t x) { return x; }); }
-DEF(VST_BF16, Store) { store<uint16_t>(c, i, "vst.bf16", [](uint32_t x) { return to_bf16(x); }); }
-DEF(VST_S8, Store) { store<int8_t>(c, i, "vst.s8", [](uint32_t x) { return int8_t(uint8_t(x)); }); }
+DEF(VLD_F32) { load<uint32_t>(c, i, "vld.f32", [](uint32_t x) { return x; }); }
+DEF(VLD_S32) { load<uint32_t>(c, i, "vld.s32", [](uint32_t x) { return x; }); }
+DEF(VLD_BF16) { load<uint16_t>(c, i, "vld.bf16", [](uint16_t x) { return uint32_t(x) << 16; }); }
+DEF(VLD_S8) { load<int8_t>(c, i, "vld.s8", [](int8_t x) { return uint32_t(int32_t(x)); }); }
+DEF(VST_F32) { store<uint32_t>(c, i, "vst.f32", [](uint32_t x) { return x; }); }
+DEF(VST_S32) { store<uint32_t>(c, i, "vst.s32", [](uint32_t x) { return x; }); }
+DEF(VST_BF16) { store<uint16_t>(c, i, "vst.bf16", [](uint32_t x) { return to_bf16(x); }); }
+DEF(VST_S8) { store<int8_t>(c, i, "vst.s8", [](uint32_t x) { return int8_t(uint8_t(x)); }); }
 
 // Accumulator rows are mxu_dim words wide: lanes beyond it read as zero and
 // are not written.
@@ -181,7 +180,7 @@ bool acc_row(VpuContext& c, const Issued& i, const char* what, uint64_t& row) {
   }
   return true;
 }
-DEF(VLDA, Load) {
+DEF(VLDA) {
   uint64_t row;
   if (!acc_row(c, i, "vlda", row)) return;
   uint32_t* d = c.reg(i[0]);
@@ -189,21 +188,21 @@ DEF(VLDA, Load) {
   std::fill(d, d + c.lanes, 0u);
   std::copy(c.acc.row(row), c.acc.row(row) + n, d);
 }
-DEF(VSTA, Store) {
+DEF(VSTA) {
   uint64_t row;
   if (!acc_row(c, i, "vsta", row)) return;
   const uint32_t* a = c.reg(i[0]);
   std::copy(a, a + std::min(c.lanes, c.acc.width()), c.acc.row(row));
 }
 
-DEF(VMOV, Alu) { map1(c, i, [](uint32_t a) { return a; }); }
-DEF(VBCAST, Alu) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
-DEF(VLI, Alu) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
-DEF(VIOTA, Alu) {
+DEF(VMOV) { map1(c, i, [](uint32_t a) { return a; }); }
+DEF(VBCAST) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
+DEF(VLI) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
+DEF(VIOTA) {
   uint32_t* d = c.reg(i[0]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = l;
 }
-DEF(VXPOSE, Transpose) {
+DEF(VXPOSE) {
   const uint64_t bytes = uint64_t(c.lanes) * c.lanes * 4;
   for (uint64_t addr : {i[0], i[1]})
     if (auto err = c.vmem.check_range(addr, bytes, 4, "VMEM")) {
@@ -220,14 +219,13 @@ DEF(VXPOSE, Transpose) {
 // ---- The handler table: an instruction without a handler fails to compile.
 struct Handler {
   void (*exec)(VpuContext&, const Issued&);
-  VpuClass cls;
 };
-#define VPU_ENTRY_Vpu(id) {Opcode::id, Handler{&exec_##id, class_##id}},
+#define VPU_ENTRY_Vpu(id) {Opcode::id, Handler{&exec_##id}},
 #define VPU_ENTRY_Scalar(id)
 #define VPU_ENTRY_Sync(id)
 #define VPU_ENTRY_Dma(id)
 #define VPU_ENTRY_Mxu(id)
-#define ISA_INSN(id, mnemonic, opcode, format, unit, doc) VPU_ENTRY_##unit(id)
+#define ISA_INSN(id, mnemonic, opcode, format, unit, cls, doc) VPU_ENTRY_##unit(id)
 const std::unordered_map<Opcode, Handler> kHandlers = {
 #include "tpu/isa/isa.def"
 };
@@ -247,7 +245,6 @@ bool vpu_execute(VpuContext& ctx, const Issued& is) {
   return ctx.error.empty();
 }
 
-VpuClass vpu_class(isa::Opcode op) { return handler(op).cls; }
 
 Vpu::Vpu(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
          SparseMemory& vmem, Accumulators& acc)
@@ -260,31 +257,6 @@ Vpu::Vpu(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunCo
   SC_METHOD(tick);
   sensitive << clk.pos();
   dont_initialize();
-}
-
-uint32_t Vpu::latency(VpuClass c) const {
-  const auto& l = cfg_.vpu.latency;
-  switch (c) {
-    case VpuClass::Alu: return l.alu;
-    case VpuClass::Mul: return l.mul;
-    case VpuClass::Div: return l.div;
-    case VpuClass::Transcendental: return l.transcendental;
-    case VpuClass::Load: return l.load;
-    case VpuClass::Store: return l.store;
-    case VpuClass::Reduce: return l.reduce;
-    case VpuClass::Transpose: return uint32_t(cfg_.target.vpu_lanes);
-  }
-  return 1;
-}
-
-// The slot an instruction of class c takes in a cycle's issue group.
-Vpu::Slot Vpu::slot(VpuClass c) {
-  switch (c) {
-    case VpuClass::Load: return Slot::Load;
-    case VpuClass::Store: return Slot::Store;
-    case VpuClass::Transpose: return Slot::Whole;
-    default: return Slot::Alu;
-  }
 }
 
 void Vpu::tick() {
@@ -313,10 +285,10 @@ void Vpu::tick() {
     if (n > 0 && !(h = head())) break;
     const isa::Opcode op = h->insn.op;
     if (op == isa::Opcode::WAIT || op == isa::Opcode::SIGNAL) break;
-    const VpuClass cls = vpu_class(op);
-    const Slot sl = slot(cls);
+    const VpuClass cls = isa::spec(op).vpu_class;
+    const VpuSlot sl = isa::vpu_slot(cls);
     const bool acc = op == isa::Opcode::VLDA || op == isa::Opcode::VSTA;
-    if (n > 0 && (sl == Slot::Whole || used[int(sl)] == limit[int(sl)] || (acc && acc_port))) break;
+    if (n > 0 && (sl == VpuSlot::Whole || used[int(sl)] == limit[int(sl)] || (acc && acc_port))) break;
     // Scoreboard: every vector register the instruction names must be ready.
     const auto& ops = isa::format_spec(isa::spec(op).format).operands;
     bool ready = true;
@@ -331,13 +303,13 @@ void Vpu::tick() {
       rc_.fault(fmt::format("core {} vpu: pc {}: {}", core_, is.pc, ctx_.error));
       return;
     }
-    const uint64_t done = now + latency(cls);
+    const uint64_t done = now + cfg_.vpu_latency(cls);
     if (cls == VpuClass::Transpose) busy_until_ = done;
     if (ops[0].kind == isa::OperandKind::Vreg && cls != VpuClass::Store) ready_at_[size_t(is.insn[0])] = done;
     last_complete_ = std::max(last_complete_, done);
     trace_event(is.pc, now, done);
     retire();
-    if (sl == Slot::Whole) break;
+    if (sl == VpuSlot::Whole) break;
     ++used[int(sl)];
     acc_port |= acc;
   }

@@ -16,7 +16,8 @@
 
 namespace tpu::sim {
 
-enum class VpuClass : uint8_t { Alu, Mul, Div, Transcendental, Load, Store, Reduce, Transpose };
+using isa::VpuClass;
+using isa::VpuSlot;
 
 // What an instruction's semantics may touch.
 struct VpuContext {
@@ -32,7 +33,6 @@ struct VpuContext {
 // Executes one VPU instruction's semantics (no timing); false on a fault
 // (ctx.error says why). Exposed for tests.
 bool vpu_execute(VpuContext& ctx, const Issued& is);
-VpuClass vpu_class(isa::Opcode op);
 
 class Vpu : public sc_core::sc_module, public QueuedUnit {
  public:
@@ -46,10 +46,7 @@ class Vpu : public sc_core::sc_module, public QueuedUnit {
   bool in_flight(uint64_t now) const { return now + 1 < last_complete_ || now < busy_until_ || signals_pending(); }
 
  private:
-  enum class Slot { Alu, Load, Store, Whole };
-  static Slot slot(VpuClass c);
   void tick();
-  uint32_t latency(VpuClass c) const;
 
   const MachineConfig& cfg_;
   std::vector<uint32_t> regs_;

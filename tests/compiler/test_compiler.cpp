@@ -433,7 +433,7 @@ TEST_CASE("passes: what each pass leaves behind") {
 TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {
   std::vector<std::string> seen;
   compiler::CompileOptions o;
-  o.target = isa::load_target("tiny");
+  o.machine = isa::load_config("tiny");
   o.dump = [&](const std::string& pass, const std::string& text) {
     seen.push_back(pass);
     CHECK(!text.empty());
@@ -448,7 +448,7 @@ TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {
 TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tiles to the MXU") {
   ir::Function f = compiler::load_module(kCorpus + "mlp_f32/module.hlo");
   compiler::CompileOptions o;
-  o.target = isa::load_target("tiny");
+  o.machine = isa::load_config("tiny");
   const auto c = compiler::compile(f, o);
   INFO(c.plan);
   // x@w1 + b1, relu, bf16 rounding for the next dot: one matmul kernel; the

@@ -42,7 +42,7 @@ struct Outcome {
 Outcome compile_and_run(const Function& f, const std::string& preset, std::optional<ir::Precision> precision,
                         const std::vector<Tensor>& inputs, bool simple_hbm = false) {
   compiler::CompileOptions o;
-  o.target = isa::load_target(preset);
+  o.machine = isa::load_config(preset);
   o.precision = precision;
   const compiler::Compiled c = compiler::compile(f, o);
   std::vector<std::vector<uint8_t>> in;
@@ -158,7 +158,7 @@ TEST_CASE("corpus: the three HBM models give identical outputs") {
     if (test::multi_device(name)) continue;
     const CorpusCase c = load_corpus(name, "module.hlo");
     compiler::CompileOptions o;
-    o.target = isa::load_target("v5e");
+    o.machine = isa::load_config("v5e");
     const compiler::Compiled prog = compiler::compile(c.f, o);
     std::vector<std::vector<uint8_t>> in;
     for (const Tensor& t : c.inputs) in.push_back(ir::to_bytes(t));
@@ -184,7 +184,7 @@ TEST_CASE("profile: kernels and ops account for the whole run") {
     for (const std::string preset : {"tiny", "v5e"}) {
       INFO(name << " on " << preset);
       compiler::CompileOptions o;
-      o.target = isa::load_target(preset);
+      o.machine = isa::load_config(preset);
       const compiler::Compiled comp = compiler::compile(c.f, o);
       REQUIRE(!comp.program.kernels.empty());
       std::vector<std::vector<uint8_t>> in;
@@ -229,7 +229,7 @@ TEST_CASE("corpus under the RTL MXU (tiny): identical outputs and cycles, record
     INFO(name);
     const CorpusCase c = load_corpus(name);
     compiler::CompileOptions o;
-    o.target = cfg.target;
+    o.machine = cfg;
     const isa::Program prog = compiler::compile(c.f, o).program;
     std::vector<std::vector<uint8_t>> in;
     for (const Tensor& t : c.inputs) in.push_back(ir::to_bytes(t));
@@ -433,8 +433,7 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
     INFO("seed " << seed << ", " << mxus << " MXUs");
     const auto cfg = sim::load_config("v5e", {fmt::format("target.mxus_per_core={}", mxus), "hbm.model=ideal", "dma.bursts_per_cycle=8"});
     compiler::CompileOptions o;
-    o.target = cfg.target;
-    o.hints = compiler::schedule_hints(cfg);
+    o.machine = cfg;
     const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
     REQUIRE_FALSE(r.fault);
     CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0)), want[0]) <= 1e-5);
@@ -453,7 +452,7 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
 
 // tpuc writes its schedule with loops (compiler/src/loops.h): code size
 // follows the kernels, not their tiles. The same schedule written straight
-// (hints.loops = false) gives the same outputs in nearly the same cycles:
+// (CompileOptions::loops = false) gives the same outputs in nearly the same cycles:
 // the loops add only scalar instructions (steps and back edges).
 struct LoopRun {
   size_t instructions = 0;
@@ -462,9 +461,8 @@ struct LoopRun {
 LoopRun run_with_loops(const Function& f, const std::vector<Tensor>& in, bool loops) {
   const auto cfg = sim::load_config("v5e", {"hbm.model=simple"});
   compiler::CompileOptions o;
-  o.target = cfg.target;
-  o.hints = compiler::schedule_hints(cfg);
-  o.hints.loops = loops;
+  o.machine = cfg;
+  o.loops = loops;
   const compiler::Compiled c = compiler::compile(f, o);
   std::vector<std::vector<uint8_t>> bytes;
   for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
@@ -574,8 +572,7 @@ TEST_CASE("megacore: v4's two cores split the work") {
       INFO("seed " << seed << ", B " << B << ", " << cores << " core(s)");
       const auto cfg = sim::load_config("v4", {fmt::format("target.cores={}", cores)});
       compiler::CompileOptions o;
-      o.target = cfg.target;
-      o.hints = compiler::schedule_hints(cfg);
+      o.machine = cfg;
       const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
       REQUIRE_FALSE(r.fault);
       for (size_t i = 0; i < want.size(); ++i) CHECK(rel_error(ir::from_bytes(f.ops[f.results[i]].type, r.outputs.at(i)), want[i]) <= 1e-5);

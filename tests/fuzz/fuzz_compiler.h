@@ -17,7 +17,7 @@ inline void fuzz_compile(const tpu::ir::Function& f) {
   }
   if (total > 100000 || f.ops.size() > 200) return;
   tpu::compiler::CompileOptions o;
-  o.target = tpu::isa::load_target("tiny");
+  o.machine = tpu::isa::load_config("tiny");
   try {
     tpu::compiler::compile(f, o);
   } catch (const tpu::Error&) {

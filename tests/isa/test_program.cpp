@@ -6,6 +6,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "tpu/isa/isa.h"
 #include "tpu/isa/machine.h"
@@ -224,11 +227,39 @@ TEST_CASE("presets load and validate", "[target]") {
   CHECK_THROWS_WITH(target_from_json("{", "cfg"), Catch::Contains("not valid JSON"));
 }
 
+TEST_CASE("the config's parameter table: every key of a config is in it once, its range holds, its defaults are v5e's", "[target]") {
+  const MachineConfig d, v5e = load_config("v5e");
+  std::set<std::string> keys;
+  for (const ConfigField& f : config_fields()) {
+    INFO(f.key);
+    CHECK(keys.insert(f.key).second);
+    CHECK(f.get(d) == f.get(v5e));  // MachineConfig{} is the default preset
+    CHECK(f.min <= f.get(d));
+    CHECK(f.get(d) <= f.max);
+    MachineConfig c = d;  // set and get reach the same member, and only it
+    f.set(c, f.min);
+    CHECK(f.get(c) == f.min);
+    for (const ConfigField& g : config_fields())
+      if (&g != &f) CHECK(g.get(c) == g.get(d));
+  }
+  // Every number of the resolved config outside target and hbm.detailed is a table key, and the reverse.
+  std::set<std::string> leaves;
+  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& j, const std::string& path) {
+    for (const auto& [k, v] : j.items()) {
+      const std::string key = path.empty() ? k : path + "." + k;
+      if (v.is_object()) walk(v, key);
+      else if (v.is_number() && key.rfind("target.", 0) != 0 && key.rfind("hbm.detailed.", 0) != 0) leaves.insert(key);
+    }
+  };
+  walk(nlohmann::json::parse(v5e.to_json()), "");
+  CHECK(leaves == keys);
+}
+
 TEST_CASE("config settings (KEY=VALUE) change one parameter before validation", "[target]") {
   const MachineConfig base = load_config("tiny");
   const MachineConfig c = load_config("tiny", {"hbm.simple.latency_ns=7", "hbm.simple.bandwidth_bytes_per_s=1.6e12", "hbm.model=simple"});
-  CHECK(c.hbm.latency_ns == 7);
-  CHECK(c.hbm.bandwidth_bytes_per_s == 1600000000000ull);
+  CHECK(c.hbm.simple.latency_ns == 7);
+  CHECK(c.hbm.simple.bandwidth_bytes_per_s == 1600000000000ull);
   CHECK(c.clock_hz == base.clock_hz);
   CHECK(load_config("tiny", {"target.mxu_dim=4", "target.vpu_lanes=4"}).target.mxu_dim == 4);
   CHECK_THROWS_WITH(load_config("tiny", {"hbm.typo=1"}), Catch::Contains("the config has no parameter 'hbm.typo'"));

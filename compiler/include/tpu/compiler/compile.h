@@ -13,9 +13,9 @@
 namespace tpu::compiler {
 
 struct CompileOptions {
-  isa::Target target;
+  isa::MachineConfig machine;              // the target, and the timing the schedule is made for
+  bool loops = true;                        // false: straight-line code (tpuc --no-loops)
   std::optional<ir::Precision> precision;  // overrides every dot's precision_config
-  ScheduleHints hints;                      // schedule_hints(config); defaults otherwise
   // Called after every IR pass with (pass name, printed IR), then with
   // ("kernel plan", the plan).
   std::function<void(const std::string&, const std::string&)> dump;

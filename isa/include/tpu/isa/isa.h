@@ -28,6 +28,11 @@ enum class OperandKind : uint8_t { Sreg, Vreg, Sem, Mxu, Unit, MxuDtype, Csr, Si
 // The unit that executes an instruction once the scalar unit has issued it.
 enum class ExecUnit : uint8_t { Scalar, Sync, Dma, Mxu, Vpu };
 
+// A VPU instruction's class: its result latency (`vpu.latency.*` of the
+// machine config) and its issue slot (docs/timing.md). `None` for the other
+// units' instructions.
+enum class VpuClass : uint8_t { None, Alu, Mul, Div, Transcendental, Load, Store, Reduce, Transpose };
+
 enum class Format : uint8_t {
 #define ISA_FORMAT(name, ...) name,
 #include "tpu/isa/isa.def"
@@ -35,7 +40,7 @@ enum class Format : uint8_t {
 
 // Opcode values are the encodings themselves.
 enum class Opcode : uint8_t {
-#define ISA_INSN(id, mnemonic, opcode, format, unit, doc) id = opcode,
+#define ISA_INSN(id, mnemonic, opcode, format, unit, cls, doc) id = opcode,
 #include "tpu/isa/isa.def"
 };
 
@@ -61,6 +66,7 @@ struct InsnSpec {
   uint8_t opcode;
   Format format;
   ExecUnit unit;
+  VpuClass vpu_class;
   const char* doc;
 };
 

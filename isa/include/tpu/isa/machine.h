@@ -7,35 +7,45 @@
 #include <string>
 #include <vector>
 
+#include "tpu/isa/isa.h"
 #include "tpu/isa/target.h"
 
 namespace tpu::isa {
 
+// The machine's defaults are the default preset's (v5e, with the simple HBM
+// model); config_fields() holds every numeric parameter below with its key,
+// range, unit and meaning.
 struct CoreParams {
-  uint32_t queue_depth = 16;    // entries in each unit's instruction queue
-  uint32_t branch_penalty = 2;  // bubble cycles after a taken branch
-  uint32_t issue_width = 1;     // instructions the scalar unit issues per cycle
+  uint32_t queue_depth = 16;
+  uint32_t branch_penalty = 2;
+  uint32_t issue_width = 4;
 };
 
+// Per VpuClass (docs/isa.md gives each instruction's class).
 struct VpuLatency {
-  uint32_t alu = 2;             // add, compare, select, logic, moves, conversions
+  uint32_t alu = 2;
   uint32_t mul = 3;
-  uint32_t div = 8;             // divide, sqrt, rsqrt, pow
-  uint32_t transcendental = 8;  // exp, log, tanh, logistic
-  uint32_t load = 3;            // vld.*, vlda
-  uint32_t store = 1;           // vst.*, vsta
-  uint32_t reduce = 7;          // cross-lane reductions
+  uint32_t div = 8;
+  uint32_t transcendental = 8;
+  uint32_t load = 3;
+  uint32_t store = 1;
+  uint32_t reduce = 7;
 };
 
 // Instructions the VPU may dispatch in one cycle, in queue order: at most
 // `width` in all, `alu` of the arithmetic classes, `load` vld/vlda, `store`
 // vst/vsta (docs/timing.md).
 struct VpuIssue {
-  uint32_t width = 1;
-  uint32_t alu = 1;
+  uint32_t width = 4;
+  uint32_t alu = 2;
   uint32_t load = 1;
   uint32_t store = 1;
 };
+
+// The issue slot an instruction of a class takes in a VPU cycle's group
+// (vpu.issue.*): a transpose goes alone.
+enum class VpuSlot : uint8_t { Alu, Load, Store, Whole };
+VpuSlot vpu_slot(VpuClass c);
 
 struct VpuParams {
   VpuLatency latency;
@@ -43,9 +53,9 @@ struct VpuParams {
 };
 
 struct DmaParams {
-  uint32_t max_outstanding = 16;  // transfers in flight
-  uint32_t burst_bytes = 512;     // a transfer is cut into bursts of at most this
-  uint32_t bursts_per_cycle = 1;  // bursts the engine sends to HBM per cycle
+  uint32_t max_outstanding = 16;
+  uint32_t burst_bytes = 512;
+  uint32_t bursts_per_cycle = 2;
 };
 
 // The `detailed` HBM model's device and controller (docs/memory.md): every
@@ -104,13 +114,17 @@ const std::vector<DramField>& dram_fields();
 const std::vector<DramTextField>& dram_text_fields();
 
 struct HbmParams {
-  // ideal: every request returns `ideal_latency_ns` after it is sent, no
+  // ideal: every request returns `ideal.latency_ns` after it is sent, no
   // bandwidth limit; simple: one FIFO server, bandwidth + latency;
   // detailed: channels, banks, rows, refresh and a scheduling controller.
   std::string model = "simple";
-  uint32_t ideal_latency_ns = 0;
-  uint64_t bandwidth_bytes_per_s = 0;  // simple
-  uint32_t latency_ns = 0;             // simple
+  struct {
+    uint32_t latency_ns = 100;
+  } ideal;
+  struct {
+    uint64_t bandwidth_bytes_per_s = 819000000000;
+    uint32_t latency_ns = 100;
+  } simple;
   bool has_ideal = false, has_simple = false, has_detailed = false;  // the subtrees the config holds
   DramParams detailed;
 };
@@ -120,15 +134,15 @@ struct HbmParams {
 // carries link_bytes_per_cycle each way, hop_latency cycles each way, and
 // credits for the requests a channel's input buffer holds.
 struct NocParams {
-  uint32_t link_bytes_per_cycle = 0;
-  uint32_t hop_latency = 0;
-  uint32_t credits = 0;
+  uint32_t link_bytes_per_cycle = 1024;
+  uint32_t hop_latency = 4;
+  uint32_t credits = 8;
 };
 
 struct MachineConfig {
   Target target;
   std::string description;
-  uint64_t clock_hz = 0;
+  uint64_t clock_hz = 1500000000;
   CoreParams core;
   VpuParams vpu;
   DmaParams dma;
@@ -144,12 +158,37 @@ struct MachineConfig {
   // + CL + burst), for rooflines and the compiler's cost model.
   double hbm_peak_bytes_per_s() const;
   double hbm_unloaded_latency_ns() const;
+  // The cycles a lone DMA transfer takes besides moving its bytes, for cost
+  // models: the memory's unloaded latency plus kDmaEngineCycles.
+  double dma_latency_cycles() const;
+  // The DMA engine's own part of that: the bursts leave the cycle after
+  // dispatch, and the count reaches a waiting unit a few cycles after the last
+  // lands (docs/timing.md: a lone load on `simple` ends 3 + ceil(S * 1024 /
+  // bw) + H + 2 cycles into a program).
+  static constexpr double kDmaEngineCycles = 4;
+  // Cycles from a VPU instruction's dispatch to its result (vpu.latency.*;
+  // a transpose takes one cycle a lane).
+  uint32_t vpu_latency(VpuClass c) const;
 
   std::string to_json() const;  // the resolved config, every parameter
 };
 
+// One numeric parameter of the config outside `target` and
+// `hbm.detailed` (those have their own tables): its dotted key, which is
+// also the member's path in MachineConfig. The table drives parsing,
+// validation, to_json and docs/configs.md; the default is MachineConfig{}'s.
+struct ConfigField {
+  const char* key;
+  uint64_t (*get)(const MachineConfig&);
+  void (*set)(MachineConfig&, uint64_t);
+  uint64_t min, max;
+  const char* unit;
+  const char* doc;
+};
+const std::vector<ConfigField>& config_fields();
+
 // A preset name or a path to a JSON config, with `settings` ("KEY=VALUE",
-// KEY a dotted path the config has: hbm.bandwidth_bytes_per_s=1.6e12)
+// KEY a dotted path the config has: hbm.simple.bandwidth_bytes_per_s=1.6e12)
 // applied before validation. Throws Error naming the parameter and the file.
 MachineConfig load_config(const std::string& preset_or_path, const std::vector<std::string>& settings = {});
 MachineConfig config_from_json(const std::string& text, const std::string& where);

@@ -37,6 +37,7 @@ struct TargetField {
   uint64_t Target::*member;
   uint64_t min;
   uint64_t max;
+  const char* unit;
   const char* doc;
 };
 
