@@ -218,6 +218,9 @@ struct Plan {
   void classify();
   Expr build_expr(int root, std::vector<int>& inputs, bool& too_big);
   void make_kernels();
+  void bound_expressions();
+  std::vector<int> fuse_epilogues();
+  Kernel kernel_of(int v, const std::vector<int>& epilogue_of);
   void assign_buffers();
 };
 
@@ -393,6 +396,19 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
 }
 
 void Plan::make_kernels() {
+  bound_expressions();
+  const std::vector<int> epilogue_of = fuse_epilogues();
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& o = op(int(i));
+    if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
+      continue;
+    if (fused_into[i] >= 0) continue;
+    kernels.push_back(kernel_of(int(i), epilogue_of));
+  }
+}
+
+// Bounds the fused element-wise expressions by materialising values.
+void Plan::bound_expressions() {
   const size_t n = f.ops.size();
   // Long element-wise chains first: a bottom-up estimate of each fused
   // expression's nodes (shared subtrees counted once per use, so it is an
@@ -449,8 +465,13 @@ void Plan::make_kernels() {
     mat[best] = true;
     i = size_t(best) - 1;  // ++i: resume at the new root
   }
-  // Epilogue fusion: an element-wise root whose one tensor input is a
-  // single-use matmul and whose other leaves are splats, scalars and rows.
+}
+
+// Epilogue fusion: an element-wise root whose one tensor input is a
+// single-use matmul and whose other leaves are splats, scalars and rows.
+// Returns, per value, the matmul fused into it (or -1).
+std::vector<int> Plan::fuse_epilogues() {
+  const size_t n = f.ops.size();
   std::vector<int> epilogue_of(n, -1);
   for (size_t i = 0; i < n; ++i) {
     if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
@@ -493,88 +514,87 @@ void Plan::make_kernels() {
     fused_into[mm] = int(i);
     epilogue_of[i] = mm;
   }
-  for (size_t i = 0; i < n; ++i) {
-    const Op& o = op(int(i));
-    if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
-      continue;
-    if (fused_into[i] >= 0) continue;
-    Kernel k;
-    k.out = int(i);
-    k.from.push_back(o.loc);
-    if (is_elementwise(o.kind) && !chain[i] && epilogue_of[i] < 0) {
-      k.kind = KKind::elementwise;
-      bool big = false;
-      k.expr = build_expr(int(i), k.inputs, big);
-    } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(int(i)) &&
-                                                (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
-      k.kind = KKind::elementwise;  // a fill
-      bool big = false;
-      k.expr = build_expr(int(i), k.inputs, big);
-      if (o.kind == OpKind::broadcast) {
-        Expr e;
-        Node nd;
-        nd.dtype = o.type.dtype;
-        nd.value_id = int(i);
-        if (auto s = splat(o.operands[0])) {
-          nd.leaf = Leaf::splat, nd.value = *s;
-        } else {
-          nd.leaf = Leaf::scalar;
-          k.inputs = {base[o.operands[0]]};
-          nd.input = 0;
-        }
-        e.nodes.push_back(nd);
-        k.expr = e;
-      }
-    } else if (matmul_root(int(i)) || epilogue_of[i] >= 0) {
-      const int mm = epilogue_of[i] >= 0 ? epilogue_of[i] : int(i);
-      k.kind = KKind::matmul;
-      std::function<void(int)> collect = [&](int v) {
-        if (op(v).kind == OpKind::dot) {
-          k.passes.push_back({base[op(v).operands[0]], base[op(v).operands[1]]});
-          k.from.push_back(op(v).loc);
-        } else {
-          collect(op(v).operands[0]), collect(op(v).operands[1]);
-        }
-      };
-      collect(mm);
-      const Op* d = &op(mm);
-      while (d->kind != OpKind::dot) d = &op(d->operands[0]);
-      const Type& at = type(d->operands[0]);
-      const Type& wt = type(d->operands[1]);
-      if (at.dims.size() == 3) k.B = at.dims[0];
-      k.M = at.dims[at.dims.size() - 2], k.K = at.dims.back(), k.N = wt.dims.back();
-      k.dtype = at.dtype;
-      if (epilogue_of[i] >= 0) {
-        bool big = false;
-        k.expr = build_expr(int(i), k.inputs, big);
-        for (Node& nd : k.expr.nodes)
-          if (nd.leaf == Leaf::input && k.inputs[nd.input] == base[mm]) nd.leaf = Leaf::acc;
-      } else {
-        Node nd;
-        nd.leaf = Leaf::acc;
-        nd.dtype = o.type.dtype;
-        nd.value_id = mm;
-        k.expr.nodes.push_back(nd);
-      }
-    } else if (o.kind == OpKind::reduce) {
-      const Type& xt = type(o.operands[0]);
-      k.kind = o.dims[0] == 1 ? KKind::reduce_lanes : KKind::reduce_columns;
-      k.inputs = {base[o.operands[0]]};
-      k.rows = xt.dims[0], k.cols = xt.dims[1];
-      k.combiner = o.combiner;
-      const auto s = splat(o.operands[1]);
-      if (!s) throw Error(fmt::format("{}: internal error: reduce init is not a constant", o.loc));
-      k.init = *s;
-      k.dtype = xt.dtype;
-    } else {
-      k.kind = KKind::copy;
-      k.dtype = o.type.dtype;
-      for (int a : o.operands) k.inputs.push_back(base[a]);
-    }
-    kernels.push_back(std::move(k));
-  }
+  return epilogue_of;
 }
 
+// The kernel computing materialised value v.
+Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
+  const Op& o = op(v);
+  Kernel k;
+  k.out = v;
+  k.from.push_back(o.loc);
+  if (is_elementwise(o.kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0) {
+    k.kind = KKind::elementwise;
+    bool big = false;
+    k.expr = build_expr(v, k.inputs, big);
+  } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(v) &&
+                                              (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
+    k.kind = KKind::elementwise;  // a fill
+    bool big = false;
+    k.expr = build_expr(v, k.inputs, big);
+    if (o.kind == OpKind::broadcast) {
+      Expr e;
+      Node nd;
+      nd.dtype = o.type.dtype;
+      nd.value_id = v;
+      if (auto s = splat(o.operands[0])) {
+        nd.leaf = Leaf::splat, nd.value = *s;
+      } else {
+        nd.leaf = Leaf::scalar;
+        k.inputs = {base[o.operands[0]]};
+        nd.input = 0;
+      }
+      e.nodes.push_back(nd);
+      k.expr = e;
+    }
+  } else if (matmul_root(v) || epilogue_of[size_t(v)] >= 0) {
+    const int mm = epilogue_of[size_t(v)] >= 0 ? epilogue_of[size_t(v)] : v;
+    k.kind = KKind::matmul;
+    std::function<void(int)> collect = [&](int v) {
+      if (op(v).kind == OpKind::dot) {
+        k.passes.push_back({base[op(v).operands[0]], base[op(v).operands[1]]});
+        k.from.push_back(op(v).loc);
+      } else {
+        collect(op(v).operands[0]), collect(op(v).operands[1]);
+      }
+    };
+    collect(mm);
+    const Op* d = &op(mm);
+    while (d->kind != OpKind::dot) d = &op(d->operands[0]);
+    const Type& at = type(d->operands[0]);
+    const Type& wt = type(d->operands[1]);
+    if (at.dims.size() == 3) k.B = at.dims[0];
+    k.M = at.dims[at.dims.size() - 2], k.K = at.dims.back(), k.N = wt.dims.back();
+    k.dtype = at.dtype;
+    if (epilogue_of[size_t(v)] >= 0) {
+      bool big = false;
+      k.expr = build_expr(v, k.inputs, big);
+      for (Node& nd : k.expr.nodes)
+        if (nd.leaf == Leaf::input && k.inputs[nd.input] == base[mm]) nd.leaf = Leaf::acc;
+    } else {
+      Node nd;
+      nd.leaf = Leaf::acc;
+      nd.dtype = o.type.dtype;
+      nd.value_id = mm;
+      k.expr.nodes.push_back(nd);
+    }
+  } else if (o.kind == OpKind::reduce) {
+    const Type& xt = type(o.operands[0]);
+    k.kind = o.dims[0] == 1 ? KKind::reduce_lanes : KKind::reduce_columns;
+    k.inputs = {base[o.operands[0]]};
+    k.rows = xt.dims[0], k.cols = xt.dims[1];
+    k.combiner = o.combiner;
+    const auto s = splat(o.operands[1]);
+    if (!s) throw Error(fmt::format("{}: internal error: reduce init is not a constant", o.loc));
+    k.init = *s;
+    k.dtype = xt.dtype;
+  } else {
+    k.kind = KKind::copy;
+    k.dtype = o.type.dtype;
+    for (int a : o.operands) k.inputs.push_back(base[a]);
+  }
+  return k;
+}
 
 void Plan::assign_buffers() {
   const size_t n = f.ops.size();
@@ -661,6 +681,8 @@ double dma_bytes_per_cycle(const isa::MachineConfig& m) {
   const double peak = m.hbm_peak_bytes_per_s();
   return peak > 0 ? std::max(1.0, peak / double(m.clock_hz)) : double(m.dma.burst_bytes) * m.dma.bursts_per_cycle;
 }
+
+class MatmulEmitter;
 
 class Emitter {
  public:
@@ -1703,6 +1725,7 @@ class Emitter {
   }
 
   // ---- matmul: C[b] = sum_p A_p[b] x W_p[b] on every MXU, epilogue on the VPU
+  friend class MatmulEmitter;
   void matmul(const Kernel& k);
 
   const Plan& p_;
@@ -1730,149 +1753,22 @@ class Emitter {
 
 namespace {
 
-void Emitter::matmul(const Kernel& k) {
-  const DType in = k.dtype;
-  const int esz = dtype_bytes(in);
-  const DType od = p_.type(k.out).dtype;
-  const int oesz = dtype_bytes(od);
-  const char* mdt = in == DType::s8 ? "s8" : "bf16";
-  const int64_t D = D_, B = k.B, M = k.M, K = k.K, N = k.N;
-  // This core's share of the output (the cores of a chip split it as
-  // megacore does): whole batches when they divide evenly, else rows.
-  const bool by_batch = B % ncores_ == 0;
-  const auto [b_lo, b_hi] = by_batch ? share(B, 1) : std::pair<int64_t, int64_t>{0, B};
-  const auto [m_lo, m_hi] = by_batch ? std::pair<int64_t, int64_t>{0, M} : share(M, M >= ncores_ * D_ ? D_ : 1);
-  const int64_t Bl = b_hi - b_lo, Ml = m_hi - m_lo;
-  if (Bl == 0 || Ml == 0) return;
-  const int64_t Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
-  // Every MXU of the core while the semaphores last (5 for the kernel, 6
-  // per MXU and one per pair, below the two barriers' semaphores) and each
-  // has two accumulator slots of at least one row.
-  if (p_.t.acc_rows < 2)
-    throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", kernel_loc_, p_.t.acc_rows));
-  const int64_t sem_mxus = (kCoreSem - 5) * 2 / 13;
-  const int nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, nt, int64_t(p_.t.acc_rows) / 2}));
-  std::vector<int> aparts, wparts;
-  std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
-  for (auto [a, w] : k.passes) {
-    auto idx = [](std::vector<int>& v, int x) {
-      auto it = std::find(v.begin(), v.end(), x);
-      if (it != v.end()) return int(it - v.begin());
-      v.push_back(x);
-      return int(v.size()) - 1;
-    };
-    passes.push_back({idx(aparts, a), idx(wparts, w)});
-  }
-  const int64_t na = int64_t(aparts.size()), nw = int64_t(wparts.size());
-  // Rows per work item: enough to hide the next weight load (3N - 1 cycles)
-  // and few enough that draining the last items overlaps little else.
-  const int64_t slots_min = 2;
-  int64_t Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
-  const int64_t S = std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));  // acc slots per MXU
-  // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
-  Counter pre = counter();
-  std::vector<uint64_t> pre_at = preload(k, pre);
-  // Weight panels: the columns of one group of tiles (one tile per MXU), all
-  // of K; three slots when a quarter of VMEM holds them (loads run a group
-  // ahead with a group of slack), else two. Wide rows make long DMA bursts.
-  const int64_t pw_elems = nmu * D;
-  const uint64_t panel_bytes = uint64_t(Kp * pw_elems * esz);
-  const int nslots = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
-  std::vector<std::vector<uint64_t>> panel(nslots, std::vector<uint64_t>(nw));
-  for (int s = 0; s < nslots; ++s)
-    for (int64_t w = 0; w < nw; ++w) {
-      if (uint64_t(vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
-        throw Error(fmt::format("{}: unsupported dot: a {}x{} weight panel does not fit in VMEM", k.from.back(), Kp, pw_elems));
-      panel[s][w] = vmem(panel_bytes);
-    }
-  std::vector<std::vector<uint64_t>> obuf(nmu, std::vector<uint64_t>(2));
-  for (int m = 0; m < nmu; ++m)
-    for (int s = 0; s < 2; ++s) obuf[m][s] = vmem(uint64_t(Mb * D * oesz));
-  // Full tensors the epilogue reads besides the accumulators (a residual):
-  // one tile per work item, double-buffered per MXU.
-  std::vector<int> extras;  // Kernel::inputs indices
-  for (const Node& nd : k.expr.nodes)
-    if (nd.leaf == Leaf::input && std::find(extras.begin(), extras.end(), nd.input) == extras.end()) extras.push_back(nd.input);
-  std::map<int, std::vector<std::vector<uint64_t>>> ebuf;  // input -> [m][slot]
-  for (int e : extras) {
-    ebuf[e].assign(nmu, std::vector<uint64_t>(2));
-    for (int m = 0; m < nmu; ++m)
-      for (int s = 0; s < 2; ++s) ebuf[e][m][s] = vmem(uint64_t(Mb * D * dtype_bytes(p_.type(k.inputs[e]).dtype)));
-  }
-  std::vector<std::vector<int64_t>> ebuf_release(nmu, std::vector<int64_t>(2, 0));  // v totals that free a slot
-  // A: as many rows as fit (all of M when possible), double-buffered across chunks.
-  const uint64_t slack = uint64_t(2 * na) * uint64_t(4 * L_ + 64) + 1024;
-  const uint64_t left = vmem_budget() > slack ? vmem_budget() - slack : 0;
-  const uint64_t row_bytes = uint64_t(na * Kp * esz);
-  int64_t chunk = int64_t(left / row_bytes) >= Bl * Ml ? Ml : std::min<int64_t>(Ml, int64_t(left / 2 / row_bytes));
-  if (chunk < 1) throw Error(fmt::format("{}: unsupported dot: K = {} is too long for VMEM", k.from.back(), K));
-  if (chunk < Ml) {
-    if (chunk >= Mb) chunk = chunk / Mb * Mb;
-    else Mb = chunk;  // smaller work items; the buffers sized for Mb still fit
-  }
-  const int64_t chunks_per_batch = ceil_div(Ml, chunk);
-  const int abufs = Bl * chunks_per_batch > 1 ? 2 : 1;
-  std::vector<std::vector<uint64_t>> abuf(abufs, std::vector<uint64_t>(na));
-  for (int s = 0; s < abufs; ++s)
-    for (int64_t a = 0; a < na; ++a) abuf[s][a] = vmem(uint64_t(chunk * Kp * esz));
-  auto acc_base = [&](int m, int64_t slot) { return uint64_t((m * S + slot) * Mb); };
-  // Telling an MXU that DMA data is in: a `signal dma` counts once every
-  // transfer before it has landed, without holding up what follows.
-  auto dma_fence = [&](Counter& c) { signal("dma", c); };
+// ---- matmul: C[b] = sum_p A_p[b] x W_p[b] on every MXU, epilogue on the VPU.
+//
+// One object per kernel. The constructor tiles the kernel and lays out its
+// buffers and semaphores; run() then goes chunk by chunk of A's rows. A
+// chunk is cut into blocks (one work item per MXU and column tile each);
+// every block's MXU work is emitted, and the VPU drains the block before it
+// through the epilogue meanwhile (drain_block). The members are the
+// kernel's working set, named as in docs/compiler.md's description.
+class MatmulEmitter {
+ public:
+  MatmulEmitter(Emitter& em, const Kernel& kernel);
+  void run();
 
-  // Per MXU: A chunk loaded (Ca) and released (Afree), panel loaded (P) and
-  // released (Pfree), accumulator slot written (Acc) and drained (AccFree).
-  Counter z = counter(), v = counter(), st = counter(), E = counter();
-  std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
-  for (int m = 0; m < nmu; ++m)
-    for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
-  for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());  // H[i]: the MXU of item i has handed its last steps over (below)
-  note(fmt::format("matmul B x M x K x N = {} x {} x {} x {}: {} pass(es) on {} MXU(s); {} column tiles of {}, K padded to {} ({} steps); "
-                   "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU",
-                   B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S));
-  if (K % D) {  // zero the padding columns of A and rows of the panels once
-    ins("vli v0, 0");
-    for (int s = 0; s < abufs; ++s)
-      for (int64_t a = 0; a < na; ++a)
-        for (int64_t r = 0; r < chunk; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[s][a] + uint64_t((r * Kp + K) * esz));
-    for (int s = 0; s < nslots; ++s)
-      for (int64_t w = 0; w < nw; ++w)
-        for (int64_t r = K; r < Kp; ++r)
-          for (int64_t c = 0; c < pw_elems; c += L_) ins("vst.{} v0, s0, {}", vty(in), panel[s][w] + uint64_t((r * pw_elems + c) * esz));
-    signal("vpu", z);
-    wait("dma", z, 1);
-  }
-  const RegPlan rp = regplan(k.expr, 8);
-  std::vector<int64_t> items_on(nmu, 0);   // work items each MXU has been given
-  int64_t groups_loaded = 0;                                           // panel groups so far, all chunks
-  std::vector<std::vector<int64_t>> slot_release(nslots, std::vector<int64_t>(nmu, 0));  // Pfree totals that free a slot
-  std::vector<std::vector<int64_t>> slot_store(nmu, std::vector<int64_t>(2, 0));
-  int64_t items_total = 0, chunk_no = 0;
-  bool hoisted = false;
-  const int64_t groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
-  // A is loaded in K-slices, so the MXUs start on the first and little work
-  // is left after the last lands: one K-step each, unless that makes A's
-  // rows shorter than what the DMA sends per burst slot.
-  const double slot_bytes = kDmaBurst / kDmaBurstsPerCycle;
-  const int64_t kps = std::min<int64_t>(kt, std::max<int64_t>(1, int64_t(std::ceil(slot_bytes / double(D * esz)))));
-  std::vector<int64_t> slice_step;  // first K-step of each slice, then kt
-  for (int64_t k = 0; k < kt; k += kps) slice_step.push_back(k);
-  const int64_t KS = int64_t(slice_step.size());
-  slice_step.push_back(kt);
-  std::vector<int64_t> slice_of(size_t(kt + 1), -1);  // the slice a K-step starts, or -1
-  for (int64_t sl = 0; sl < KS; ++sl) slice_of[size_t(slice_step[size_t(sl)])] = sl;
-  auto slice_k0 = [&](int64_t sl) { return std::min(K, slice_step[size_t(std::min(sl, KS))] * D); };
-  // Weight panels arrive in finer slices (one K-step each while K has at
-  // most 16 steps): a panel row is a whole number of bursts however K is
-  // cut, while A's rows are only one slice wide, so A keeps the coarser cut.
-  const int64_t kpw = kt <= 16 ? 1 : kps;
-  std::vector<int64_t> wslice_step;
-  for (int64_t k = 0; k < kt; k += kpw) wslice_step.push_back(k);
-  const int64_t KSW = int64_t(wslice_step.size());
-  wslice_step.push_back(kt);
-  std::vector<int64_t> wslice_of(size_t(kt + 1), -1);
-  for (int64_t sl = 0; sl < KSW; ++sl) wslice_of[size_t(wslice_step[size_t(sl)])] = sl;
-  auto wslice_k0 = [&](int64_t sl) { return std::min(K, wslice_step[size_t(std::min(sl, KSW))] * D); };
+ private:
+  using RegPlan = Emitter::RegPlan;
+  using Pipeliner = Emitter::Pipeliner;
   struct Item {
     int m;
     int64_t j, idx;  // column tile, index among the MXU's items
@@ -1882,13 +1778,237 @@ void Emitter::matmul(const Kernel& k) {
     int as;
     std::vector<Item> items;
   };
+
+  void zero_padding();
+  void cut_blocks();
+  void assign_items();
+  void load_a(int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece);
+  // Whether a block's rows of A get an arrival count at K-step kk: the
+  // first block's at every slice, the others' (loaded while the block
+  // before computes) in at most eight pieces of K: finer cuts fill the
+  // DMA queue with transfers and signals, coarser ones leave an MXU
+  // waiting for more of A than its next steps need.
+  bool a_arrives(int64_t kk, bool first_block) const { return first_block ? slice_of[size_t(kk)] >= 0 : kk % kq == 0; }
+  void load_group_slice(int64_t g, int64_t sl);
+  void load_group(int64_t g) {
+    for (int64_t sl = 0; sl < KSW; ++sl) load_group_slice(g, sl);
+  }
+  void load_first_block();
+  void prefetch(int64_t g, size_t bi);
+  void chunk_of_a();
+  void block(int64_t g, size_t bi);
+  void drain_block(const Block& blk);
+  void finish();
+
+  uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
+  // Telling an MXU that DMA data is in: a `signal dma` counts once every
+  // transfer before it has landed, without holding up what follows.
+  void dma_fence(Counter& c) { signal("dma", c); }
   // An MXU's signals leave its queue at once and count when the streams
   // before them are done (docs/timing.md).
-  auto signal_mxu = [&](int m, Counter& c, int slot) {
+  void signal_mxu(int m, Counter& c, int slot) {
     signal(fmt::format("mxu{}", m).c_str(), c);
-    if (slot >= 0) slot_release[slot][m] = c.produced;
-  };
-  auto first_pass = [&](int pa, int pw) { return pa == passes[0].first && pw == passes[0].second; };
+    if (slot >= 0) slot_release[size_t(slot)][size_t(m)] = c.produced;
+  }
+  bool first_pass(int pa, int pw) const { return pa == passes[0].first && pw == passes[0].second; }
+  int64_t slice_k0(int64_t sl) const { return std::min(K, slice_step[size_t(std::min(sl, KS))] * D); }
+  int64_t wslice_k0(int64_t sl) const { return std::min(K, wslice_step[size_t(std::min(sl, KSW))] * D); }
+
+  // The Emitter's instruction and buffer primitives.
+  template <typename... A>
+  void ins(fmt::format_string<A...> f, A&&... a) {
+    em.ins(f, std::forward<A>(a)...);
+  }
+  void wait(const char* unit, Counter& c, int64_t total) { em.wait(unit, c, total); }
+  void signal(const char* unit, Counter& c) { em.signal(unit, c); }
+  void note(const std::string& s, int unit = -1) { em.note(s, unit); }
+  Counter counter() { return em.counter(); }
+  uint64_t vmem(uint64_t bytes) { return em.vmem(bytes); }
+  void dma_2d(bool load, uint64_t dst, uint64_t src, uint64_t rows, uint64_t rowbytes, uint64_t dstride, uint64_t sstride, Counter& c) {
+    em.dma_2d(load, dst, src, rows, rowbytes, dstride, sstride, c);
+  }
+  void mxu_lw(int m, uint64_t src, uint64_t stride, const char* dt) { em.mxu_lw(m, src, stride, dt); }
+  void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
+    em.mxu_mm(acc, m, racc, src, stride, rows, dt, more);
+  }
+
+  Emitter& em;
+  const Plan& p_;
+  const Kernel& k;
+  // The kernel's shape and this core's share of it.
+  DType in, od;
+  int esz, oesz;
+  const char* mdt;
+  int64_t D, B, M, K, N, b_lo = 0, b_hi = 0, m_lo = 0, m_hi = 0, Bl = 0, Ml = 0, Kp = 0, kt = 0, nt = 0;
+  int nmu = 0;
+  std::vector<int> aparts, wparts;
+  std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
+  int64_t na = 0, nw = 0, Mb = 0, S = 0, pw_elems = 0, chunk = 0, chunks_per_batch = 0, groups = 0, nsteps = 0;
+  // Buffers: preloads, weight panels, output tiles, epilogue inputs, A.
+  Counter pre;
+  std::vector<uint64_t> pre_at;
+  uint64_t panel_bytes = 0;
+  int nslots = 0, abufs = 0;
+  std::vector<std::vector<uint64_t>> panel, obuf, abuf;
+  std::vector<int> extras;                                  // Kernel::inputs indices
+  std::map<int, std::vector<std::vector<uint64_t>>> ebuf;  // input -> [m][slot]
+  std::vector<std::vector<int64_t>> ebuf_release;          // v totals that free a slot
+  // Per kernel: preloads and padding (pre, z), drained rows (v), stores (st),
+  // epilogue inputs (E). Per MXU: A chunk loaded (Ca) and released (Afree),
+  // panel loaded (P) and released (Pfree), accumulator slot written (Acc)
+  // and drained (AccFree); H[i]: the MXU of item i has handed its last
+  // steps over (block()).
+  Counter z, v, st, E;
+  std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
+  RegPlan rp;
+  std::vector<int64_t> items_on;                     // work items each MXU has been given
+  int64_t groups_loaded = 0;                         // panel groups so far, all chunks
+  std::vector<std::vector<int64_t>> slot_release;    // Pfree totals that free a slot
+  std::vector<std::vector<int64_t>> slot_store;
+  int64_t items_total = 0, chunk_no = 0;
+  bool hoisted = false;
+  // K-slices of A (slice_step: first K-step of each, then kt; slice_of: the
+  // slice a K-step starts, or -1) and of the weight panels (wslice_*).
+  int64_t kps = 0, KS = 0, kpw = 0, KSW = 0;
+  std::vector<int64_t> slice_step, slice_of, wslice_step, wslice_of;
+  // The drain: groups of U0 rows in `banks` register banks; the last items
+  // in chunks of Cr rows.
+  int banks = 1, U0 = 1;
+  int64_t Cr = 0;
+  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> acc_marks;  // [m][item]: per chunk, (MXU, Acc total)
+  std::vector<std::vector<int64_t>> chunk_rows;                              // [m][item]
+  std::optional<Block> held;  // the block whose drain waits for the next block's MXU work
+  // The chunk of A being computed: batch b, rows c0.. (crows), buffer as.
+  int64_t b = 0, c0 = 0, crows = 0;
+  int as = 0;
+  std::vector<std::pair<int64_t, int64_t>> blocks, blocks_end;            // (first row, rows)
+  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> assign;  // [g][block] -> (MXU, tile)
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> uses;             // [g][m]: first and last block with an item
+  int64_t kPiece = 0, kq = 0;
+  std::vector<int> gslot;                                 // the panel slot of each group
+  std::vector<std::vector<std::vector<int64_t>>> pready;  // [g][m][slice]: P totals when the slice is in
+};
+
+MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
+    : em(em_),
+      p_(em_.p_),
+      k(kernel),
+      in(k.dtype),
+      od(p_.type(k.out).dtype),
+      esz(dtype_bytes(in)),
+      oesz(dtype_bytes(od)),
+      mdt(in == DType::s8 ? "s8" : "bf16"),
+      D(em_.D_),
+      B(k.B),
+      M(k.M),
+      K(k.K),
+      N(k.N) {
+  // This core's share of the output (the cores of a chip split it as
+  // megacore does): whole batches when they divide evenly, else rows.
+  const bool by_batch = B % em.ncores_ == 0;
+  std::tie(b_lo, b_hi) = by_batch ? em.share(B, 1) : std::pair<int64_t, int64_t>{0, B};
+  std::tie(m_lo, m_hi) = by_batch ? std::pair<int64_t, int64_t>{0, M} : em.share(M, M >= em.ncores_ * D ? D : 1);
+  Bl = b_hi - b_lo, Ml = m_hi - m_lo;
+  if (Bl == 0 || Ml == 0) return;
+  Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);
+  // Every MXU of the core while the semaphores last (5 for the kernel, 6
+  // per MXU and one per pair, below the two barriers' semaphores) and each
+  // has two accumulator slots of at least one row.
+  if (p_.t.acc_rows < 2)
+    throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", em.kernel_loc_, p_.t.acc_rows));
+  const int64_t sem_mxus = (Emitter::kCoreSem - 5) * 2 / 13;
+  nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, nt, int64_t(p_.t.acc_rows) / 2}));
+  for (auto [a, w] : k.passes) {
+    auto idx = [](std::vector<int>& v, int x) {
+      auto it = std::find(v.begin(), v.end(), x);
+      if (it != v.end()) return int(it - v.begin());
+      v.push_back(x);
+      return int(v.size()) - 1;
+    };
+    passes.push_back({idx(aparts, a), idx(wparts, w)});
+  }
+  na = int64_t(aparts.size()), nw = int64_t(wparts.size());
+  // Rows per work item: enough to hide the next weight load (3N - 1 cycles)
+  // and few enough that draining the last items overlaps little else.
+  const int64_t slots_min = 2;
+  Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
+  S = std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));  // acc slots per MXU
+  // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
+  pre = counter();
+  pre_at = em.preload(k, pre);
+  // Weight panels: the columns of one group of tiles (one tile per MXU), all
+  // of K; three slots when a quarter of VMEM holds them (loads run a group
+  // ahead with a group of slack), else two. Wide rows make long DMA bursts.
+  pw_elems = nmu * D;
+  panel_bytes = uint64_t(Kp * pw_elems * esz);
+  nslots = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
+  panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
+  for (int s = 0; s < nslots; ++s)
+    for (int64_t w = 0; w < nw; ++w) {
+      if (uint64_t(em.vmem_top_) + panel_bytes + 4096 > p_.t.vmem_bytes / 2)
+        throw Error(fmt::format("{}: unsupported dot: a {}x{} weight panel does not fit in VMEM", k.from.back(), Kp, pw_elems));
+      panel[s][w] = vmem(panel_bytes);
+    }
+  obuf.assign(size_t(nmu), std::vector<uint64_t>(2));
+  for (int m = 0; m < nmu; ++m)
+    for (int s = 0; s < 2; ++s) obuf[m][s] = vmem(uint64_t(Mb * D * oesz));
+  // Full tensors the epilogue reads besides the accumulators (a residual):
+  // one tile per work item, double-buffered per MXU.
+  for (const Node& nd : k.expr.nodes)
+    if (nd.leaf == Leaf::input && std::find(extras.begin(), extras.end(), nd.input) == extras.end()) extras.push_back(nd.input);
+  for (int e : extras) {
+    ebuf[e].assign(nmu, std::vector<uint64_t>(2));
+    for (int m = 0; m < nmu; ++m)
+      for (int s = 0; s < 2; ++s) ebuf[e][m][s] = vmem(uint64_t(Mb * D * dtype_bytes(p_.type(k.inputs[e]).dtype)));
+  }
+  ebuf_release.assign(size_t(nmu), std::vector<int64_t>(2, 0));
+  // A: as many rows as fit (all of M when possible), double-buffered across chunks.
+  const uint64_t slack = uint64_t(2 * na) * uint64_t(4 * em.L_ + 64) + 1024;
+  const uint64_t left = em.vmem_budget() > slack ? em.vmem_budget() - slack : 0;
+  const uint64_t row_bytes = uint64_t(na * Kp * esz);
+  chunk = int64_t(left / row_bytes) >= Bl * Ml ? Ml : std::min<int64_t>(Ml, int64_t(left / 2 / row_bytes));
+  if (chunk < 1) throw Error(fmt::format("{}: unsupported dot: K = {} is too long for VMEM", k.from.back(), K));
+  if (chunk < Ml) {
+    if (chunk >= Mb) chunk = chunk / Mb * Mb;
+    else Mb = chunk;  // smaller work items; the buffers sized for Mb still fit
+  }
+  chunks_per_batch = ceil_div(Ml, chunk);
+  abufs = Bl * chunks_per_batch > 1 ? 2 : 1;
+  abuf.assign(size_t(abufs), std::vector<uint64_t>(size_t(na)));
+  for (int s = 0; s < abufs; ++s)
+    for (int64_t a = 0; a < na; ++a) abuf[s][a] = vmem(uint64_t(chunk * Kp * esz));
+  z = counter(), v = counter(), st = counter(), E = counter();
+  for (int m = 0; m < nmu; ++m)
+    for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
+  for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());
+  note(fmt::format("matmul B x M x K x N = {} x {} x {} x {}: {} pass(es) on {} MXU(s); {} column tiles of {}, K padded to {} ({} steps); "
+                   "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU",
+                   B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S));
+  zero_padding();
+  rp = em.regplan(k.expr, 8);
+  items_on.assign(size_t(nmu), 0);
+  slot_release.assign(size_t(nslots), std::vector<int64_t>(size_t(nmu), 0));
+  slot_store.assign(size_t(nmu), std::vector<int64_t>(2, 0));
+  groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
+  // A is loaded in K-slices, so the MXUs start on the first and little work
+  // is left after the last lands: one K-step each, unless that makes A's
+  // rows shorter than what the DMA sends per burst slot.
+  const double slot_bytes = em.kDmaBurst / em.kDmaBurstsPerCycle;
+  kps = std::min<int64_t>(kt, std::max<int64_t>(1, int64_t(std::ceil(slot_bytes / double(D * esz)))));
+  for (int64_t k = 0; k < kt; k += kps) slice_step.push_back(k);
+  KS = int64_t(slice_step.size());
+  slice_step.push_back(kt);
+  slice_of.assign(size_t(kt + 1), -1);
+  for (int64_t sl = 0; sl < KS; ++sl) slice_of[size_t(slice_step[size_t(sl)])] = sl;
+  // Weight panels arrive in finer slices (one K-step each while K has at
+  // most 16 steps): a panel row is a whole number of bursts however K is
+  // cut, while A's rows are only one slice wide, so A keeps the coarser cut.
+  kpw = kt <= 16 ? 1 : kps;
+  for (int64_t k = 0; k < kt; k += kpw) wslice_step.push_back(k);
+  KSW = int64_t(wslice_step.size());
+  wslice_step.push_back(kt);
+  wslice_of.assign(size_t(kt + 1), -1);
+  for (int64_t sl = 0; sl < KSW; ++sl) wslice_of[size_t(wslice_step[size_t(sl)])] = sl;
   // The last items' final streams go in chunks of Cr rows, each signalled,
   // so the VPU drains (and the DMA stores) a chunk while the MXU computes
   // the next: what is left after the MXUs stop is one chunk, not an item.
@@ -1896,354 +2016,392 @@ void Emitter::matmul(const Kernel& k) {
   // adds DMA waits.)
   // The drain goes in groups of U0 rows (two register banks when the
   // epilogue leaves room); a chunk is a whole number of groups.
-  const int banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
-  const int64_t Cr = ceil_div(std::max<int64_t>(D / 2, U0), U0) * U0;
-  // [m][item]: after each chunk, the MXU whose Acc counter says it is in, and that total
-  std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> acc_marks(nmu);
-  std::vector<std::vector<int64_t>> chunk_rows(nmu);                // [m][item]
-  // The VPU drains a block's items through the epilogue; DMA stores them.
-  auto drain_block = [&](const Block& blk) {
-    const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
-    const std::vector<Item>& items = blk.items;
-    std::vector<int64_t> eready(items.size(), 0);
-    for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
-      const Item& it = items[ii];
-      const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
-      wait("dma", v, ebuf_release[it.m][oslot]);
-      for (int e : extras) {
-        const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
-        dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
-               uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
-      }
-      eready[ii] = E.produced;
+  banks = rp.unroll >= 2 ? 2 : 1, U0 = rp.unroll / banks;
+  Cr = ceil_div(std::max<int64_t>(D / 2, U0), U0) * U0;
+  acc_marks.assign(size_t(nmu), {});
+  chunk_rows.assign(size_t(nmu), {});
+}
+
+// Zeroes the padding columns of A and rows of the panels once.
+void MatmulEmitter::zero_padding() {
+  if (K % D == 0) return;
+  ins("vli v0, 0");
+  for (int s = 0; s < abufs; ++s)
+    for (int64_t a = 0; a < na; ++a)
+      for (int64_t r = 0; r < chunk; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[s][a] + uint64_t((r * Kp + K) * esz));
+  for (int s = 0; s < nslots; ++s)
+    for (int64_t w = 0; w < nw; ++w)
+      for (int64_t r = K; r < Kp; ++r)
+        for (int64_t c = 0; c < pw_elems; c += em.L_) ins("vst.{} v0, s0, {}", vty(in), panel[s][w] + uint64_t((r * pw_elems + c) * esz));
+  signal("vpu", z);
+  wait("dma", z, 1);
+}
+
+// The VPU drains a block's items through the epilogue; DMA stores them.
+void MatmulEmitter::drain_block(const Block& blk) {
+  const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
+  const std::vector<Item>& items = blk.items;
+  std::vector<int64_t> eready(items.size(), 0);
+  for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
+    const Item& it = items[ii];
+    const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
+    wait("dma", v, ebuf_release[it.m][oslot]);
+    for (int e : extras) {
+      const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
+      dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
+             uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
     }
-    for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
-      const Item& it = items[ii];
-      const int m = it.m;
-      const int64_t aslot = it.idx % S, oslot = it.idx % 2;
-      const int64_t j0 = it.j * D;
-      wait("vpu", E, eready[ii]);
-      wait("vpu", st, slot_store[m][oslot]);
-      if (!hoisted) {
-        wait("vpu", pre, pre.produced);
-        hoist(k.expr, rp, pre_at);
-        hoisted = true;
-      }
-      Pipeliner pipe{*this, {}};
-      for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
-        const int64_t cr = chunk_rows[m].at(size_t(it.idx));
-        if (r % cr == 0) {  // a new chunk: its rows are in the accumulators
-          if (r > 0) {
-            pipe.flush();
-            signal("vpu", v);
-          }
-          const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
-          wait("vpu", Acc[size_t(mu)], total);
-        }
-        const int U = int(std::min<int64_t>(U0, rows - r)), u0 = int(g % banks) * U0;
-        auto gen = [&] {
-          eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
-            if (nd.leaf == Leaf::acc) {
-              ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
-            } else if (nd.leaf == Leaf::row) {
-              const DType dt = p_.type(k.inputs[nd.input]).dtype;
-              ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
-            } else if (nd.leaf == Leaf::input) {
-              const DType dt = p_.type(k.inputs[nd.input]).dtype;
-              ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
-            } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
-              const DType dt = p_.type(k.inputs[nd.input]).dtype;
-              const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
-              col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
-            } else {
-              throw std::logic_error("internal error: unexpected epilogue leaf");
-            }
-          }, u0);
-          for (int u = 0; u < U; ++u)
-            ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
-        };
-        if (banks == 2) pipe.group(gen);
-        else gen();
-      }
-      pipe.flush();
-      signal("vpu", AccFree[m]);
-      signal("vpu", v);  // the last chunk
-      ebuf_release[m][oslot] = v.produced;
+    eready[ii] = E.produced;
+  }
+  for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
+    const Item& it = items[ii];
+    const int m = it.m;
+    const int64_t aslot = it.idx % S, oslot = it.idx % 2;
+    const int64_t j0 = it.j * D;
+    wait("vpu", E, eready[ii]);
+    wait("vpu", st, slot_store[m][oslot]);
+    if (!hoisted) {
+      wait("vpu", pre, pre.produced);
+      em.hoist(k.expr, rp, pre_at);
+      hoisted = true;
     }
-    for (const Item& it : items) {  // DMA: store the tile
-      const int m = it.m;
-      const int64_t oslot = it.idx % 2;
-      const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
+    Pipeliner pipe{em, {}};
+    for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
       const int64_t cr = chunk_rows[m].at(size_t(it.idx));
-      for (int64_t r = 0; r < rows; r += cr) {  // chunk by chunk, as the VPU finishes them
-        const int64_t n = std::min(cr, rows - r);
-        wait("dma", v, ++items_total);
-        dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0 + r) * N + j0) * oesz), obuf[m][oslot] + uint64_t(r * D * oesz),
-               uint64_t(n), uint64_t(cols * oesz), uint64_t(N * oesz), uint64_t(D * oesz), st);
+      if (r % cr == 0) {  // a new chunk: its rows are in the accumulators
+        if (r > 0) {
+          pipe.flush();
+          signal("vpu", v);
+        }
+        const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
+        wait("vpu", Acc[size_t(mu)], total);
       }
-      slot_store[m][oslot] = st.produced;
+      const int U = int(std::min<int64_t>(U0, rows - r)), u0 = int(g % banks) * U0;
+      auto gen = [&] {
+        em.eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
+          if (nd.leaf == Leaf::acc) {
+            ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
+          } else if (nd.leaf == Leaf::row) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::input) {
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
+          } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
+            const DType dt = p_.type(k.inputs[nd.input]).dtype;
+            const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
+            em.col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
+          } else {
+            throw std::logic_error("internal error: unexpected epilogue leaf");
+          }
+        }, u0);
+        for (int u = 0; u < U; ++u)
+          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
+      };
+      if (banks == 2) pipe.group(gen);
+      else gen();
     }
-  };
-  std::optional<Block> held;  // the block whose drain waits for the next block's MXU work
-  for (int64_t b = b_lo; b < b_hi; ++b)
-    for (int64_t c0 = m_lo; c0 < m_hi; c0 += chunk, ++chunk_no) {
-      const int64_t crows = std::min(chunk, m_hi - c0);
-      const int as = int(chunk_no % abufs);
-      note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
-      for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
-      // A arrives block by block (one work item's rows), so the MXUs start
-      // after the first block rather than the whole chunk.
-      // Blocks of Mb rows; the last is halved when the halves still cover
-      // the weight loads (2N rows), and a last block shorter than that takes
-      // rows from the one before: less is left to drain at the end, and no
-      // stream is too short to hide the next weight load.
-      std::vector<std::pair<int64_t, int64_t>> blocks;  // (first row, rows)
-      for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) blocks.push_back({m0, std::min(Mb, c0 + crows - m0)});
-      if (blocks.back().second >= 4 * D) {
-        const int64_t m0 = blocks.back().first, rows = blocks.back().second, half = ceil_div(rows / 2, D) * D;
-        blocks.back().second = half;
-        blocks.push_back({m0 + half, rows - half});
-      }
-      if (blocks.size() >= 2 && blocks.back().second < 2 * D && blocks.end()[-2].second + blocks.back().second >= 4 * D) {
-        auto& pen = blocks.end()[-2];
-        pen.second += blocks.back().second - 2 * D;
-        blocks.back() = {pen.first + pen.second, 2 * D};
-      }
-      // The last group of tiles, when it is not the first (which sets how A
-      // arrives), also cuts 2N rows off a long block before the last: the
-      // staggered end (below) then moves steps of 2N rows.
-      std::vector<std::pair<int64_t, int64_t>> blocks_end = blocks;
-      if (blocks.size() >= 2 && blocks.end()[-2].second >= 4 * D && blocks.back().second >= 2 * D) {
-        const auto pen = blocks.end()[-2];
-        blocks_end.end()[-2].second = pen.second - 2 * D;
-        blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
-      }
-      // Which MXU computes which column tile of which block: group g's tile
-      // i goes to MXU i, except in a last group with fewer tiles than MXUs
-      // (after a full first group), whose items go block by block to the
-      // least-loaded MXUs not yet busy in the block, so no MXU idles while
-      // the others finish the columns left over.
-      std::vector<std::vector<std::vector<std::pair<int, int64_t>>>> assign(static_cast<size_t>(groups));  // [g][block] -> (MXU, tile)
-      for (int64_t g = 0; g < groups; ++g) {
-        const auto& gb = g > 0 && g == groups - 1 ? blocks_end : blocks;
-        const int64_t tiles = std::min<int64_t>(nmu, nt - g * nmu);
-        std::vector<int64_t> load(size_t(nmu), 0);
-        for (const auto& [m0, rows] : gb) {
-          auto& its = assign[size_t(g)].emplace_back();
-          std::vector<bool> busy(size_t(nmu), false);
-          for (int64_t i = 0; i < tiles; ++i) {
-            int m = int(i);
-            if (tiles < nmu)
-              for (int x = 0; x < nmu; ++x)
-                if (!busy[size_t(x)] && (busy[size_t(m)] || load[size_t(x)] < load[size_t(m)])) m = x;
-            busy[size_t(m)] = true;
-            load[size_t(m)] += rows;
-            its.push_back({m, g * nmu + i});
-          }
-        }
-      }
-      // uses[g][m]: (first, last) block of group g where MXU m has an item, or (-1, -1)
-      std::vector<std::vector<std::pair<int64_t, int64_t>>> uses(size_t(groups), std::vector<std::pair<int64_t, int64_t>>(size_t(nmu), {-1, -1}));
-      for (int64_t g = 0; g < groups; ++g)
-        for (size_t bi = 0; bi < assign[size_t(g)].size(); ++bi)
-          for (const auto& [m, j] : assign[size_t(g)][bi]) {
-            auto& u = uses[size_t(g)][size_t(m)];
-            if (u.first < 0) u.first = int64_t(bi);
-            u.second = int64_t(bi);
-          }
-      // A slice arrives in pieces of `piece` rows, each counted once on Ca
-      // (the first block's in pieces of kPiece rows, below).
-      const int64_t kPiece = 2 * std::max<int64_t>(D, 128);
-      auto load_a = [&](int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece) {
-        for (int64_t r = 0; r < rows; r += piece) {
-          for (int64_t a = 0; a < na; ++a)
-            dma_2d(true, abuf[as][a] + uint64_t(((m0 + r - c0) * Kp + k0) * esz),
-                   p_.addr[aparts[a]] + uint64_t(((b * M + m0 + r) * K + k0) * esz), uint64_t(std::min(piece, rows - r)),
-                   uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
-          for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
-        }
-      };
-      // Whether a block's rows of A get an arrival count at K-step kk: the
-      // first block's at every slice, the others' (loaded while the block
-      // before computes) in at most eight pieces of K: finer cuts fill the
-      // DMA queue with transfers and signals, coarser ones leave an MXU
-      // waiting for more of A than its next steps need.
-      const int64_t kq = ceil_div(kt, 8);
-      auto a_arrives = [&](int64_t kk, bool first_block) { return first_block ? slice_of[size_t(kk)] >= 0 : kk % kq == 0; };
-      std::vector<int> gslot(groups, 0);
-      // P totals when K-slice s of group g's panel is in
-      std::vector<std::vector<std::vector<int64_t>>> pready(groups, std::vector<std::vector<int64_t>>(nmu, std::vector<int64_t>(KSW, 0)));
-      auto load_group_slice = [&](int64_t g, int64_t sl) {
-        if (sl == 0) {
-          const int slot = int(groups_loaded++ % nslots);
-          gslot[g] = slot;
-          for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
-        }
-        const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
-        Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
-        const int64_t k0 = wslice_k0(sl), k1 = std::min(K, wslice_k0(sl + 1));
-        for (int64_t w = 0; w < nw; ++w)
-          dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
-                 uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
-        for (int m = 0; m < nmu; ++m) {
-          if (uses[size_t(g)][size_t(m)].first < 0) continue;
-          dma_fence(P[m]);
-          pready[g][m][sl] = P[m].produced;
-        }
-      };
-      auto load_group = [&](int64_t g) {
-        for (int64_t sl = 0; sl < KSW; ++sl) load_group_slice(g, sl);
-      };
-      // The first block of A and the first group's weights arrive slice by
-      // slice, interleaved (the weights of a slice's first step, the slice,
-      // the rest of its weights), so the MXUs start after one slice of each.
-      // The first block's slices come in pieces of kPiece rows: its streams
-      // follow the DMA piece by piece instead of waiting for whole slices.
-      for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
-        for (; wsl < KSW && wslice_step[size_t(wsl)] <= slice_step[size_t(sl)]; ++wsl) load_group_slice(0, wsl);
-        load_a(c0, blocks[0].second, slice_k0(sl), slice_k0(sl + 1), kPiece);
-        for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
-      }
-      // The rest arrives just in time, so the results of the first blocks
-      // are not stored behind loads that are not needed yet: in the first
-      // group, each block of A while the block before it computes, and the
-      // weights of the next groups after the last of A; later, group
-      // g + nslots - 1's weights while group g computes.
-      auto prefetch = [&](int64_t g, size_t bi) {
-        if (g > 0) {
-          if (bi == 0 && g + nslots - 1 < groups) load_group(g + nslots - 1);
-          return;
-        }
-        if (bi + 1 < blocks.size())
-          for (int64_t k = 0; k < kt; k += kq) load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
-        if (bi + 2 >= blocks.size() && (bi == 0 || bi + 2 == blocks.size()))
-          for (int64_t h = 1; h < std::min<int64_t>(groups, nslots); ++h) load_group(h);
-      };
-      for (int64_t g = 0; g < groups; ++g) {
-        const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
-        for (size_t bi = 0; bi < gblocks.size(); ++bi) {
-          prefetch(g, bi);
-          const auto [m0, rows] = gblocks[bi];
-          const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
-          std::vector<Item> items;
-          for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
-          // Staggered ends: in the last group, the block before the last
-          // hands the last steps of the first MXUs' items to the last MXUs
-          // (MXU i gives n/2 - i steps to MXU n - 1 - i), which accumulate
-          // into the same rows after the owner's streams are done (same
-          // order of additions). The MXUs then finish the last block at
-          // different times, and the VPU drains one MXU's rows while the
-          // others still compute instead of all of them at the end.
-          const int64_t n_it = int64_t(items.size());
-          std::vector<int64_t> moved(size_t(n_it), 0);  // per item
-          if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu)
-            for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
-          // The panel column of a tile, and whether this is MXU m's last item of the chunk.
-          auto pcol = [&](const Item& it) { return (it.j - g * nmu) * D; };
-          auto last_of_chunk = [&](int m) {
-            for (int64_t h = g + 1; h < groups; ++h)
-              if (uses[size_t(h)][size_t(m)].first >= 0) return false;
-            return uses[size_t(g)][size_t(m)].second == int64_t(bi);
-          };
-          for (size_t ii = 0; ii < items.size(); ++ii) {  // MXU
-            const Item& it = items[ii];
-            const int m = it.m;
-            const bool first_use = uses[size_t(g)][size_t(m)].first == int64_t(bi), last_use = uses[size_t(g)][size_t(m)].second == int64_t(bi);
-            const std::string mu = fmt::format("mxu{}", m);
-            const int pslot = gslot[g];
-            const int64_t aslot = it.idx % S;
-            const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
-            bool first = true;
-            const int64_t keep = nsteps - moved[ii];  // the steps this MXU does
-            for (int64_t q = 0; q < nsteps; ++q) {  // K-steps and passes
-              const int64_t kk = q / int64_t(passes.size());
-              const auto [pa, pw] = passes[size_t(q) % passes.size()];
-              if (q >= keep) {  // handed over; the arrival counts of its A slices are still this MXU's to take
-                if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block))
-                  wait(mu.c_str(), Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
-                continue;
-              }
-              // A new K-slice: the weight load waits for its panel rows, the
-              // stream for its A rows (which may still be arriving meanwhile).
-              if (first_pass(pa, pw) && first_use && wslice_of[size_t(kk)] >= 0)
-                wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
-              mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
-              const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
-              const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
-              const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
-              if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
-                wait(mu.c_str(), Ca[m], Ca[m].consumed + npieces);
-              if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
-              ins("mxu.swap m{}", m);
-              const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
-              if (pieced) {
-                for (int64_t r = 0; r < rows; r += kPiece) {
-                  wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
-                  mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
-                         uint64_t(std::min(kPiece, rows - r)), mdt, r > 0);
-                }
-              } else if (!last) {
-                mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
-              } else {
-                auto& marks = acc_marks[m];
-                marks.resize(size_t(it.idx + 1));
-                const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi;
-                const int64_t cr = final_items ? Cr : rows;
-                chunk_rows[m].resize(size_t(it.idx + 1));
-                chunk_rows[m][size_t(it.idx)] = cr;
-                for (int64_t r = 0; r < rows; r += cr) {
-                  mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
-                         uint64_t(std::min(cr, rows - r)), mdt, r > 0);
-                  signal_mxu(m, Acc[m], -1);
-                  marks[size_t(it.idx)].push_back({m, Acc[m].produced});
-                }
-              }
-              first = false;
-            }
-            if (keep < nsteps) signal_mxu(m, H[ii], -1);  // handed over
-            if (last_use) signal_mxu(m, Pfree[m], pslot);
-            if (last_of_chunk(m)) signal_mxu(m, Afree[m], -1);
-          }
-          for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
-            if (!moved[size_t(i)]) continue;
-            const Item& it = items[size_t(i)];
-            const int f = items[size_t(n_it - 1 - i)].m;
-            const std::string mu = fmt::format("mxu{}", f);
-            const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
-            for (int64_t q = nsteps - moved[size_t(i)]; q < nsteps; ++q) {
-              const int64_t kk = q / int64_t(passes.size());
-              const auto [pa, pw] = passes[size_t(q) % passes.size()];
-              mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
-              if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(i)], H[size_t(i)].produced);
-              ins("mxu.swap m{}", f);
-              mxu_mm(true, f, acc_base(it.m, it.idx % S), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
-            }
-            signal_mxu(f, Acc[size_t(f)], -1);
-            acc_marks[size_t(it.m)].resize(size_t(it.idx + 1));
-            acc_marks[size_t(it.m)][size_t(it.idx)] = {{f, Acc[size_t(f)].produced}};
-            chunk_rows[size_t(it.m)].resize(size_t(it.idx + 1));
-            chunk_rows[size_t(it.m)][size_t(it.idx)] = rows;
-          }
-          // Drain in the order the items finish.
-          std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
-            auto done = [&](const Item& z) {
-              const auto [mu, total] = acc_marks[size_t(z.m)].at(size_t(z.idx)).back();
-              return Acc[size_t(mu)].when.at(size_t(total - 1));
-            };
-            return done(x) < done(y);
-          });
-          // The VPU drains the previous block while the MXUs work on this one.
-          if (held) drain_block(*held);
-          held = Block{b, m0, rows, as, items};
-        }
-      }
+    pipe.flush();
+    signal("vpu", AccFree[m]);
+    signal("vpu", v);  // the last chunk
+    ebuf_release[m][oslot] = v.produced;
+  }
+  for (const Item& it : items) {  // DMA: store the tile
+    const int m = it.m;
+    const int64_t oslot = it.idx % 2;
+    const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
+    const int64_t cr = chunk_rows[m].at(size_t(it.idx));
+    for (int64_t r = 0; r < rows; r += cr) {  // chunk by chunk, as the VPU finishes them
+      const int64_t n = std::min(cr, rows - r);
+      wait("dma", v, ++items_total);
+      dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0 + r) * N + j0) * oesz), obuf[m][oslot] + uint64_t(r * D * oesz),
+             uint64_t(n), uint64_t(cols * oesz), uint64_t(N * oesz), uint64_t(D * oesz), st);
     }
+    slot_store[m][oslot] = st.produced;
+  }
+}
+
+void MatmulEmitter::run() {
+  if (Bl == 0 || Ml == 0) return;
+  for (b = b_lo; b < b_hi; ++b)
+    for (c0 = m_lo; c0 < m_hi; c0 += chunk, ++chunk_no) chunk_of_a();
+  finish();
+}
+
+void MatmulEmitter::finish() {
   if (held) drain_block(*held);
-  drain({&pre, &z, &v, &st, &E}, nmu);
+  em.drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
     for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
   for (Counter& c : H) wait("sc", c, c.produced);
 }
+
+// One chunk of A's rows (batch b, rows c0..): its blocks, the order its
+// data arrives in, and every block's MXU work.
+void MatmulEmitter::chunk_of_a() {
+  crows = std::min(chunk, m_hi - c0);
+  as = int(chunk_no % abufs);
+  note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), Emitter::kDma);
+  for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
+  cut_blocks();
+  assign_items();
+  // A slice arrives in pieces of `piece` rows, each counted once on Ca
+  // (the first block's in pieces of kPiece rows, below).
+  kPiece = 2 * std::max<int64_t>(D, 128);
+  kq = ceil_div(kt, 8);
+  gslot.assign(size_t(groups), 0);
+  pready.assign(size_t(groups), std::vector<std::vector<int64_t>>(size_t(nmu), std::vector<int64_t>(size_t(KSW), 0)));
+  load_first_block();
+  for (int64_t g = 0; g < groups; ++g) {
+    const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
+    for (size_t bi = 0; bi < gblocks.size(); ++bi) {
+      prefetch(g, bi);
+      block(g, bi);
+    }
+  }
+}
+
+void MatmulEmitter::cut_blocks() {
+  // A arrives block by block (one work item's rows), so the MXUs start
+  // after the first block rather than the whole chunk.
+  // Blocks of Mb rows; the last is halved when the halves still cover
+  // the weight loads (2N rows), and a last block shorter than that takes
+  // rows from the one before: less is left to drain at the end, and no
+  // stream is too short to hide the next weight load.
+  blocks.clear();
+  for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) blocks.push_back({m0, std::min(Mb, c0 + crows - m0)});
+  if (blocks.back().second >= 4 * D) {
+    const int64_t m0 = blocks.back().first, rows = blocks.back().second, half = ceil_div(rows / 2, D) * D;
+    blocks.back().second = half;
+    blocks.push_back({m0 + half, rows - half});
+  }
+  if (blocks.size() >= 2 && blocks.back().second < 2 * D && blocks.end()[-2].second + blocks.back().second >= 4 * D) {
+    auto& pen = blocks.end()[-2];
+    pen.second += blocks.back().second - 2 * D;
+    blocks.back() = {pen.first + pen.second, 2 * D};
+  }
+  // The last group of tiles, when it is not the first (which sets how A
+  // arrives), also cuts 2N rows off a long block before the last: the
+  // staggered end (below) then moves steps of 2N rows.
+  blocks_end = blocks;
+  if (blocks.size() >= 2 && blocks.end()[-2].second >= 4 * D && blocks.back().second >= 2 * D) {
+    const auto pen = blocks.end()[-2];
+    blocks_end.end()[-2].second = pen.second - 2 * D;
+    blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
+  }
+}
+
+void MatmulEmitter::assign_items() {
+  // Which MXU computes which column tile of which block: group g's tile
+  // i goes to MXU i, except in a last group with fewer tiles than MXUs
+  // (after a full first group), whose items go block by block to the
+  // least-loaded MXUs not yet busy in the block, so no MXU idles while
+  // the others finish the columns left over.
+  assign.assign(size_t(groups), {});
+  for (int64_t g = 0; g < groups; ++g) {
+    const auto& gb = g > 0 && g == groups - 1 ? blocks_end : blocks;
+    const int64_t tiles = std::min<int64_t>(nmu, nt - g * nmu);
+    std::vector<int64_t> load(size_t(nmu), 0);
+    for (const auto& [m0, rows] : gb) {
+      auto& its = assign[size_t(g)].emplace_back();
+      std::vector<bool> busy(size_t(nmu), false);
+      for (int64_t i = 0; i < tiles; ++i) {
+        int m = int(i);
+        if (tiles < nmu)
+          for (int x = 0; x < nmu; ++x)
+            if (!busy[size_t(x)] && (busy[size_t(m)] || load[size_t(x)] < load[size_t(m)])) m = x;
+        busy[size_t(m)] = true;
+        load[size_t(m)] += rows;
+        its.push_back({m, g * nmu + i});
+      }
+    }
+  }
+  // uses[g][m]: (first, last) block of group g where MXU m has an item, or (-1, -1)
+  uses.assign(size_t(groups), std::vector<std::pair<int64_t, int64_t>>(size_t(nmu), {-1, -1}));
+  for (int64_t g = 0; g < groups; ++g)
+    for (size_t bi = 0; bi < assign[size_t(g)].size(); ++bi)
+      for (const auto& [m, j] : assign[size_t(g)][bi]) {
+        auto& u = uses[size_t(g)][size_t(m)];
+        if (u.first < 0) u.first = int64_t(bi);
+        u.second = int64_t(bi);
+      }
+}
+
+void MatmulEmitter::load_a(int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece) {
+  for (int64_t r = 0; r < rows; r += piece) {
+    for (int64_t a = 0; a < na; ++a)
+      dma_2d(true, abuf[as][a] + uint64_t(((m0 + r - c0) * Kp + k0) * esz),
+             p_.addr[aparts[a]] + uint64_t(((b * M + m0 + r) * K + k0) * esz), uint64_t(std::min(piece, rows - r)),
+             uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
+    for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
+  }
+}
+
+void MatmulEmitter::load_group_slice(int64_t g, int64_t sl) {
+  if (sl == 0) {
+    const int slot = int(groups_loaded++ % nslots);
+    gslot[g] = slot;
+    for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
+  }
+  const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
+  Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
+  const int64_t k0 = wslice_k0(sl), k1 = std::min(K, wslice_k0(sl + 1));
+  for (int64_t w = 0; w < nw; ++w)
+    dma_2d(true, panel[gslot[g]][w] + uint64_t(k0 * pw_elems * esz), p_.addr[wparts[w]] + uint64_t((b * K * N + k0 * N + j0) * esz),
+           uint64_t(k1 - k0), uint64_t(cols * esz), uint64_t(pw_elems * esz), uint64_t(N * esz), any);
+  for (int m = 0; m < nmu; ++m) {
+    if (uses[size_t(g)][size_t(m)].first < 0) continue;
+    dma_fence(P[m]);
+    pready[g][m][sl] = P[m].produced;
+  }
+}
+
+void MatmulEmitter::load_first_block() {
+  // The first block of A and the first group's weights arrive slice by
+  // slice, interleaved (the weights of a slice's first step, the slice,
+  // the rest of its weights), so the MXUs start after one slice of each.
+  // The first block's slices come in pieces of kPiece rows: its streams
+  // follow the DMA piece by piece instead of waiting for whole slices.
+  for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
+    for (; wsl < KSW && wslice_step[size_t(wsl)] <= slice_step[size_t(sl)]; ++wsl) load_group_slice(0, wsl);
+    load_a(c0, blocks[0].second, slice_k0(sl), slice_k0(sl + 1), kPiece);
+    for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
+  }
+}
+
+// The rest arrives just in time, so the results of the first blocks
+// are not stored behind loads that are not needed yet: in the first
+// group, each block of A while the block before it computes, and the
+// weights of the next groups after the last of A; later, group
+// g + nslots - 1's weights while group g computes.
+void MatmulEmitter::prefetch(int64_t g, size_t bi) {
+  if (g > 0) {
+    if (bi == 0 && g + nslots - 1 < groups) load_group(g + nslots - 1);
+    return;
+  }
+  if (bi + 1 < blocks.size())
+    for (int64_t k = 0; k < kt; k += kq) load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
+  if (bi + 2 >= blocks.size() && (bi == 0 || bi + 2 == blocks.size()))
+    for (int64_t h = 1; h < std::min<int64_t>(groups, nslots); ++h) load_group(h);
+}
+
+void MatmulEmitter::block(int64_t g, size_t bi) {
+  const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
+  const auto [m0, rows] = gblocks[bi];
+  const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
+  std::vector<Item> items;
+  for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
+  // Staggered ends: in the last group, the block before the last
+  // hands the last steps of the first MXUs' items to the last MXUs
+  // (MXU i gives n/2 - i steps to MXU n - 1 - i), which accumulate
+  // into the same rows after the owner's streams are done (same
+  // order of additions). The MXUs then finish the last block at
+  // different times, and the VPU drains one MXU's rows while the
+  // others still compute instead of all of them at the end.
+  const int64_t n_it = int64_t(items.size());
+  std::vector<int64_t> moved(size_t(n_it), 0);  // per item
+  if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu)
+    for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
+  // The panel column of a tile, and whether this is MXU m's last item of the chunk.
+  auto pcol = [&](const Item& it) { return (it.j - g * nmu) * D; };
+  auto last_of_chunk = [&](int m) {
+    for (int64_t h = g + 1; h < groups; ++h)
+      if (uses[size_t(h)][size_t(m)].first >= 0) return false;
+    return uses[size_t(g)][size_t(m)].second == int64_t(bi);
+  };
+  for (size_t ii = 0; ii < items.size(); ++ii) {  // MXU
+    const Item& it = items[ii];
+    const int m = it.m;
+    const bool first_use = uses[size_t(g)][size_t(m)].first == int64_t(bi), last_use = uses[size_t(g)][size_t(m)].second == int64_t(bi);
+    const std::string mu = fmt::format("mxu{}", m);
+    const int pslot = gslot[g];
+    const int64_t aslot = it.idx % S;
+    const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
+    bool first = true;
+    const int64_t keep = nsteps - moved[ii];  // the steps this MXU does
+    for (int64_t q = 0; q < nsteps; ++q) {  // K-steps and passes
+      const int64_t kk = q / int64_t(passes.size());
+      const auto [pa, pw] = passes[size_t(q) % passes.size()];
+      if (q >= keep) {  // handed over; the arrival counts of its A slices are still this MXU's to take
+        if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block))
+          wait(mu.c_str(), Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
+        continue;
+      }
+      // A new K-slice: the weight load waits for its panel rows, the
+      // stream for its A rows (which may still be arriving meanwhile).
+      if (first_pass(pa, pw) && first_use && wslice_of[size_t(kk)] >= 0)
+        wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
+      mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
+      const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
+      const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
+      const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
+      if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
+        wait(mu.c_str(), Ca[m], Ca[m].consumed + npieces);
+      if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
+      ins("mxu.swap m{}", m);
+      const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
+      if (pieced) {
+        for (int64_t r = 0; r < rows; r += kPiece) {
+          wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
+          mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                 uint64_t(std::min(kPiece, rows - r)), mdt, r > 0);
+        }
+      } else if (!last) {
+        mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
+      } else {
+        auto& marks = acc_marks[m];
+        marks.resize(size_t(it.idx + 1));
+        const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi;
+        const int64_t cr = final_items ? Cr : rows;
+        chunk_rows[m].resize(size_t(it.idx + 1));
+        chunk_rows[m][size_t(it.idx)] = cr;
+        for (int64_t r = 0; r < rows; r += cr) {
+          mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                 uint64_t(std::min(cr, rows - r)), mdt, r > 0);
+          signal_mxu(m, Acc[m], -1);
+          marks[size_t(it.idx)].push_back({m, Acc[m].produced});
+        }
+      }
+      first = false;
+    }
+    if (keep < nsteps) signal_mxu(m, H[ii], -1);  // handed over
+    if (last_use) signal_mxu(m, Pfree[m], pslot);
+    if (last_of_chunk(m)) signal_mxu(m, Afree[m], -1);
+  }
+  for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
+    if (!moved[size_t(i)]) continue;
+    const Item& it = items[size_t(i)];
+    const int f = items[size_t(n_it - 1 - i)].m;
+    const std::string mu = fmt::format("mxu{}", f);
+    const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
+    for (int64_t q = nsteps - moved[size_t(i)]; q < nsteps; ++q) {
+      const int64_t kk = q / int64_t(passes.size());
+      const auto [pa, pw] = passes[size_t(q) % passes.size()];
+      mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
+      if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(i)], H[size_t(i)].produced);
+      ins("mxu.swap m{}", f);
+      mxu_mm(true, f, acc_base(it.m, it.idx % S), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
+    }
+    signal_mxu(f, Acc[size_t(f)], -1);
+    acc_marks[size_t(it.m)].resize(size_t(it.idx + 1));
+    acc_marks[size_t(it.m)][size_t(it.idx)] = {{f, Acc[size_t(f)].produced}};
+    chunk_rows[size_t(it.m)].resize(size_t(it.idx + 1));
+    chunk_rows[size_t(it.m)][size_t(it.idx)] = rows;
+  }
+  // Drain in the order the items finish.
+  std::stable_sort(items.begin(), items.end(), [&](const Item& x, const Item& y) {
+    auto done = [&](const Item& z) {
+      const auto [mu, total] = acc_marks[size_t(z.m)].at(size_t(z.idx)).back();
+      return Acc[size_t(mu)].when.at(size_t(total - 1));
+    };
+    return done(x) < done(y);
+  });
+  // The VPU drains the previous block while the MXUs work on this one.
+  if (held) drain_block(*held);
+  held = Block{b, m0, rows, as, items};
+}
+
+void Emitter::matmul(const Kernel& k) { MatmulEmitter(*this, k).run(); }
 
 }  // namespace
 // ---------------------------------------------------------------- Backend
