@@ -772,7 +772,7 @@ class Emitter {
   // precedes the waits it satisfies): the scalar unit pushes work to each
   // queue shortly before the queue can take it, so no queue fills up with
   // blocked work while another unit starves.
-  static constexpr int kSc = 0, kDma = 1, kVpu = 2, kMxu0 = 8;
+  static constexpr int kSc = isa::kUnitScalar, kDma = isa::kUnitDma, kVpu = isa::kUnitVpu, kMxu0 = isa::kUnitMxu0;
   static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
   static constexpr int kCoreSem = isa::kNumSems - 2;     // the other cores signal it at the end of a kernel
   static int unit_index(const std::string& u) {
@@ -1736,11 +1736,11 @@ class Emitter {
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   std::string out_;
   std::vector<Pending> prog_;
-  double clk_[16] = {}, done_[16] = {}, floor_ = 0;
+  double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;
   std::vector<std::string>* capture_ = nullptr;  // VPU instructions go here instead when set
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
-  double weights_ready_[8] = {}, feed_free_[8] = {}, mm_done_[8][2] = {};
+  double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
   size_t instructions_ = 0;  // written by schedule()
   uint64_t vmem_top_ = 0;
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors

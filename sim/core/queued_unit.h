@@ -34,7 +34,8 @@ class QueuedUnit {
   // Why the head instruction cannot proceed, for deadlock reports.
   std::string blocked_on() const {
     if (!head_ || head_->insn.op != isa::Opcode::WAIT) return {};
-    return fmt::format("pc {}: wait sem{} >= {} (it is {})", head_->pc, head_->insn[1], head_->insn[2], sems_.value(int(head_->insn[1])));
+    return fmt::format("pc {}: wait sem{} >= {} (it is {})", head_->pc, head_->insn[isa::operand::SYNC::sem], head_->insn[isa::operand::SYNC::count],
+                       sems_.value(int(head_->insn[isa::operand::SYNC::sem])));
   }
 
  protected:
@@ -86,18 +87,18 @@ class QueuedUnit {
     if (h.insn.op == isa::Opcode::WAIT) {
       if (!waiting_) wait_start_ = now;
       waiting_ = true;
-      sems_.request_wait(unit_id_, int(h.insn[1]), uint32_t(h.insn[2]));
+      sems_.request_wait(unit_id_, int(h.insn[isa::operand::SYNC::sem]), uint32_t(h.insn[isa::operand::SYNC::count]));
       return SyncResult::Blocked;
     }
     if (h.insn.op == isa::Opcode::SIGNAL) {
       if (done_at && *done_at > now) {
         if (deferred_.size() >= depth_) return SyncResult::Blocked;
-        deferred_.push_back({*done_at, now, int(h.insn[1]), uint32_t(h.insn[2]), h.pc});
+        deferred_.push_back({*done_at, now, int(h.insn[isa::operand::SYNC::sem]), uint32_t(h.insn[isa::operand::SYNC::count]), h.pc});
         retire();
         return SyncResult::Done;
       }
       if (!all_done && !done_at) return SyncResult::Blocked;
-      sems_.signal(int(h.insn[1]), uint32_t(h.insn[2]));
+      sems_.signal(int(h.insn[isa::operand::SYNC::sem]), uint32_t(h.insn[isa::operand::SYNC::count]));
       if (trace_) trace_->instruction(track_id(core_, unit_id_), h.pc, now, now + 1, 0);
       retire();
       return SyncResult::Done;

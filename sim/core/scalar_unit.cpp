@@ -29,11 +29,11 @@ void ScalarUnit::tick() {
   if (waiting_) {
     if (!sems_.take_grant(0)) {
       const auto& in = *p_.program->insns[pc_];
-      sems_.request_wait(0, int(in[1]), uint32_t(in[2]));
+      sems_.request_wait(0, int(in[isa::operand::SYNC::sem]), uint32_t(in[isa::operand::SYNC::count]));
       return finish(UnitState::Blocked, "semaphore");
     }
     waiting_ = false;
-    if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, wait_start_, now, 0);
+    if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, wait_start_, now, 0);
     ++pc_;
   }
   // Up to core.issue_width instructions in order; the group ends at a taken
@@ -75,8 +75,8 @@ uint64_t ScalarUnit::sreg_written(const isa::Instruction& in) {
     case Opcode::NOP: case Opcode::HALT: case Opcode::STS: case Opcode::JMP:
     case Opcode::BEQ: case Opcode::BNE: case Opcode::BLT: case Opcode::BGE: case Opcode::BLTU: case Opcode::BGEU:
       return 0;
-    default:
-      return in[0] != 0 ? uint64_t(1) << in[0] : 0;
+    default:  // rd
+      return in[isa::operand::R3::rd] != 0 ? uint64_t(1) << in[isa::operand::R3::rd] : 0;
   }
 }
 
@@ -99,31 +99,34 @@ bool ScalarUnit::issue(uint64_t now, const char*& stall) {
     case isa::ExecUnit::Scalar:
       execute_scalar(in, now);
       break;
-    case isa::ExecUnit::Sync:
-      if (in[0] == 0) {  // the scalar unit itself
+    case isa::ExecUnit::Sync: {
+      using isa::operand::SYNC;
+      if (in[SYNC::unit] == isa::kUnitScalar) {  // the scalar unit itself
         if (in.op == Opcode::WAIT) {
-          sems_.request_wait(0, int(in[1]), uint32_t(in[2]));
+          sems_.request_wait(0, int(in[SYNC::sem]), uint32_t(in[SYNC::count]));
           waiting_ = true;
           wait_start_ = now;
           ++by_class_[size_t(s.unit)];
           ++stats_.instructions;
           return true;  // busy this cycle; the grant is seen next cycle
         }
-        sems_.signal(int(in[1]), uint32_t(in[2]));
-        if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1, 0);
+        sems_.signal(int(in[SYNC::sem]), uint32_t(in[SYNC::count]));
+        if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, now, now + 1, 0);
         ++pc_;
         break;
       }
-      if (!push(in, int(in[0]), now, stall)) return false;
+      if (!push(in, int(in[SYNC::unit]), now, stall)) return false;
       break;
+    }
     case isa::ExecUnit::Dma:
-      if (!push(in, 1, now, stall)) return false;
+      if (!push(in, isa::kUnitDma, now, stall)) return false;
       break;
     case isa::ExecUnit::Vpu:
-      if (!push(in, 2, now, stall)) return false;
+      if (!push(in, isa::kUnitVpu, now, stall)) return false;
       break;
     case isa::ExecUnit::Mxu:
-      if (!push(in, 8 + int(in[0]), now, stall)) return false;
+      static_assert(+isa::operand::M1::mxu == +isa::operand::MLW::mxu && +isa::operand::M1::mxu == +isa::operand::MMM::mxu);
+      if (!push(in, isa::kUnitMxu0 + int(in[isa::operand::M1::mxu]), now, stall)) return false;
       break;
   }
   if (rc_.faulted()) return false;
@@ -134,15 +137,15 @@ bool ScalarUnit::issue(uint64_t now, const char*& stall) {
 
 bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now, const char*& stall) {
   sc_core::sc_fifo<Issued>* q = nullptr;
-  if (unit == 1) q = dma_q_;
-  if (unit == 2) q = vpu_q_;
-  if (unit >= 8) {
-    if (size_t(unit - 8) >= mxu_q_.size()) {
+  if (unit == isa::kUnitDma) q = dma_q_;
+  if (unit == isa::kUnitVpu) q = vpu_q_;
+  if (unit >= isa::kUnitMxu0) {
+    if (size_t(unit - isa::kUnitMxu0) >= mxu_q_.size()) {
       rc_.fault(fmt::format("core {} scalar: pc {}: {} names mxu{}, but the target has {} MXU(s) per core", p_.core, pc_,
-                            isa::spec(in.op).mnemonic, unit - 8, mxu_q_.size()));
+                            isa::spec(in.op).mnemonic, unit - isa::kUnitMxu0, mxu_q_.size()));
       return false;
     }
-    q = mxu_q_[size_t(unit - 8)];
+    q = mxu_q_[size_t(unit - isa::kUnitMxu0)];
   }
   Issued is;
   is.insn = in;
@@ -152,10 +155,10 @@ bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now, const 
   for (size_t i = 0; i < ops.size(); ++i)
     is.v[i] = ops[i].kind == isa::OperandKind::Sreg ? regs_[size_t(in[i])] : uint64_t(in[i]);
   if (!q->nb_write(is)) {
-    stall = unit == 1 ? "queue_full.dma" : unit == 2 ? "queue_full.vpu" : "queue_full.mxu";
+    stall = unit == isa::kUnitDma ? "queue_full.dma" : unit == isa::kUnitVpu ? "queue_full.vpu" : "queue_full.mxu";
     return false;
   }
-  if (trace_) trace_->instruction(track_id(p_.core, 0), pc_, now, now + 1, 0);
+  if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, now, now + 1, 0);
   ++pc_;
   return true;
 }
@@ -171,43 +174,48 @@ void ScalarUnit::jump(int64_t target, uint64_t now) {
 }
 
 void ScalarUnit::execute_scalar(const isa::Instruction& in, uint64_t now) {
-  auto r = [&](size_t i) { return regs_[size_t(in[i])]; };
-  auto sr = [&](size_t i) { return int64_t(regs_[size_t(in[i])]); };
-  const uint64_t imm = uint64_t(in[2]);  // sign-extended for RI formats
+  using namespace isa::operand;
+  auto r = [&](int i) { return regs_[size_t(in[size_t(i)])]; };
+  auto sr = [&](int i) { return int64_t(regs_[size_t(in[size_t(i)])]); };
+  // Register-register and register-immediate forms put rd and rs1 alike.
+  static_assert(+R3::rd == +RI::rd && +R3::rs1 == +RI::rs1 && +R3::rd == +I1::rd && +R3::rd == +CSR::rd);
+  const int rd = int(in[R3::rd]);
+  const uint64_t imm = uint64_t(in[RI::imm]);  // sign-extended
   const uint32_t pc = pc_;
   bool taken = false;
   int64_t target = 0;
   switch (in.op) {
     case Opcode::NOP: break;
     case Opcode::HALT: halted_ = true; break;
-    case Opcode::ADD: set(int(in[0]), r(1) + r(2)); break;
-    case Opcode::SUB: set(int(in[0]), r(1) - r(2)); break;
-    case Opcode::MUL: set(int(in[0]), r(1) * r(2)); break;
-    case Opcode::AND: set(int(in[0]), r(1) & r(2)); break;
-    case Opcode::OR: set(int(in[0]), r(1) | r(2)); break;
-    case Opcode::XOR: set(int(in[0]), r(1) ^ r(2)); break;
-    case Opcode::SLL: set(int(in[0]), r(1) << (r(2) & 63)); break;
-    case Opcode::SRL: set(int(in[0]), r(1) >> (r(2) & 63)); break;
-    case Opcode::SRA: set(int(in[0]), uint64_t(sr(1) >> (r(2) & 63))); break;
-    case Opcode::SLT: set(int(in[0]), sr(1) < sr(2)); break;
-    case Opcode::SLTU: set(int(in[0]), r(1) < r(2)); break;
-    case Opcode::SEQ: set(int(in[0]), r(1) == r(2)); break;
-    case Opcode::MIN: set(int(in[0]), uint64_t(std::min(sr(1), sr(2)))); break;
-    case Opcode::MAX: set(int(in[0]), uint64_t(std::max(sr(1), sr(2)))); break;
-    case Opcode::ADDI: set(int(in[0]), r(1) + imm); break;
-    case Opcode::MULI: set(int(in[0]), r(1) * imm); break;
-    case Opcode::ANDI: set(int(in[0]), r(1) & imm); break;
-    case Opcode::ORI: set(int(in[0]), r(1) | (imm & 0xffffffffu)); break;
-    case Opcode::XORI: set(int(in[0]), r(1) ^ imm); break;
-    case Opcode::SLLI: set(int(in[0]), r(1) << (imm & 63)); break;
-    case Opcode::SRLI: set(int(in[0]), r(1) >> (imm & 63)); break;
-    case Opcode::SRAI: set(int(in[0]), uint64_t(sr(1) >> (imm & 63))); break;
-    case Opcode::SLTI: set(int(in[0]), sr(1) < int64_t(imm)); break;
-    case Opcode::LI: set(int(in[0]), uint64_t(in[1])); break;
-    case Opcode::LIH: set(int(in[0]), (uint64_t(in[1]) << 32) | (r(0) & 0xffffffffu)); break;
+    case Opcode::ADD: set(rd, r(R3::rs1) + r(R3::rs2)); break;
+    case Opcode::SUB: set(rd, r(R3::rs1) - r(R3::rs2)); break;
+    case Opcode::MUL: set(rd, r(R3::rs1) * r(R3::rs2)); break;
+    case Opcode::AND: set(rd, r(R3::rs1) & r(R3::rs2)); break;
+    case Opcode::OR: set(rd, r(R3::rs1) | r(R3::rs2)); break;
+    case Opcode::XOR: set(rd, r(R3::rs1) ^ r(R3::rs2)); break;
+    case Opcode::SLL: set(rd, r(R3::rs1) << (r(R3::rs2) & 63)); break;
+    case Opcode::SRL: set(rd, r(R3::rs1) >> (r(R3::rs2) & 63)); break;
+    case Opcode::SRA: set(rd, uint64_t(sr(R3::rs1) >> (r(R3::rs2) & 63))); break;
+    case Opcode::SLT: set(rd, sr(R3::rs1) < sr(R3::rs2)); break;
+    case Opcode::SLTU: set(rd, r(R3::rs1) < r(R3::rs2)); break;
+    case Opcode::SEQ: set(rd, r(R3::rs1) == r(R3::rs2)); break;
+    case Opcode::MIN: set(rd, uint64_t(std::min(sr(R3::rs1), sr(R3::rs2)))); break;
+    case Opcode::MAX: set(rd, uint64_t(std::max(sr(R3::rs1), sr(R3::rs2)))); break;
+    case Opcode::ADDI: set(rd, r(RI::rs1) + imm); break;
+    case Opcode::MULI: set(rd, r(RI::rs1) * imm); break;
+    case Opcode::ANDI: set(rd, r(RI::rs1) & imm); break;
+    case Opcode::ORI: set(rd, r(RI::rs1) | (imm & 0xffffffffu)); break;
+    case Opcode::XORI: set(rd, r(RI::rs1) ^ imm); break;
+    case Opcode::SLLI: set(rd, r(RI::rs1) << (imm & 63)); break;
+    case Opcode::SRLI: set(rd, r(RI::rs1) >> (imm & 63)); break;
+    case Opcode::SRAI: set(rd, uint64_t(sr(RI::rs1) >> (imm & 63))); break;
+    case Opcode::SLTI: set(rd, sr(RI::rs1) < int64_t(imm)); break;
+    case Opcode::LI: set(rd, uint64_t(in[I1::imm])); break;
+    case Opcode::LIH: set(rd, (uint64_t(in[I1::imm]) << 32) | (r(I1::rd) & 0xffffffffu)); break;
     case Opcode::LDS:
     case Opcode::STS: {
-      const uint64_t addr = r(1) + imm;
+      static_assert(+RI::rs1 == +ST::rs1 && +RI::imm == +ST::imm, "lds and sts address SMEM alike");
+      const uint64_t addr = r(RI::rs1) + imm;
       if (auto err = smem_.check_range(addr, 8, 8, "SMEM")) {
         rc_.fault(fmt::format("core {} scalar: pc {}: {}", p_.core, pc, *err));
         return;
@@ -215,36 +223,36 @@ void ScalarUnit::execute_scalar(const isa::Instruction& in, uint64_t now) {
       if (in.op == Opcode::LDS) {
         uint64_t v;
         smem_.read(addr, &v, 8);
-        set(int(in[0]), v);
+        set(rd, v);
       } else {
-        uint64_t v = r(0);
+        uint64_t v = r(ST::rs2);
         smem_.write(addr, &v, 8);
       }
       break;
     }
-    case Opcode::BEQ: taken = r(0) == r(1), target = pc + in[2]; break;
-    case Opcode::BNE: taken = r(0) != r(1), target = pc + in[2]; break;
-    case Opcode::BLT: taken = sr(0) < sr(1), target = pc + in[2]; break;
-    case Opcode::BGE: taken = sr(0) >= sr(1), target = pc + in[2]; break;
-    case Opcode::BLTU: taken = r(0) < r(1), target = pc + in[2]; break;
-    case Opcode::BGEU: taken = r(0) >= r(1), target = pc + in[2]; break;
-    case Opcode::JMP: taken = true, target = pc + in[0]; break;
+    case Opcode::BEQ: taken = r(B::rs1) == r(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::BNE: taken = r(B::rs1) != r(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::BLT: taken = sr(B::rs1) < sr(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::BGE: taken = sr(B::rs1) >= sr(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::BLTU: taken = r(B::rs1) < r(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::BGEU: taken = r(B::rs1) >= r(B::rs2), target = pc + in[B::target]; break;
+    case Opcode::JMP: taken = true, target = pc + in[J::target]; break;
     case Opcode::LOOP:
-      set(int(in[0]), r(0) - 1);
-      taken = r(0) != 0;
-      target = pc + in[1];
+      set(int(in[LOOP::rc]), r(LOOP::rc) - 1);
+      taken = r(LOOP::rc) != 0;
+      target = pc + in[LOOP::target];
       break;
     case Opcode::CSRR: {
       const auto& t = p_.config->target;
       uint64_t v = 0;
-      switch (in[1]) {
-        case 0: v = 0; break;  // chip: one chip until ICI is modelled
-        case 1: v = t.chips; break;
-        case 2: v = uint64_t(p_.core); break;
-        case 3: v = t.cores; break;
-        case 4: v = now; break;
+      switch (int(in[CSR::csr])) {
+        case isa::values::Csr_chip: v = 0; break;  // one chip until ICI is modelled
+        case isa::values::Csr_nchips: v = t.chips; break;
+        case isa::values::Csr_core: v = uint64_t(p_.core); break;
+        case isa::values::Csr_ncores: v = t.cores; break;
+        case isa::values::Csr_cycle: v = now; break;
       }
-      set(int(in[0]), v);
+      set(rd, v);
       break;
     }
     default:

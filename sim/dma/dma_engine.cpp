@@ -5,10 +5,11 @@
 namespace tpu::sim {
 
 using isa::Opcode;
+using namespace isa::operand;
 
 DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc,
                      SemaphoreFile& sems, SparseMemory& vmem, MemorySystem& hbm)
-    : sc_core::sc_module(name), QueuedUnit(core, 1, cfg.core.queue_depth, rc, sems), cfg_(cfg), vmem_(vmem), hbm_(hbm) {
+    : sc_core::sc_module(name), QueuedUnit(core, isa::kUnitDma, cfg.core.queue_depth, rc, sems), cfg_(cfg), vmem_(vmem), hbm_(hbm) {
   SC_HAS_PROCESS(DmaEngine);
   SC_METHOD(tick);
   sensitive << clk.pos();
@@ -89,21 +90,21 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
     case Opcode::DMA_LD:
     case Opcode::DMA_ST:
       t.store = is.insn.op == Opcode::DMA_ST;
-      t.row_bytes = is[2];
-      t.sem = int(is.insn[3]);
-      t.hbm = t.store ? is[0] : is[1];
-      t.vmem = t.store ? is[1] : is[0];
+      t.row_bytes = is[DMA1::rbytes];
+      t.sem = int(is.insn[DMA1::sem]);
+      t.hbm = t.store ? is[DMA1::rdst] : is[DMA1::rsrc];
+      t.vmem = t.store ? is[DMA1::rsrc] : is[DMA1::rdst];
       break;
     case Opcode::DMA_LD2D:
     case Opcode::DMA_ST2D:
       t.store = is.insn.op == Opcode::DMA_ST2D;
-      t.rows = is[2];
-      t.row_bytes = is[3];
-      t.sem = int(is.insn[6]);
-      t.hbm = t.store ? is[0] : is[1];
-      t.vmem = t.store ? is[1] : is[0];
-      t.hbm_stride = t.store ? is[4] : is[5];
-      t.vmem_stride = t.store ? is[5] : is[4];
+      t.rows = is[DMA2::rrows];
+      t.row_bytes = is[DMA2::rrowbytes];
+      t.sem = int(is.insn[DMA2::sem]);
+      t.hbm = t.store ? is[DMA2::rdst] : is[DMA2::rsrc];
+      t.vmem = t.store ? is[DMA2::rsrc] : is[DMA2::rdst];
+      t.hbm_stride = t.store ? is[DMA2::rdstride] : is[DMA2::rsstride];
+      t.vmem_stride = t.store ? is[DMA2::rsstride] : is[DMA2::rdstride];
       break;
     case Opcode::DMA_RCP:
     case Opcode::DMA_RSIG:
@@ -130,8 +131,10 @@ bool DmaEngine::signal(const Issued& is, uint64_t now, SemaphoreFile* target) {
   Transfer t;
   t.pc = is.pc;
   t.start = now;
-  t.sem = int(is.insn[1]);
-  t.count = uint32_t(is.insn[2]);
+  // `signal dma` (SYNC) and `dma.csig` (CSIG) hold sem and count alike.
+  static_assert(+SYNC::sem == +CSIG::sem && +SYNC::count == +CSIG::count);
+  t.sem = int(is.insn[SYNC::sem]);
+  t.count = uint32_t(is.insn[SYNC::count]);
   t.target = target;
   t.marker = true;
   t.rows = 0;

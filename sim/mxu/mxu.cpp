@@ -7,6 +7,7 @@
 namespace tpu::sim {
 
 using isa::Opcode;
+using namespace isa::operand;
 
 namespace {
 
@@ -26,7 +27,7 @@ __attribute__((target_clones("avx2", "default"))) void accumulate_s32(uint32_t* 
 Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, MxuPath path, RunControl& rc,
          SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc)
     : sc_core::sc_module(name),
-      QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
+      QueuedUnit(core, isa::kUnitMxu0 + index, cfg.core.queue_depth, rc, sems),
       n_(uint32_t(cfg.target.mxu_dim)),
       index_(index),
       vmem_(vmem),
@@ -142,9 +143,9 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       // The tile commits at the end of t + N - 1: by then every row that used
       // the shadow buffer must have reached the accumulators.
       if (loading_ || shadow_ == Shadow::Loaded || now + n - 1 < buf_drained_[shadow]) return false;
-      const bool int8 = is.insn[3] == 1;
-      if (!check_vmem_rows(is, is[1], is[2], n, int8)) return false;
-      load_ = WeightLoad{now, is[1], is[2], is.insn.op == Opcode::MXU_LWT, int8};
+      const bool int8 = is.insn[MLW::dtype] == isa::values::MxuDtype_s8;
+      if (!check_vmem_rows(is, is[MLW::rsrc], is[MLW::rstride], n, int8)) return false;
+      load_ = WeightLoad{now, is[MLW::rsrc], is[MLW::rstride], is.insn.op == Opcode::MXU_LWT, int8};
       if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
       load_done_ = now + n;
@@ -164,7 +165,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
     case Opcode::MXU_MM:
     case Opcode::MXU_MMA: {
       if (streaming_) return false;
-      const bool int8 = is.insn[5] == 1;
+      const bool int8 = is.insn[MMM::dtype] == isa::values::MxuDtype_s8;
       const char* mnem = isa::spec(is.insn.op).mnemonic;
       if (active_ < 0) {
         rc_.fault(fmt::format("core {} mxu{}: pc {}: {} before any weights were loaded and swapped in", core_, index_, is.pc, mnem));
@@ -175,19 +176,19 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
                               int8 ? "s8" : "bf16", int8_[active_] ? "s8" : "bf16"));
         return false;
       }
-      const uint64_t rows = is[4];
-      if (is[1] > acc_.rows() || rows > acc_.rows() - is[1]) {
+      const uint64_t rows = is[MMM::rrows], racc = is[MMM::racc];
+      if (racc > acc_.rows() || rows > acc_.rows() - racc) {
         rc_.fault(fmt::format("core {} mxu{}: pc {}: {} writes accumulator rows {}..{}, outside 0..{}", core_, index_, is.pc,
-                              mnem, int64_t(is[1]), int64_t(is[1] + rows) - 1, acc_.rows() - 1));
+                              mnem, int64_t(racc), int64_t(racc + rows) - 1, acc_.rows() - 1));
         return false;
       }
-      if (!check_vmem_rows(is, is[2], is[3], rows, int8)) return false;
-      if (record_) *record_ << fmt::format("cmd {} {} {} {} {}\n", now, mnem, int8 ? "s8" : "bf16", is[1], rows);
+      if (!check_vmem_rows(is, is[MMM::rsrc], is[MMM::rstride], rows, int8)) return false;
+      if (record_) *record_ << fmt::format("cmd {} {} {} {} {}\n", now, mnem, int8 ? "s8" : "bf16", racc, rows);
       if (rows == 0) {
         trace_event(is.pc, now, now + 1);
         return true;
       }
-      stream_ = Stream{now, is[2], is[3], rows, is[1], is.insn.op == Opcode::MXU_MMA, int8, active_};
+      stream_ = Stream{now, is[MMM::rsrc], is[MMM::rstride], rows, racc, is.insn.op == Opcode::MXU_MMA, int8, active_};
       streaming_ = true;
       const uint64_t done = now + rows - 1 + 2 * n - 1;
       buf_drained_[active_] = done;

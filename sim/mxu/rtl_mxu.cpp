@@ -24,6 +24,8 @@ namespace tpu::sim {
 #if TPU_RTL_ANY
 namespace {
 
+using namespace isa::operand;
+
 template <typename Rtl>
 class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
  public:
@@ -32,7 +34,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   RtlMxu(sc_core::sc_module_name name, int core, int index, const MachineConfig& cfg, RunControl& rc,
          SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc, const std::string& trace_path)
       : sc_core::sc_module(name),
-        QueuedUnit(core, 8 + index, cfg.core.queue_depth, rc, sems),
+        QueuedUnit(core, isa::kUnitMxu0 + index, cfg.core.queue_depth, rc, sems),
         n_(uint32_t(cfg.target.mxu_dim)),
         index_(index),
         vmem_(vmem),
@@ -119,13 +121,14 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     const bool lw = is.insn.op == isa::Opcode::MXU_LW || is.insn.op == isa::Opcode::MXU_LWT;
     const bool mm = is.insn.op == isa::Opcode::MXU_MM || is.insn.op == isa::Opcode::MXU_MMA;
     if (!lw && !mm) return true;
-    const bool int8 = (lw ? is.insn[3] : is.insn[5]) == 1;
-    const uint64_t rows = lw ? n_ : is[4], src = lw ? is[1] : is[2], stride = lw ? is[2] : is[3];
+    const bool int8 = (lw ? is.insn[MLW::dtype] : is.insn[MMM::dtype]) == isa::values::MxuDtype_s8;
+    const uint64_t rows = lw ? n_ : is[MMM::rrows], src = lw ? is[MLW::rsrc] : is[MMM::rsrc];
+    const uint64_t stride = lw ? is[MLW::rstride] : is[MMM::rstride], racc = lw ? 0 : is[MMM::racc];
     if (mm && !have_active_) return fail(fmt::format("{} before any weights were loaded and swapped in", mnem));
     if (mm && int8 != int8_of_active_)
       return fail(fmt::format("{} streams {} inputs through {} weights", mnem, int8 ? "s8" : "bf16", int8_of_active_ ? "s8" : "bf16"));
-    if (mm && (is[1] > acc_.rows() || rows > acc_.rows() - is[1]))
-      return fail(fmt::format("{} writes accumulator rows {}..{}, outside 0..{}", mnem, int64_t(is[1]), int64_t(is[1] + rows) - 1,
+    if (mm && (racc > acc_.rows() || rows > acc_.rows() - racc))
+      return fail(fmt::format("{} writes accumulator rows {}..{}, outside 0..{}", mnem, int64_t(racc), int64_t(racc + rows) - 1,
                               acc_.rows() - 1));
     for (uint64_t r : {uint64_t(0), rows - 1}) {
       if (rows == 0) break;
@@ -142,11 +145,11 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
     if (is) {
       const bool lw = is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT;
       cmd.op = uint8_t(is->insn.op);
-      cmd.src = uint32_t(lw ? (*is)[1] : (*is)[2]);
-      cmd.stride = uint32_t(lw ? (*is)[2] : (*is)[3]);
-      cmd.acc = lw ? 0 : uint32_t((*is)[1]);
-      cmd.rows = lw ? 0 : uint32_t((*is)[4]);
-      cmd.int8 = (lw ? is->insn[3] : is->insn[5]) == 1;
+      cmd.src = uint32_t(lw ? (*is)[MLW::rsrc] : (*is)[MMM::rsrc]);
+      cmd.stride = uint32_t(lw ? (*is)[MLW::rstride] : (*is)[MMM::rstride]);
+      cmd.acc = lw ? 0 : uint32_t((*is)[MMM::racc]);
+      cmd.rows = lw ? 0 : uint32_t((*is)[MMM::rrows]);
+      cmd.int8 = (lw ? is->insn[MLW::dtype] : is->insn[MMM::dtype]) == isa::values::MxuDtype_s8;
     }
     const rtl::CycleResult r = rtl::step(rtl_, is ? &cmd : nullptr, vmem_, acc_, bytes_, vcd_.get(), now, period_ps_);
     fed_ = r.fed;
@@ -158,7 +161,7 @@ class RtlMxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
 
   void track_dtypes(const Issued* is, bool taken) {
     if (!is || !taken) return;
-    if (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT) shadow_int8_ = is->insn[3] == 1;
+    if (is->insn.op == isa::Opcode::MXU_LW || is->insn.op == isa::Opcode::MXU_LWT) shadow_int8_ = is->insn[MLW::dtype] == isa::values::MxuDtype_s8;
     if (is->insn.op == isa::Opcode::MXU_SWAP) int8_of_active_ = shadow_int8_, have_active_ = true;
   }
 

@@ -26,11 +26,11 @@ EventLog::EventLog(const isa::Program& program, const std::vector<std::string>& 
 }
 
 void EventLog::instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) {
-  const std::string unit = unit_name(track % 16);
+  const std::string unit = unit_name(track_unit(track));
   if (!all_ && !units_.count(unit)) return;
   const auto d = pc < program_.code.size() ? isa::decode(program_.code[pc]) : std::nullopt;
-  spdlog::debug("cycles {}..{} core{}.{} pc {}: {}{}", start, end, track / 16, unit, pc, d ? isa::disassemble(*d, pc) : "?",
-                work ? fmt::format(" ({} {})", work, track % 16 == 1 ? "bytes" : "MACs") : "");
+  spdlog::debug("cycles {}..{} core{}.{} pc {}: {}{}", start, end, track_core(track), unit, pc, d ? isa::disassemble(*d, pc) : "?",
+                work ? fmt::format(" ({} {})", work, track_unit(track) == isa::kUnitDma ? "bytes" : "MACs") : "");
 }
 
 }  // namespace tpu::sim

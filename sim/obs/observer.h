@@ -39,7 +39,7 @@ struct UnitStats {
   }
 };
 
-// Receives one event per executed instruction (track = core * 16 + unit
+// Receives one event per executed instruction (track = core * kUnitSlots + unit
 // number as in the ISA's Unit operand) and counter samples. `work` is what
 // the instruction moved or computed: MACs of an MXU stream, bytes of a DMA
 // transfer, 0 otherwise.
@@ -69,13 +69,15 @@ class FanOut : public TraceSink {
   std::vector<TraceSink*> sinks_;
 };
 
-inline int track_id(int core, int unit) { return core * 16 + unit; }
+inline int track_id(int core, int unit) { return core * isa::kUnitSlots + unit; }
+inline int track_core(int track) { return track / isa::kUnitSlots; }
+inline int track_unit(int track) { return track % isa::kUnitSlots; }
 // A unit's name from its number in a track: scalar, dma, vpu, mxu0, ...
 inline std::string unit_name(int unit) {
-  if (unit == 0) return "scalar";
-  if (unit == 1) return "dma";
-  if (unit == 2) return "vpu";
-  return "mxu" + std::to_string(unit - 8);
+  if (unit == isa::kUnitScalar) return "scalar";
+  if (unit == isa::kUnitDma) return "dma";
+  if (unit == isa::kUnitVpu) return "vpu";
+  return "mxu" + std::to_string(unit - isa::kUnitMxu0);
 }
 
 }  // namespace tpu::sim

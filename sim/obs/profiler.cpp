@@ -19,7 +19,7 @@ constexpr double kSaturated = 0.5;
 }  // namespace
 
 Profiler::Profiler(const isa::Program& program, const isa::MachineConfig& config)
-    : program_(program), config_(config), tracks_(int(config.target.cores) * 16) {
+    : program_(program), config_(config), tracks_(int(config.target.cores) * isa::kUnitSlots) {
   is_wait_.resize(program.code.size());
   for (size_t pc = 0; pc < program.code.size(); ++pc) {
     const auto d = isa::decode(program.code[pc]);
@@ -35,9 +35,9 @@ void Profiler::instruction(int track, uint32_t pc, uint64_t start, uint64_t end,
   k.first = std::min(k.first, start);
   k.last = std::max(k.last, end);
   ++k.instructions;
-  const int unit = track % 16;
-  if (unit == 1) k.hbm_bytes += work;
-  if (unit >= 8) k.macs += work;
+  const int unit = track % isa::kUnitSlots;
+  if (unit == isa::kUnitDma) k.hbm_bytes += work;
+  if (unit >= isa::kUnitMxu0) k.macs += work;
   if (is_wait_[pc]) return;
   Busy& b = k.units[size_t(track)];
   const uint64_t from = std::max(start, b.covered);
@@ -62,10 +62,10 @@ nlohmann::json Profiler::kernels_json() const {
     for (int tr = 0; tr < tracks_; ++tr) {
       const uint64_t c = k.units[size_t(tr)].cycles;
       if (!c) continue;
-      busy[fmt::format("core{}.{}", tr / 16, unit_name(tr % 16))] = c;
+      busy[fmt::format("core{}.{}", track_core(tr), unit_name(track_unit(tr)))] = c;
       const double frac = cycles ? double(c) / double(cycles) : 0;
-      if (tr % 16 == 2) vpu = std::max(vpu, frac);
-      if (tr % 16 == 0) scalar = std::max(scalar, frac);
+      if (track_unit(tr) == 2) vpu = std::max(vpu, frac);
+      if (track_unit(tr) == 0) scalar = std::max(scalar, frac);
     }
     const double mxu = cycles ? double(k.macs) / (double(cycles) * peak_macs) : 0;
     const double hbm = cycles && peak_bytes > 0 ? double(k.hbm_bytes) / (double(cycles) * peak_bytes) : 0;

@@ -19,8 +19,8 @@ TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, u
   if (!out_) throw Error(fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
   std::fprintf(out_, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock_hz\":%llu},\"traceEvents\":[\n",
                static_cast<unsigned long long>(clock_hz));
-  std::vector<int> units = {0, 1, 2};
-  for (int m = 0; m < mxus; ++m) units.push_back(8 + m);
+  std::vector<int> units = {isa::kUnitScalar, isa::kUnitDma, isa::kUnitVpu};
+  for (int m = 0; m < mxus; ++m) units.push_back(isa::kUnitMxu0 + m);
   using nlohmann::json;
   for (int c = 0; c < cores; ++c) {
     put(json{{"ph", "M"}, {"name", "process_name"}, {"pid", c}, {"args", {{"name", fmt::format("core{}", c)}}}}.dump());
@@ -95,9 +95,9 @@ void TraceWriter::instruction(int track, uint32_t pc, uint64_t start, uint64_t e
   const std::string& t = text_of(pc);
   put(nlohmann::json{{"ph", "X"},
                      {"name", t.substr(0, t.find(' '))},
-                     {"cat", unit_name(track % 16)},
-                     {"pid", track / 16},
-                     {"tid", lane(track / 16, track % 16, start, end)},
+                     {"cat", unit_name(track_unit(track))},
+                     {"pid", track_core(track)},
+                     {"tid", lane(track_core(track), track_unit(track), start, end)},
                      {"ts", double(start) * us_per_cycle_},
                      {"dur", double(end - start) * us_per_cycle_},
                      {"args", {{"pc", pc}, {"text", t}, {"start_cycle", start}, {"cycles", end - start}, {"work", work}}}}
@@ -108,9 +108,9 @@ void TraceWriter::counter(int track, const char* name, uint64_t cycle, int64_t v
   if (cycle < window_start_ || cycle >= window_end_ || full(cycle)) return;
   put(nlohmann::json{{"ph", "C"},
                      {"name", name},
-                     {"pid", track < 0 ? 0 : track / 16},
+                     {"pid", track < 0 ? 0 : track_core(track)},
                      {"ts", double(cycle) * us_per_cycle_},
-                     {"args", {{track < 0 ? std::string("hbm") : unit_name(track % 16), value}}}}
+                     {"args", {{track < 0 ? std::string("hbm") : unit_name(track_unit(track)), value}}}}
           .dump());
 }
 

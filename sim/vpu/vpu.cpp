@@ -13,28 +13,30 @@ using namespace lanes;
 using isa::Opcode;
 
 // ---- Semantics, one handler per VPU instruction of isa.def -----------------
-// Operand positions follow the formats: V2/V3/V4 = vd, va, vb, vc;
-// VLD/VST = vreg, rs1 (its value), imm; VS = vd, rs1; VI = vd, bits; VX = rdst, rsrc.
+// Operands by name (isa::operand): V1..V4 = vd, va, vb, vc; VLD/VST = vd or
+// vs, rs1 (its value), imm; VS = vd, rs1; VI = vd, bits; VX = rdst, rsrc.
+using namespace isa::operand;
+static_assert(+VLD::rs1 == +VST::rs1 && +VLD::imm == +VST::imm, "loads and stores address VMEM alike");
 
 template <typename F>
 void map1(VpuContext& c, const Issued& i, F fn) {
-  uint32_t* d = c.reg(i[0]);
-  const uint32_t* a = c.reg(i[1]);
+  uint32_t* d = c.reg(i[V2::vd]);
+  const uint32_t* a = c.reg(i[V2::va]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = fn(a[l]);
 }
 template <typename F>
 void map2(VpuContext& c, const Issued& i, F fn) {
-  uint32_t* d = c.reg(i[0]);
-  const uint32_t* a = c.reg(i[1]);
-  const uint32_t* b = c.reg(i[2]);
+  uint32_t* d = c.reg(i[V3::vd]);
+  const uint32_t* a = c.reg(i[V3::va]);
+  const uint32_t* b = c.reg(i[V3::vb]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = fn(a[l], b[l]);
 }
 template <typename F>
 void map3(VpuContext& c, const Issued& i, F fn) {
-  uint32_t* d = c.reg(i[0]);
-  const uint32_t* a = c.reg(i[1]);
-  const uint32_t* b = c.reg(i[2]);
-  const uint32_t* e = c.reg(i[3]);
+  uint32_t* d = c.reg(i[V4::vd]);
+  const uint32_t* a = c.reg(i[V4::va]);
+  const uint32_t* b = c.reg(i[V4::vb]);
+  const uint32_t* e = c.reg(i[V4::vc]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = fn(a[l], b[l], e[l]);
 }
 
@@ -120,13 +122,13 @@ DEF(VCLAMP_S32) {
 template <typename T, typename Op>
 void reduce(VpuContext& c, const Issued& i, Op op) {
   std::vector<T> v(c.lanes);
-  const uint32_t* a = c.reg(i[1]);
+  const uint32_t* a = c.reg(i[V2::va]);
   for (uint32_t l = 0; l < c.lanes; ++l) std::memcpy(&v[l], &a[l], 4);
   for (size_t n = v.size(); n > 1; n = (n + 1) / 2)
     for (size_t k = 0; k < n / 2 + n % 2; ++k) v[k] = 2 * k + 1 < n ? op(v[2 * k], v[2 * k + 1]) : v[2 * k];
   uint32_t r;
   std::memcpy(&r, &v[0], 4);
-  uint32_t* d = c.reg(i[0]);
+  uint32_t* d = c.reg(i[V2::vd]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = r;
 }
 DEF(VREDSUM_F32) { reduce<float>(c, i, [](float a, float b) { return a + b; }); }
@@ -138,7 +140,7 @@ DEF(VREDMIN_S32) { reduce<int32_t>(c, i, [](int32_t a, int32_t b) { return std::
 
 // Memory access: element size, and widening/narrowing between VMEM and lanes.
 bool vmem_access(VpuContext& c, const Issued& i, uint32_t esize, const char* what) {
-  const uint64_t addr = i[1] + i[2];
+  const uint64_t addr = i[VLD::rs1] + i[VLD::imm];
   if (auto err = c.vmem.check_range(addr, uint64_t(c.lanes) * esize, esize, "VMEM")) {
     c.error = fmt::format("{}: {}", what, *err);
     return false;
@@ -149,17 +151,17 @@ template <typename Elem, typename Widen>
 void load(VpuContext& c, const Issued& i, const char* what, Widen widen) {
   if (!vmem_access(c, i, sizeof(Elem), what)) return;
   std::vector<Elem> tmp(c.lanes);
-  c.vmem.read(i[1] + i[2], tmp.data(), tmp.size() * sizeof(Elem));
-  uint32_t* d = c.reg(i[0]);
+  c.vmem.read(i[VLD::rs1] + i[VLD::imm], tmp.data(), tmp.size() * sizeof(Elem));
+  uint32_t* d = c.reg(i[VLD::vd]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = widen(tmp[l]);
 }
 template <typename Elem, typename Narrow>
 void store(VpuContext& c, const Issued& i, const char* what, Narrow narrow) {
   if (!vmem_access(c, i, sizeof(Elem), what)) return;
   std::vector<Elem> tmp(c.lanes);
-  const uint32_t* a = c.reg(i[0]);
+  const uint32_t* a = c.reg(i[VST::vs]);
   for (uint32_t l = 0; l < c.lanes; ++l) tmp[l] = narrow(a[l]);
-  c.vmem.write(i[1] + i[2], tmp.data(), tmp.size() * sizeof(Elem));
+  c.vmem.write(i[VST::rs1] + i[VST::imm], tmp.data(), tmp.size() * sizeof(Elem));
 }
 DEF(VLD_F32) { load<uint32_t>(c, i, "vld.f32", [](uint32_t x) { return x; }); }
 DEF(VLD_S32) { load<uint32_t>(c, i, "vld.s32", [](uint32_t x) { return x; }); }
@@ -173,7 +175,7 @@ DEF(VST_S8) { store<int8_t>(c, i, "vst.s8", [](uint32_t x) { return int8_t(uint8
 // Accumulator rows are mxu_dim words wide: lanes beyond it read as zero and
 // are not written.
 bool acc_row(VpuContext& c, const Issued& i, const char* what, uint64_t& row) {
-  row = i[1] + i[2];
+  row = i[VLD::rs1] + i[VLD::imm];
   if (row >= c.acc.rows()) {
     c.error = fmt::format("{}: accumulator row {} is outside 0..{}", what, int64_t(row), c.acc.rows() - 1);
     return false;
@@ -183,7 +185,7 @@ bool acc_row(VpuContext& c, const Issued& i, const char* what, uint64_t& row) {
 DEF(VLDA) {
   uint64_t row;
   if (!acc_row(c, i, "vlda", row)) return;
-  uint32_t* d = c.reg(i[0]);
+  uint32_t* d = c.reg(i[VLD::vd]);
   const uint32_t n = std::min(c.lanes, c.acc.width());
   std::fill(d, d + c.lanes, 0u);
   std::copy(c.acc.row(row), c.acc.row(row) + n, d);
@@ -191,29 +193,29 @@ DEF(VLDA) {
 DEF(VSTA) {
   uint64_t row;
   if (!acc_row(c, i, "vsta", row)) return;
-  const uint32_t* a = c.reg(i[0]);
+  const uint32_t* a = c.reg(i[VST::vs]);
   std::copy(a, a + std::min(c.lanes, c.acc.width()), c.acc.row(row));
 }
 
 DEF(VMOV) { map1(c, i, [](uint32_t a) { return a; }); }
-DEF(VBCAST) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
-DEF(VLI) { std::fill(c.reg(i[0]), c.reg(i[0]) + c.lanes, uint32_t(i[1])); }
+DEF(VBCAST) { std::fill(c.reg(i[VS::vd]), c.reg(i[VS::vd]) + c.lanes, uint32_t(i[VS::rs1])); }
+DEF(VLI) { std::fill(c.reg(i[VI::vd]), c.reg(i[VI::vd]) + c.lanes, uint32_t(i[VI::bits])); }
 DEF(VIOTA) {
-  uint32_t* d = c.reg(i[0]);
+  uint32_t* d = c.reg(i[V1::vd]);
   for (uint32_t l = 0; l < c.lanes; ++l) d[l] = l;
 }
 DEF(VXPOSE) {
   const uint64_t bytes = uint64_t(c.lanes) * c.lanes * 4;
-  for (uint64_t addr : {i[0], i[1]})
+  for (uint64_t addr : {i[VX::rdst], i[VX::rsrc]})
     if (auto err = c.vmem.check_range(addr, bytes, 4, "VMEM")) {
       c.error = fmt::format("vxpose: {}", *err);
       return;
     }
   std::vector<uint32_t> in(size_t(c.lanes) * c.lanes), out(in.size());
-  c.vmem.read(i[1], in.data(), bytes);
+  c.vmem.read(i[VX::rsrc], in.data(), bytes);
   for (uint32_t r = 0; r < c.lanes; ++r)
     for (uint32_t k = 0; k < c.lanes; ++k) out[size_t(k) * c.lanes + r] = in[size_t(r) * c.lanes + k];
-  c.vmem.write(i[0], out.data(), bytes);
+  c.vmem.write(i[VX::rdst], out.data(), bytes);
 }
 
 // ---- The handler table: an instruction without a handler fails to compile.
@@ -249,7 +251,7 @@ bool vpu_execute(VpuContext& ctx, const Issued& is) {
 Vpu::Vpu(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
          SparseMemory& vmem, Accumulators& acc)
     : sc_core::sc_module(name),
-      QueuedUnit(core, 2, cfg.core.queue_depth, rc, sems),
+      QueuedUnit(core, isa::kUnitVpu, cfg.core.queue_depth, rc, sems),
       cfg_(cfg),
       regs_(size_t(isa::kNumVregs) * cfg.target.vpu_lanes, 0),
       ctx_{uint32_t(cfg.target.vpu_lanes), regs_, vmem, acc, {}} {
@@ -305,7 +307,11 @@ void Vpu::tick() {
     }
     const uint64_t done = now + cfg_.vpu_latency(cls);
     if (cls == VpuClass::Transpose) busy_until_ = done;
-    if (ops[0].kind == isa::OperandKind::Vreg && cls != VpuClass::Store) ready_at_[size_t(is.insn[0])] = done;
+    {  // the result register: every VPU format that writes one names it vd, first
+      using namespace isa::operand;
+      static_assert(+V1::vd == 0 && +V2::vd == 0 && +V3::vd == 0 && +V4::vd == 0 && +VLD::vd == 0 && +VS::vd == 0 && +VI::vd == 0);
+      if (ops[0].kind == isa::OperandKind::Vreg && cls != VpuClass::Store) ready_at_[size_t(is.insn[V1::vd])] = done;
+    }
     last_complete_ = std::max(last_complete_, done);
     trace_event(is.pc, now, done);
     retire();

@@ -38,6 +38,31 @@ enum class Format : uint8_t {
 #include "tpu/isa/isa.def"
 };
 
+// The enumerated operand values of isa.def by name: values::Unit_mxu0,
+// values::MxuDtype_s8, values::Csr_core.
+namespace values {
+#define ISA_ENUM(kind, name, value, doc) inline constexpr int kind##_##name = value;
+#include "tpu/isa/isa.def"
+}  // namespace values
+
+// The units a `wait` or `signal` names: MXU m is kUnitMxu0 + m. The
+// simulator numbers its units' tracks the same way, kUnitSlots per core.
+inline constexpr int kUnitScalar = values::Unit_sc, kUnitDma = values::Unit_dma, kUnitVpu = values::Unit_vpu,
+                     kUnitMxu0 = values::Unit_mxu0, kUnitSlots = kUnitMxu0 + kMaxMxus;
+
+// Each format's operands by role: operand::DMA2::rrows is the position of
+// DMA2's `rrows` in Instruction::operands (and in the simulator's issued
+// values). Code reads operands by these names, never by position.
+namespace operand {
+#define OPND(kind, role, hi, lo) role
+#define ISA_FORMAT(name, ...) \
+  struct name {               \
+    enum : int { __VA_ARGS__ }; \
+  };
+#include "tpu/isa/isa.def"
+#undef OPND
+}  // namespace operand
+
 // Opcode values are the encodings themselves.
 enum class Opcode : uint8_t {
 #define ISA_INSN(id, mnemonic, opcode, format, unit, cls, doc) id = opcode,
