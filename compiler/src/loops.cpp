@@ -304,6 +304,7 @@ class Writer {
     std::map<Fn, int> fn_reg;                   // live ones
     std::map<uint64_t, int> const_reg;          // live ones
     std::vector<bool> free;                     // per register
+    std::vector<bool> written;                  // per register: taken at some point
     // Too many registers otherwise: every loop register holds a sum of
     // steps (base 0), and a register operand is computed into a temporary
     // just before its instruction (kAll: constants too).
@@ -472,14 +473,28 @@ class Writer {
     enter_kernel(first_kernel(top));
     ns.free.assign(size_t(o_.registers) + 1, true);
     ns.free[0] = false;
+    ns.written.assign(size_t(o_.registers) + 1, false);
     emit_loop(top, ns, loops);
-    // The cache does not know what the nest left in its registers.
-    std::fill(std::begin(valid_), std::end(valid_), false);
-  }
-  int take(Nest& ns) const {
+    // The registers the nest wrote no longer hold what the cache says.
     for (int r = 1; r <= o_.registers; ++r)
-      if (ns.free[size_t(r)]) return ns.free[size_t(r)] = false, r;
-    throw std::logic_error("internal error: no scalar register left");
+      if (ns.written[size_t(r)]) valid_[r] = false;
+  }
+  // A free register for the nest: one the cache of constants does not use,
+  // else its least recently used, so the constants outside survive the loop.
+  int take(Nest& ns) const {
+    int best = -1;
+    for (int r = 1; r <= o_.registers; ++r) {
+      if (!ns.free[size_t(r)]) continue;
+      if (!valid_[r]) {
+        best = r;
+        break;
+      }
+      if (best < 0 || stamp_[r] < stamp_[best]) best = r;
+    }
+    if (best < 0) throw std::logic_error("internal error: no scalar register left");
+    ns.free[size_t(best)] = false;
+    ns.written[size_t(best)] = true;
+    return best;
   }
   void emit_loop(const Node& l, Nest& ns, std::vector<const Node*>& loops) {
     const size_t id = size_t(ns.id.at(&l));
