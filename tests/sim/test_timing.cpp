@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -115,6 +116,29 @@ TEST_CASE("dma: bursts through the simple HBM model", "[timing]") {
       CHECK(r.stats["hbm"]["bytes_read"] == S);
     }
   }
+}
+
+// tpuc's cost model (MachineConfig::dma_latency_cycles) against the
+// simulator: a lone load dispatched in cycle d lets the instruction waiting
+// for it dispatch about d + bytes/bandwidth + latency, on every preset with
+// the simple and the ideal HBM model.
+TEST_CASE("dma: the compiler's DMA latency estimate matches a lone transfer", "[timing]") {
+  for (const char* p : {"tiny", "v1", "v4", "v5e"})
+    for (const char* model : {"simple", "ideal"}) {
+      INFO(p << " " << model);
+      const auto cfg = sim::load_config(p, {fmt::format("hbm.model={}", model)});
+      const uint64_t S = 512;
+      const std::string src = fmt::format("li s1, {}\ndma.ld s0, s0, s1, sem0\nwait sc, sem0, 1\nhalt\n", S);
+      uint64_t cycles = 0;
+      const auto at = dispatch_cycles(src, p, &cycles, &cfg);
+      const uint64_t halt = cycles - 1;  // the instruction after the wait (the run ends the cycle after halt)
+      const double peak = cfg.hbm_peak_bytes_per_s(), clock = double(cfg.clock_hz);
+      const double bytes_per_cycle = peak > 0 ? peak / clock : double(cfg.dma.burst_bytes) * cfg.dma.bursts_per_cycle;
+      const double bursts = std::ceil(double(S) / cfg.dma.burst_bytes) / cfg.dma.bursts_per_cycle;
+      const double estimate = double(at.at(1)) + std::max(double(S) / bytes_per_cycle, bursts) + cfg.dma_latency_cycles();
+      CAPTURE(at.at(1), halt, estimate);
+      CHECK(std::abs(double(halt) - estimate) <= 1.5);
+    }
 }
 
 TEST_CASE("mxu: weight load, swap and a stream of M rows", "[timing]") {
