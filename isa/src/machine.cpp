@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -198,6 +199,15 @@ const std::vector<ConfigField>& config_fields() {
                        "bytes a core's port into the on-chip crossbar carries per cycle, each way (`detailed` model)"),
       TPU_CONFIG_FIELD(noc.hop_latency, 0, 1000, "cycles", "cycles a request, and its data, spend crossing"),
       TPU_CONFIG_FIELD(noc.credits, 1, 4096, "requests", "requests a channel's input buffer holds (credit-based flow control)"),
+      TPU_CONFIG_FIELD(ici.x, 0, 4096, "chips", "chips along the system's first axis; 0 (with y and z): the preset's shape for target.chips"),
+      TPU_CONFIG_FIELD(ici.y, 0, 4096, "chips", "... along the second axis"),
+      TPU_CONFIG_FIELD(ici.z, 0, 4096, "chips", "... along the third axis"),
+      TPU_CONFIG_FIELD(ici.dims, 1, 3, "axes", "axes of the preset's shape: 1 a ring, 2 a 2-D torus, 3 a 3-D torus"),
+      TPU_CONFIG_FIELD(ici.wrap, 0, 1, "", "1: every axis of more than two chips wraps around (ring, torus); 0: a mesh"),
+      TPU_CONFIG_FIELD(ici.link_bandwidth_bytes_per_s, 1000000, 100000000000000ull, "bytes/s", "what one link carries in each direction"),
+      TPU_CONFIG_FIELD(ici.hop_latency_ns, 0, 1000000, "ns", "time a packet takes to cross one link (and a credit to come back)"),
+      TPU_CONFIG_FIELD(ici.packet_bytes, 16, 65536, "bytes", "largest packet: a transfer is cut into packets of at most this"),
+      TPU_CONFIG_FIELD(ici.buffer_packets, 1, 65536, "packets", "packets a link's receiver buffers per virtual channel (its credits)"),
   };
   return f;
 }
@@ -274,6 +284,54 @@ double MachineConfig::dma_latency_cycles() const {
   return hbm_unloaded_latency_ns() * double(clock_hz) / 1e9 + kDmaEngineCycles;
 }
 
+std::array<uint32_t, 3> MachineConfig::ici_shape() const {
+  if (ici.x != 0) return {ici.x, ici.y, ici.z};
+  // The prime factors of the count, largest first, each to the shortest axis.
+  std::array<uint32_t, 3> s = {1, 1, 1};
+  std::vector<uint32_t> primes;
+  uint64_t n = target.chips;
+  for (uint32_t p = 2; uint64_t(p) * p <= n; ++p)
+    for (; n % p == 0; n /= p) primes.push_back(p);
+  if (n > 1) primes.push_back(uint32_t(n));
+  const size_t axes = std::min<size_t>(3, std::max<uint32_t>(1, ici.dims));
+  for (auto it = primes.rbegin(); it != primes.rend(); ++it) {
+    size_t a = 0;
+    for (size_t i = 1; i < axes; ++i)
+      if (s[i] < s[a]) a = i;
+    s[a] *= *it;
+  }
+  std::sort(s.begin(), s.end(), std::greater<>());  // the unused axes stay 1, last
+  return s;
+}
+
+uint64_t MachineConfig::ici_bytes_per_cycle_fp() const {
+  unsigned __int128 fp = (unsigned __int128)ici.link_bandwidth_bytes_per_s * 1024 / clock_hz;
+  return fp < 1 ? 1 : uint64_t(fp);
+}
+
+uint64_t MachineConfig::ici_hop_cycles() const { return (uint64_t(ici.hop_latency_ns) * clock_hz + 999999999) / 1000000000; }
+
+std::array<uint32_t, 3> parse_topology(const std::string& text) {
+  std::array<uint32_t, 3> s = {1, 1, 1};
+  size_t axis = 0, start = 0;
+  for (;;) {
+    const size_t x = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, x - start);
+    if (axis == 3 || part.empty() || part.size() > 4 || part.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(part) < 1 || std::stoul(part) > 4096)
+      throw Error(fmt::format("topology '{}' is not of the form X, XxY or XxYxZ (each 1..4096)", text));
+    s[axis++] = uint32_t(std::stoul(part));
+    if (x == text.size()) break;
+    start = x + 1;
+  }
+  return s;
+}
+
+std::string topology_text(const std::array<uint32_t, 3>& s) {
+  if (s[2] > 1) return fmt::format("{}x{}x{}", s[0], s[1], s[2]);
+  return s[1] > 1 ? fmt::format("{}x{}", s[0], s[1]) : fmt::format("{}", s[0]);
+}
+
 VpuSlot vpu_slot(VpuClass c) {
   switch (c) {
     case VpuClass::Load: return VpuSlot::Load;
@@ -328,6 +386,11 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     }
     v.finish();
   }
+  if (const json* s = top.optional_child("ici")) {
+    Section i(*s, "ici", where);
+    read_fields(i, "ici", c);
+    i.finish();
+  }
   {
     Section h(top.child("hbm"), "hbm", where);
     h.str("model", c.hbm.model, {"ideal", "simple", "detailed"});
@@ -370,7 +433,13 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
     h.finish();
   }
   top.finish();
-  if (c.target.chips != 1) throw Error(fmt::format("{}: target.chips = {}: multi-chip systems are not modelled yet", where, c.target.chips));
+  const IciParams& ici = c.ici;
+  if ((ici.x == 0) != (ici.y == 0) || (ici.x == 0) != (ici.z == 0))
+    throw Error(fmt::format("{}: ici.x, ici.y and ici.z are all 0 (the preset's shape) or all set, not {}, {}, {}", where, ici.x, ici.y, ici.z));
+  const auto shape = c.ici_shape();
+  if (uint64_t(shape[0]) * shape[1] * shape[2] != c.target.chips)
+    throw Error(fmt::format("{}: the ICI topology {} holds {} chips, target.chips = {}", where, topology_text(shape),
+                            uint64_t(shape[0]) * shape[1] * shape[2], c.target.chips));
   return c;
 }
 

@@ -18,7 +18,7 @@ namespace {
 constexpr uint64_t KiB = 1024, MiB = KiB * KiB, GiB = KiB * MiB, TiB = KiB * GiB;
 
 const std::vector<TargetField> kFields = {
-    {"chips", &Target::chips, 1, 4096, "chips", "chips in the system, joined by ICI (only 1 is modelled yet)"},
+    {"chips", &Target::chips, 1, 4096, "chips", "chips in the system, joined by ICI ([system.md](system.md))"},
     {"cores", &Target::cores, 1, 16, "cores", "TensorCores per chip"},
     {"mxus_per_core", &Target::mxus_per_core, 1, kMaxMxus, "MXUs", "MXUs per TensorCore"},
     {"mxu_dim", &Target::mxu_dim, 1, 1024, "PEs", "N of the N x N systolic array"},

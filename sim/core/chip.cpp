@@ -3,9 +3,6 @@
 #include "../mem/dram.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <iostream>
 
 namespace tpu::sim {
 
@@ -22,7 +19,7 @@ std::string rtl_trace_path(const std::string& base, const MachineConfig& cfg, in
 
 }  // namespace
 
-TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program,
+TensorCore::TensorCore(sc_core::sc_module_name name, int chip, int idx, const MachineConfig& cfg, const DecodedProgram& program,
                        MxuModel model, RunControl& rc, MemorySystem& hbm, const std::string& rtl_trace)
     : sc_core::sc_module(name),
       index(idx),
@@ -32,7 +29,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int idx, const MachineConfi
       sems("sems"),
       dma("dma", idx, cfg, rc, sems, vmem, hbm),
       vpu("vpu", idx, cfg, rc, sems, vmem, acc),
-      scalar("scalar", ScalarParams{idx, &cfg, &program}, rc, sems, smem) {
+      scalar("scalar", ScalarParams{idx, chip, &cfg, &program}, rc, sems, smem) {
   std::vector<sc_core::sc_fifo<Issued>*> mxu_queues;
   for (uint64_t m = 0; m < cfg.target.mxus_per_core; ++m) {
     const std::string mname = fmt::format("mxu{}", m);
@@ -95,17 +92,17 @@ std::string TensorCore::blocked_report() const {
   return fmt::format("core {}: {}", index, fmt::join(parts, "; "));
 }
 
-Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-           RunControl& rc, TraceSink* trace)
+Chip::Chip(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
+           RunControl& rc, TraceSink* trace, sc_core::sc_clock& clk)
     : sc_core::sc_module(name),
+      index(idx),
       hbm("hbm", cfg, rc.budget(), opts.dram_check),
-      clk("clk", rc.period()),
       opts_(opts),
       rc_(rc),
       trace_(trace) {
   for (uint64_t c = 0; c < cfg.target.cores; ++c) {
     const MxuModel model = opts.rtl_mxu ? MxuModel::Rtl : opts.pe_level_mxu ? MxuModel::Pe : MxuModel::Fast;
-    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), int(c), cfg, program, model, rc, hbm,
+    cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), idx, int(c), cfg, program, model, rc, hbm,
                                                  opts.rtl_trace_path));
     cores.back()->bind_clock(clk);
     if (trace) cores.back()->set_trace(trace);
@@ -113,10 +110,6 @@ Chip::Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const Decoded
   std::vector<SemaphoreFile*> sems;
   for (auto& c : cores) sems.push_back(&c->sems);
   for (auto& c : cores) c->dma.connect_cores(sems);
-  SC_HAS_PROCESS(Chip);
-  SC_METHOD(monitor);
-  sensitive << clk.negedge_event();
-  dont_initialize();
 }
 
 void Chip::attach_vcd(VcdWriter* vcd) {
@@ -261,61 +254,48 @@ void Chip::finish_series(uint64_t end_cycle) {
   if (series_.every) series_row(end_cycle);
 }
 
-void Chip::monitor() {
-  if (rc_.faulted()) return;
-  const uint64_t now = rc_.cycle();
+bool Chip::end_cycle(uint64_t now) {
   hbm.end_cycle(now);
   if (auto v = hbm.timing().violation()) {
     rc_.fault(fmt::format("cycle {}: internal error: {}", now, *v));
-    return;
+    return false;
   }
   if (vcd_) vcd_->sample(now);
   if (trace_) sample_counters(now);
   if (series_.every && now + 1 - row_start_ >= series_.every) series_row(now + 1);
+  return true;
+}
 
-  bool all_finished = true, flight = false, busy = false;
-  for (const auto& c : cores) {
-    all_finished &= c->finished(now);
-    flight |= c->in_flight(now);
-    busy |= c->any_busy(now);
-  }
-  if (all_finished) {
-    done_ = true;
-    end_cycle_ = now + 1;
-    sc_core::sc_stop();
-    return;
-  }
-  bool sems_quiet = true;
-  const sc_core::sc_time this_edge = rc_.period() * double(now);
-  for (const auto& c : cores) sems_quiet &= c->sems.last_change() < this_edge;
-  if (!busy && !flight && sems_quiet) {
-    std::vector<std::string> reports;
-    for (const auto& c : cores) reports.push_back(c->blocked_report());
-    rc_.stop(RunStatus::deadlock, fmt::format("deadlock at cycle {}: no unit can make progress; {}", now, fmt::join(reports, " | ")));
-    return;
-  }
-  if (opts_.max_cycles && now + 1 >= opts_.max_cycles) {
-    rc_.stop(RunStatus::cycle_limit, fmt::format("cycle limit of {} reached (core 0 scalar at pc {})", opts_.max_cycles, cores[0]->scalar.pc()));
-    return;
-  }
-  if (rc_.budget().exceeded()) {
-    rc_.fault(fmt::format("cycle {}: the program touched more simulated memory than the host memory budget of {} allows", now,
-                          MemoryBudget::text(rc_.budget().limit())));
-    return;
-  }
-  if (opts_.interrupt && (now & 0x3ff) == 0 && *opts_.interrupt) {
-    rc_.stop(RunStatus::interrupted, fmt::format("interrupted at cycle {} (core 0 scalar at pc {})", now, cores[0]->scalar.pc()));
-    return;
-  }
-  if (opts_.progress && (now & 0xffff) == 0 && now > 0) {
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
-    if (wall > 1.0) {
-      std::cerr << fmt::format("\rtpusim: cycle {:>12}  {:>8.2f} Mcycles/s  pc {}", now, double(now) / wall / 1e6,
-                               cores[0]->scalar.pc())
-                << std::flush;
-      progress_shown_ = true;
-    }
-  }
+bool Chip::finished(uint64_t now) {
+  if (finish_cycle_) return true;
+  for (const auto& c : cores)
+    if (!c->finished(now)) return false;
+  finish_cycle_ = now + 1;
+  return true;
+}
+
+bool Chip::in_flight(uint64_t now) const {
+  for (const auto& c : cores)
+    if (c->in_flight(now)) return true;
+  return false;
+}
+
+bool Chip::any_busy(uint64_t now) const {
+  for (const auto& c : cores)
+    if (c->any_busy(now)) return true;
+  return false;
+}
+
+bool Chip::sems_quiet(sc_core::sc_time edge) const {
+  for (const auto& c : cores)
+    if (c->sems.last_change() >= edge) return false;
+  return true;
+}
+
+std::string Chip::blocked_report() const {
+  std::vector<std::string> reports;
+  for (const auto& c : cores) reports.push_back(c->blocked_report());
+  return fmt::format("{}", fmt::join(reports, " | "));
 }
 
 }  // namespace tpu::sim

@@ -1,13 +1,13 @@
-// The chip top: the clock, HBM, and one TensorCore per configured core, each
-// wiring its scalar unit, DMA engine, VPU and MXUs to its memories, queues
-// and semaphores. A monitor on the falling edge (after every unit has
-// evaluated the cycle) detects the end of the run, deadlocks and the cycle
-// limit, and samples waveforms and counters.
+// A chip: HBM and one TensorCore per configured core, each wiring its
+// scalar unit, DMA engine, VPU and MXUs to its memories, queues and
+// semaphores. The system (system.h) gives it the clock and, on the falling
+// edge (after every unit has evaluated the cycle), calls end_cycle, which
+// samples waveforms and counters; the system then detects the end of the
+// run, deadlocks and the cycle limit from every chip's state.
 #pragma once
 
 #include <systemc>
 
-#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -28,7 +28,7 @@ namespace tpu::sim {
 
 class TensorCore : public sc_core::sc_module {
  public:
-  TensorCore(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program,
+  TensorCore(sc_core::sc_module_name name, int chip, int index, const MachineConfig& cfg, const DecodedProgram& program,
              MxuModel model, RunControl& rc, MemorySystem& hbm, const std::string& rtl_trace = {});
 
   void bind_clock(sc_core::sc_clock& clk);
@@ -51,17 +51,25 @@ class TensorCore : public sc_core::sc_module {
 
 class Chip : public sc_core::sc_module {
  public:
-  Chip(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-       RunControl& rc, TraceSink* trace);
+  Chip(sc_core::sc_module_name name, int index, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
+       RunControl& rc, TraceSink* trace, sc_core::sc_clock& clk);
 
+  const int index;
   MemorySystem hbm;
   std::vector<std::unique_ptr<TensorCore>> cores;
-  sc_core::sc_clock clk;
 
-  bool done() const { return done_; }
-  uint64_t end_cycle() const { return end_cycle_; }
+  // The falling edge of cycle `now`: HBM's cycle ends, samples are taken.
+  // False if that found a fault.
+  bool end_cycle(uint64_t now);
+  // Every core has halted and drained (the first such cycle is kept).
+  bool finished(uint64_t now);
+  bool in_flight(uint64_t now) const;
+  bool any_busy(uint64_t now) const;
+  bool sems_quiet(sc_core::sc_time edge) const;
+  std::string blocked_report() const;
+  // The cycle after the one in which the chip finished (0 until then).
+  uint64_t finish_cycle() const { return finish_cycle_; }
   void attach_vcd(VcdWriter* vcd);
-  bool progress_shown() const { return progress_shown_; }
   // A time series, a row every `every` cycles (the growth of each counter:
   // busy cycles per unit, MACs per MXU, HBM bytes), also drawn as counter
   // tracks on the trace. Unless `fixed`, past 4096 rows pairs of rows merge
@@ -72,7 +80,6 @@ class Chip : public sc_core::sc_module {
   const TimeSeries& series() const { return series_; }
 
  private:
-  void monitor();
   void sample_counters(uint64_t now);
   // The counters the time series differences: per unit busy cycles, per MXU
   // MACs, HBM bytes read and written.
@@ -83,8 +90,7 @@ class Chip : public sc_core::sc_module {
   RunControl& rc_;
   TraceSink* trace_;
   VcdWriter* vcd_ = nullptr;
-  bool done_ = false;
-  uint64_t end_cycle_ = 0;
+  uint64_t finish_cycle_ = 0;
   std::vector<int64_t> last_depth_;
   TimeSeries series_;
   bool fixed_ = false;
@@ -95,8 +101,6 @@ class Chip : public sc_core::sc_module {
   std::vector<int> column_track_;
   static constexpr int kChannelColumn = -100;
   std::vector<std::string> channel_counter_names_;
-  std::chrono::steady_clock::time_point wall_start_ = std::chrono::steady_clock::now();
-  bool progress_shown_ = false;
 };
 
 }  // namespace tpu::sim

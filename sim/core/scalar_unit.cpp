@@ -246,7 +246,7 @@ void ScalarUnit::execute_scalar(const isa::Instruction& in, uint64_t now) {
       const auto& t = p_.config->target;
       uint64_t v = 0;
       switch (int(in[CSR::csr])) {
-        case isa::values::Csr_chip: v = 0; break;  // one chip until ICI is modelled
+        case isa::values::Csr_chip: v = uint64_t(p_.chip); break;
         case isa::values::Csr_nchips: v = t.chips; break;
         case isa::values::Csr_core: v = uint64_t(p_.core); break;
         case isa::values::Csr_ncores: v = t.cores; break;

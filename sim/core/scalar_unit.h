@@ -25,6 +25,7 @@ struct DecodedProgram {
 
 struct ScalarParams {
   int core = 0;
+  int chip = 0;
   const MachineConfig* config = nullptr;
   const DecodedProgram* program = nullptr;
 };

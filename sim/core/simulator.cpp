@@ -13,7 +13,7 @@
 #include "../obs/profiler.h"
 #include "../obs/report.h"
 #include "../obs/trace_writer.h"
-#include "chip.h"
+#include "system.h"
 #include "tpu/isa/file.h"
 
 namespace tpu::sim {
@@ -47,6 +47,16 @@ Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions opti
     : config_(std::move(config)), program_(std::move(program)), options_(std::move(options)) {
   if (auto why = target_mismatch(program_.target, config_.target); !why.empty()) throw Error(why);
   if (!options_.rtl_trace_path.empty() && !options_.rtl_mxu) throw Error("--rtl-trace needs --mxu=rtl");
+  if (config_.target.chips > 1) {
+    auto refuse = [&](bool set, const char* what) {
+      if (set) throw Error(fmt::format("{}: not yet for systems of several chips (this one has {})", what, config_.target.chips));
+    };
+    refuse(!options_.vcd_path.empty(), "--vcd");
+    refuse(!options_.trace_path.empty(), "--trace");
+    refuse(!options_.report_dir.empty(), "--report");
+    refuse(options_.stats_interval > 0 || !options_.intervals_path.empty(), "--stats-interval");
+    refuse(!options_.record_mxu_path.empty(), "--record-mxu");
+  }
   if (options_.rtl_mxu && !rtl_mxu_available(uint32_t(config_.target.mxu_dim)))
     throw Error(fmt::format("--mxu=rtl: the RTL MXU is built for N = {} only, the target has N = {} (configure with "
                             "-DTPU_RTL_SIZES=\"{}\" to add it)",
@@ -67,47 +77,62 @@ nlohmann::json unit_json(const UnitStats& s, uint64_t cycles) {
           {"instructions", s.instructions}};
 }
 
-// stats.json (docs/stats.md); kernels and ops come from the profiler.
-nlohmann::json stats_json(const MachineConfig& cfg, const Chip& chip, nlohmann::json kernels, nlohmann::json ops, RunStatus status,
+// stats.json (docs/stats.md); kernels and ops come from the profiler (chip
+// 0's). With several chips, units are keyed by chip, the totals are the
+// system's, and "per_chip" and "ici" describe each chip and link.
+nlohmann::json stats_json(const MachineConfig& cfg, const System& sys, nlohmann::json kernels, nlohmann::json ops, RunStatus status,
                           uint64_t cycles, double wall) {
   using nlohmann::json;
+  const size_t nchips = sys.chips.size();
   json units = json::object();
   json by_class = {{"scalar", 0}, {"sync", 0}, {"dma", 0}, {"mxu", 0}, {"vpu", 0}};
   json stalls = json::object();
-  uint64_t macs = 0, total = 0;
+  json per_chip = json::array();
+  uint64_t macs = 0, total = 0, rd = 0, wr = 0;
   auto add_stalls = [&](const std::string& unit, const UnitStats& s) {
     for (const auto& [cause, n] : s.stalls) stalls[unit + "." + cause] = stalls.value(unit + "." + cause, uint64_t(0)) + n;
   };
-  for (const auto& c : chip.cores) {
-    const std::string p = fmt::format("core{}.", c->index);
-    units[p + "scalar"] = unit_json(c->scalar.stats(), cycles);
-    units[p + "dma"] = unit_json(c->dma.stats(), cycles);
-    units[p + "vpu"] = unit_json(c->vpu.stats(), cycles);
-    add_stalls("scalar", c->scalar.stats());
-    add_stalls("dma", c->dma.stats());
-    add_stalls("vpu", c->vpu.stats());
-    for (size_t m = 0; m < c->mxus.size(); ++m) {
-      json u = unit_json(c->mxus[m]->unit_stats(), cycles);
-      u["macs"] = c->mxus[m]->macs();
-      u["mac_utilization"] = cycles ? double(c->mxus[m]->macs()) / (double(cycles) * double(cfg.target.mxu_dim * cfg.target.mxu_dim)) : 0.0;
-      units[fmt::format("{}mxu{}", p, m)] = u;
-      add_stalls("mxu", c->mxus[m]->unit_stats());
-      macs += c->mxus[m]->macs();
+  for (const auto& chip : sys.chips) {
+    const std::string cp = nchips > 1 ? fmt::format("chip{}.", chip->index) : "";
+    uint64_t chip_macs = 0;
+    for (const auto& c : chip->cores) {
+      const std::string p = fmt::format("{}core{}.", cp, c->index);
+      units[p + "scalar"] = unit_json(c->scalar.stats(), cycles);
+      units[p + "dma"] = unit_json(c->dma.stats(), cycles);
+      units[p + "vpu"] = unit_json(c->vpu.stats(), cycles);
+      add_stalls("scalar", c->scalar.stats());
+      add_stalls("dma", c->dma.stats());
+      add_stalls("vpu", c->vpu.stats());
+      for (size_t m = 0; m < c->mxus.size(); ++m) {
+        json u = unit_json(c->mxus[m]->unit_stats(), cycles);
+        u["macs"] = c->mxus[m]->macs();
+        u["mac_utilization"] = cycles ? double(c->mxus[m]->macs()) / (double(cycles) * double(cfg.target.mxu_dim * cfg.target.mxu_dim)) : 0.0;
+        units[fmt::format("{}mxu{}", p, m)] = u;
+        add_stalls("mxu", c->mxus[m]->unit_stats());
+        chip_macs += c->mxus[m]->macs();
+      }
+      const auto& k = c->scalar.issued_by_class();
+      const char* names[] = {"scalar", "sync", "dma", "mxu", "vpu"};
+      for (size_t i = 0; i < k.size(); ++i) {
+        by_class[names[i]] = by_class[names[i]].get<uint64_t>() + k[i];
+        total += k[i];
+      }
     }
-    const auto& k = c->scalar.issued_by_class();
-    const char* names[] = {"scalar", "sync", "dma", "mxu", "vpu"};
-    for (size_t i = 0; i < k.size(); ++i) {
-      by_class[names[i]] = by_class[names[i]].get<uint64_t>() + k[i];
-      total += k[i];
-    }
+    macs += chip_macs;
+    rd += chip->hbm.bytes_read(), wr += chip->hbm.bytes_written();
+    per_chip.push_back({{"chip", chip->index},
+                        {"finish_cycle", chip->finish_cycle()},
+                        {"macs", chip_macs},
+                        {"hbm_bytes_read", chip->hbm.bytes_read()},
+                        {"hbm_bytes_written", chip->hbm.bytes_written()}});
   }
   const double n = double(cfg.target.mxu_dim);
-  const double peak_macs = double(cycles) * n * n * double(cfg.target.mxus_per_core * cfg.target.cores);
-  const double bytes_per_cycle = cfg.hbm_peak_bytes_per_s() / double(cfg.clock_hz);  // 0: ideal, no limit
-  const uint64_t rd = chip.hbm.bytes_read(), wr = chip.hbm.bytes_written();
+  const double peak_macs = double(cycles) * n * n * double(cfg.target.mxus_per_core * cfg.target.cores * nchips);
+  const double bytes_per_cycle = cfg.hbm_peak_bytes_per_s() / double(cfg.clock_hz) * double(nchips);  // 0: ideal, no limit
   json j = {
       {"status", status_name(status)},
       {"config", cfg.target.name},
+      {"chips", nchips},
       {"cycles", cycles},
       {"frequency_hz", cfg.clock_hz},
       {"seconds", double(cycles) / double(cfg.clock_hz)},
@@ -125,8 +150,29 @@ nlohmann::json stats_json(const MachineConfig& cfg, const Chip& chip, nlohmann::
       {"kernels", std::move(kernels)},
       {"ops", std::move(ops)},
   };
+  if (nchips > 1) {
+    j["per_chip"] = per_chip;
+    const double link_bytes_per_cycle = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz);
+    json links = json::array();
+    double busiest = 0;
+    uint64_t link_bytes = 0;
+    for (const auto& l : sys.ici.link_stats()) {
+      const double u = cycles ? double(l.bytes) / (double(cycles) * link_bytes_per_cycle) : 0.0;
+      busiest = std::max(busiest, u);
+      link_bytes += l.bytes;
+      links.push_back({{"from", l.from}, {"to", l.to}, {"axis", "xyz"[l.dim] + std::string(l.dir > 0 ? "+" : "-")},
+                       {"bytes", l.bytes}, {"packets", l.packets}, {"busy_cycles", l.busy_cycles}, {"utilization", u}});
+    }
+    j["ici"] = {{"topology", sys.ici.topology()},
+                {"link_bandwidth_bytes_per_s", cfg.ici.link_bandwidth_bytes_per_s},
+                {"hop_latency_cycles", cfg.ici_hop_cycles()},
+                {"bytes_sent", link_bytes},
+                {"bytes_delivered", sys.ici.bytes_delivered()},
+                {"max_link_utilization", busiest},
+                {"links", links}};
+  }
   json noc;
-  chip.hbm.timing().add_stats(j["hbm"], noc, cycles);
+  sys.chips[0]->hbm.timing().add_stats(j["hbm"], noc, cycles);
   if (!noc.is_null()) j["noc"] = noc;
   return j;
 }
@@ -188,7 +234,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
   sc_core::sc_report_handler::set_actions(sc_core::SC_FATAL, sc_core::SC_THROW);
   RunControl rc(sc_core::sc_time(1, sc_core::SC_NS), options_.memory_budget);
-  const uint64_t acc_bytes = config_.target.cores * config_.target.acc_rows * config_.target.mxu_dim * 4;
+  const uint64_t acc_bytes = config_.target.chips * config_.target.cores * config_.target.acc_rows * config_.target.mxu_dim * 4;
   if (!rc.budget().take(acc_bytes))
     throw Error(fmt::format("the accumulators of this machine take {} of host memory, more than the budget of {}",
                             MemoryBudget::text(acc_bytes), MemoryBudget::text(options_.memory_budget)));
@@ -203,18 +249,23 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   sinks.add(trace.get());
   if (!program_.kernels.empty()) sinks.add(&profiler);
   sinks.add(events.get());
-  Chip chip("chip", config_, dp, options_, rc, sinks.get());
+  System sys("system", config_, dp, options_, rc, sinks.get());
+  Chip& chip = *sys.chips[0];
 
-  SparseMemory& hbm = chip.hbm.memory();
-  for (const auto& d : program_.data) hbm.write(d.hbm_addr, d.bytes.data(), d.bytes.size());
+  // Every chip gets the program's data and every input; the outputs are
+  // chip 0's.
   const auto ins = program_.inputs();
   if (inputs.size() != ins.size())
     throw Error(fmt::format("the program takes {} input(s), {} given", ins.size(), inputs.size()));
-  for (size_t i = 0; i < ins.size(); ++i) {
+  for (size_t i = 0; i < ins.size(); ++i)
     if (inputs[i].size() != ins[i]->bytes())
       throw Error(fmt::format("input {} ('{}') has {} bytes, expected {}", i, ins[i]->name, inputs[i].size(), ins[i]->bytes()));
-    hbm.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
+  for (auto& c : sys.chips) {
+    SparseMemory& mem = c->hbm.memory();
+    for (const auto& d : program_.data) mem.write(d.hbm_addr, d.bytes.data(), d.bytes.size());
+    for (size_t i = 0; i < ins.size(); ++i) mem.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
   }
+  SparseMemory& hbm = chip.hbm.memory();
 
   std::ofstream record;
   if (!options_.record_mxu_path.empty()) {
@@ -240,13 +291,13 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   const auto t0 = std::chrono::steady_clock::now();
   sc_core::sc_start();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (chip.progress_shown()) std::fputc('\n', stderr);
+  if (sys.progress_shown()) std::fputc('\n', stderr);
 
   RunResult r;
   r.fault = rc.fault_message();
   r.status = rc.status();
-  r.cycles = chip.done() ? chip.end_cycle() : rc.cycle() + 1;
-  if (!r.fault && !chip.done()) throw std::logic_error("internal error: the simulation stopped before the program finished");
+  r.cycles = sys.done() ? sys.end_cycle() : rc.cycle() + 1;
+  if (!r.fault && !sys.done()) throw std::logic_error("internal error: the simulation stopped before the program finished");
   for (const auto* o : program_.outputs()) {
     std::vector<uint8_t> bytes(o->bytes());
     hbm.read(o->hbm_addr, bytes.data(), bytes.size());
@@ -259,7 +310,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     for (const auto& row : s.rows) csv += fmt::format("{},{},{}\n", row.start, row.end, fmt::join(row.values, ","));
     isa::write_file(options_.intervals_path, csv);
   }
-  const nlohmann::json stats = stats_json(config_, chip, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
+  const nlohmann::json stats = stats_json(config_, sys, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
   r.stats_json = stats.dump(2) + "\n";
   if (!options_.report_dir.empty()) write_report(options_, config_, chip, stats);
   r.profile = profile_table(stats["kernels"], stats["ops"], r.cycles, 10);

@@ -35,7 +35,14 @@ void DmaEngine::complete(uint64_t now) {
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
-    (t.target ? *t.target : sems_).signal(t.sem, t.count);
+    if (t.marker && t.chip >= 0) {  // dma.rsig: its count travels to the other chip
+      if (!ici_->can_inject(chip_)) break;
+      IciPacket p;
+      p.src = chip_, p.dst = t.chip, p.core = core_, p.bytes = kIciSignalBytes, p.sem = t.sem, p.count = t.count;
+      ici_->inject(chip_, std::move(p));
+    } else {
+      (t.target ? *t.target : sems_).signal(t.sem, t.count);
+    }
     if (t.marker) --markers_;
     trace_event(t.pc, t.start, now + 1, t.rows * t.row_bytes);
     transfers_.pop_front();
@@ -46,6 +53,12 @@ void DmaEngine::emit(uint64_t now) {
   const uint64_t burst = cfg_.dma.burst_bytes;
   uint32_t sent = 0;
   for (Transfer& t : transfers_) {
+    if (t.chip >= 0) {  // dma.rcp: packets to the router, as many as it takes
+      for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle && send_packet(t); ++sent) {
+      }
+      if (sent == cfg_.dma.bursts_per_cycle || !t.emitted_all()) return;  // in order: later transfers wait for the router
+      continue;
+    }
     for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle; ++sent) {
       const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
       const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
@@ -75,6 +88,47 @@ void DmaEngine::emit(uint64_t now) {
     }
     if (sent == cfg_.dma.bursts_per_cycle) return;
   }
+}
+
+bool DmaEngine::send_packet(Transfer& t) {
+  if (!ici_->can_inject(chip_)) return false;
+  IciPacket p;
+  p.src = chip_, p.dst = t.chip, p.core = core_;
+  const uint64_t n = std::min<uint64_t>(t.row_bytes - t.offset, cfg_.ici.packet_bytes);
+  p.bytes = uint32_t(n);
+  p.vmem_addr = t.hbm + t.offset;  // the destination's VMEM address
+  p.data.resize(n);
+  vmem_.read(t.vmem + t.offset, p.data.data(), n);
+  p.in_flight = &t.in_flight;
+  t.offset += n;
+  if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
+  ++t.in_flight;
+  bytes_moved_ += n;
+  ici_->inject(chip_, std::move(p));
+  return true;
+}
+
+// dma.rcp: local VMEM to another chip's VMEM.
+bool DmaEngine::remote(const Issued& is, Transfer& t) {
+  auto fail = [&](const std::string& msg) {
+    rc_.fault(fmt::format("core {} dma: pc {}: dma.rcp: {}", core_, is.pc, msg));
+    return false;
+  };
+  const uint64_t chip = is[DMAR::rchip];
+  if (!ici_ || chip >= uint64_t(ici_->chips()))
+    return fail(fmt::format("chip {} does not exist (the system has {})", chip, ici_ ? ici_->chips() : 1));
+  t.chip = int(chip);
+  t.row_bytes = is[DMAR::rbytes];
+  t.vmem = is[DMAR::rsrc];
+  t.hbm = is[DMAR::rdst];  // for a remote copy: the destination's VMEM address
+  t.sem = int(is.insn[DMAR::sem]);
+  t.target = &ici_->sems(t.chip, core_);
+  if (t.row_bytes > 0) {
+    if (auto err = vmem_.check_range(t.vmem, t.row_bytes, 1, "VMEM")) return fail(*err);
+    if (auto err = ici_->vmem(t.chip, core_).check_range(t.hbm, t.row_bytes, 1, fmt::format("chip {}'s VMEM", t.chip).c_str()))
+      return fail(*err);
+  }
+  return true;
 }
 
 bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
@@ -107,14 +161,14 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
       t.vmem_stride = t.store ? is[DMA2::rsstride] : is[DMA2::rdstride];
       break;
     case Opcode::DMA_RCP:
-    case Opcode::DMA_RSIG:
-      return fail("transfers to other chips need ICI, which this simulator does not model yet");
+      if (!remote(is, t)) return false;
+      break;
     default:
       throw std::logic_error(fmt::format("internal error: {} is not a DMA instruction", mnem));
   }
   if (outstanding() >= cfg_.dma.max_outstanding) return false;
   if (t.rows > (uint64_t(1) << 32)) return fail(fmt::format("{} rows is more than 2^32", t.rows));
-  if (t.row_bytes > 0)
+  if (t.row_bytes > 0 && t.chip < 0)
     for (uint64_t r = 0; r < t.rows; ++r) {
       if (auto err = hbm_.memory().check_range(t.hbm + r * t.hbm_stride, t.row_bytes, 1, "HBM"))
         return fail(fmt::format("row {}: {}", r, *err));
@@ -126,16 +180,17 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
   return true;
 }
 
-bool DmaEngine::signal(const Issued& is, uint64_t now, SemaphoreFile* target) {
+bool DmaEngine::signal(const Issued& is, uint64_t now, SemaphoreFile* target, int chip) {
   if (markers_ >= depth_) return false;  // as many pending as the queue holds, like the other units' signals
   Transfer t;
   t.pc = is.pc;
   t.start = now;
   // `signal dma` (SYNC) and `dma.csig` (CSIG) hold sem and count alike.
-  static_assert(+SYNC::sem == +CSIG::sem && +SYNC::count == +CSIG::count);
+  static_assert(+SYNC::sem == +CSIG::sem && +SYNC::count == +CSIG::count && +SYNC::sem == +RSIG::sem && +SYNC::count == +RSIG::count);
   t.sem = int(is.insn[SYNC::sem]);
   t.count = uint32_t(is.insn[SYNC::count]);
   t.target = target;
+  t.chip = chip;
   t.marker = true;
   t.rows = 0;
   transfers_.push_back(t);
@@ -160,8 +215,19 @@ void DmaEngine::tick() {
       target = core_sems_[size_t(c)];
     }
   }
-  if (h && (h->insn.op == Opcode::SIGNAL || h->insn.op == Opcode::DMA_CSIG)) {
-    if (signal(*h, now, target)) {
+  int chip = -1;
+  if (h && h->insn.op == Opcode::DMA_RSIG) {
+    const uint64_t c = (*h)[RSIG::rchip];
+    if (!ici_ || c >= uint64_t(ici_->chips())) {
+      rc_.fault(fmt::format("core {} dma: pc {}: dma.rsig: chip {} does not exist (the system has {})", core_, h->pc, c,
+                            ici_ ? ici_->chips() : 1));
+      h = nullptr;
+    } else {
+      chip = int(c);
+    }
+  }
+  if (h && (h->insn.op == Opcode::SIGNAL || h->insn.op == Opcode::DMA_CSIG || h->insn.op == Opcode::DMA_RSIG)) {
+    if (signal(*h, now, target, chip)) {
       retire();
       state = UnitState::Busy;
     } else {

@@ -6,6 +6,13 @@
 // complete in order; a `signal` joins them as a marker that moves no data,
 // takes no outstanding slot and adds its count when every transfer before it
 // has completed, while later transfers go on.
+//
+// Across chips (ICI): `dma.rcp` cuts its bytes into packets of at most
+// ici.packet_bytes, sent to the system's network as the queue of this
+// chip's router takes them; it completes when every packet has been
+// delivered, and its semaphore is the destination core's. `dma.rsig` is a
+// marker that, once every earlier transfer has completed, sends a signal
+// packet to the other chip.
 #pragma once
 
 #include <systemc>
@@ -13,6 +20,7 @@
 #include <deque>
 
 #include "../core/queued_unit.h"
+#include "../ici/ici_network.h"
 #include "../mem/memory_system.h"
 #include "../mem/memory.h"
 #include "tpu/sim/config.h"
@@ -28,6 +36,8 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
 
   // The semaphore files of the chip's cores, by index (dma.csig).
   void connect_cores(std::vector<SemaphoreFile*> sems) { core_sems_ = std::move(sems); }
+  // The system's network and this chip's index in it (dma.rcp, dma.rsig).
+  void connect_ici(IciNetwork* ici, int chip) { ici_ = ici, chip_ = chip; }
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
   uint32_t outstanding() const { return uint32_t(transfers_.size() - markers_); }
   uint64_t bytes_moved() const { return bytes_moved_; }
@@ -44,6 +54,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint32_t count = 1;               // added to sem on completion
     SemaphoreFile* target = nullptr;  // whose sem (another core's for dma.csig); null: this core's
     bool marker = false;              // a signal: no data
+    int chip = -1;                    // dma.rcp, dma.rsig: the destination chip
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -51,12 +62,16 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   void complete(uint64_t now);
   void emit(uint64_t now);
   bool dispatch(const Issued& is, uint64_t now);
-  bool signal(const Issued& is, uint64_t now, SemaphoreFile* target);
+  bool signal(const Issued& is, uint64_t now, SemaphoreFile* target, int chip = -1);
+  bool remote(const Issued& is, Transfer& t);
+  bool send_packet(Transfer& t);
 
   const MachineConfig& cfg_;
   SparseMemory& vmem_;
   MemorySystem& hbm_;
   std::vector<SemaphoreFile*> core_sems_;
+  IciNetwork* ici_ = nullptr;
+  int chip_ = 0;
   std::deque<Transfer> transfers_;  // in flight and markers, oldest first
   uint32_t markers_ = 0;
   struct Burst {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <cstdlib>
@@ -97,6 +98,10 @@ int sc_main(int argc, char* argv[]) {
   app.add_flag("--no-dram-check", no_check,
                "do not check every DRAM command against the device's timing rules (the detailed HBM model and --hbm-trace; "
                "faster)");
+  std::string topology;
+  app.add_option("--topology", topology,
+                 "the system's grid of chips, X, XxY or XxYxZ (ring, 2-D or 3-D torus; a mesh with --set ici.wrap=0); its chips "
+                 "must be the program's (default: the preset's shape for the program's chip count; docs/system.md)");
   app.add_option("--print-config", print_config, "print the resolved config of a preset or file (with any --set) and exit");
   app.add_option("--config", config,
                  "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
@@ -139,6 +144,10 @@ int sc_main(int argc, char* argv[]) {
   if (int rc = tpu::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   return tpu::cli::run([&] {
+    if (!topology.empty()) {
+      const auto shape = tpu::isa::parse_topology(topology);
+      for (int a = 0; a < 3; ++a) settings.push_back(fmt::format("ici.{}={}", "xyz"[a], shape[size_t(a)]));
+    }
     if (!print_config.empty()) {
       std::cout << tpu::sim::load_config(print_config, settings).to_json();
       return 0;
@@ -168,6 +177,9 @@ int sc_main(int argc, char* argv[]) {
                                              "with --config FILE",
                                              program_path, program.target.name));
     if (config.empty()) config = program.target.name;
+    // The system has the program's chips unless --set says otherwise.
+    if (std::none_of(settings.begin(), settings.end(), [](const std::string& s) { return s.rfind("target.chips=", 0) == 0; }))
+      settings.push_back(fmt::format("target.chips={}", program.target.chips));
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
 
     const auto ins = program.inputs();

@@ -3,6 +3,7 @@
 // file whose shape mirrors the component tree; every parameter is checked.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -139,6 +140,25 @@ struct NocParams {
   uint32_t credits = 8;
 };
 
+// The links between chips (ICI, docs/system.md): the chips of
+// target.chips sit in an x by y by z grid, each joined to its neighbours
+// along every axis longer than one chip (and, with `wrap`, the last to the
+// first: a ring or torus). A link carries `link_bandwidth_bytes_per_s` in
+// each direction, in packets of at most `packet_bytes`; a packet takes
+// `hop_latency_ns` to cross; a link's receiver buffers `buffer_packets`
+// packets per virtual channel (credit-based flow control).
+struct IciParams {
+  // 0: the preset's shape for target.chips (ici_shape()): `dims` axes,
+  // as square as the count allows.
+  uint32_t x = 0, y = 0, z = 0;
+  uint32_t dims = 2;
+  uint32_t wrap = 1;
+  uint64_t link_bandwidth_bytes_per_s = 50000000000;
+  uint32_t hop_latency_ns = 1000;
+  uint32_t packet_bytes = 512;
+  uint32_t buffer_packets = 256;
+};
+
 struct MachineConfig {
   Target target;
   std::string description;
@@ -148,6 +168,7 @@ struct MachineConfig {
   DmaParams dma;
   HbmParams hbm;
   NocParams noc;
+  IciParams ici;
 
   // Derived. The simple model's latency and bandwidth (in 1/1024 bytes per
   // cycle, fixed point, at least 1).
@@ -171,7 +192,18 @@ struct MachineConfig {
   uint32_t vpu_latency(VpuClass c) const;
 
   std::string to_json() const;  // the resolved config, every parameter
+  // The system's grid of chips: ici.x, y, z as set, else the preset's
+  // shape for target.chips (ici.dims axes, each a power of two as equal as
+  // the count allows, the first the longest). Their product is target.chips.
+  std::array<uint32_t, 3> ici_shape() const;
+  // The ICI's bytes per cycle per link and direction, 1/1024 fixed point.
+  uint64_t ici_bytes_per_cycle_fp() const;
+  uint64_t ici_hop_cycles() const;
 };
+
+// "4", "2x4", "4x4x4" -> {x, y, z}; throws Error unless each is 1..4096.
+std::array<uint32_t, 3> parse_topology(const std::string& text);
+std::string topology_text(const std::array<uint32_t, 3>& shape);
 
 // One numeric parameter of the config outside `target` and
 // `hbm.detailed` (those have their own tables): its dotted key, which is

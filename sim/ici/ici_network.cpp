@@ -1,0 +1,156 @@
+#include "ici_network.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace tpu::sim {
+
+IciNetwork::IciNetwork(const MachineConfig& cfg)
+    : shape_(cfg.ici_shape()),
+      wrap_(cfg.ici.wrap != 0),
+      bw_fp_(cfg.ici_bytes_per_cycle_fp()),
+      hop_(cfg.ici_hop_cycles()),
+      buffer_(cfg.ici.buffer_packets),
+      cores_(size_t(cfg.target.cores)) {
+  const size_t n = size_t(shape_[0]) * shape_[1] * shape_[2];
+  nodes_.resize(n);
+  endpoints_.resize(n * cores_);
+  for (size_t i = 0; i < n; ++i) {
+    Node& node = nodes_[i];
+    node.at = {uint32_t(i % shape_[0]), uint32_t(i / shape_[0] % shape_[1]), uint32_t(i / (size_t(shape_[0]) * shape_[1]))};
+    for (int d = 0; d < 3; ++d) {
+      const uint32_t len = shape_[size_t(d)];
+      for (int neg = 0; neg < 2; ++neg) {
+        Link& l = node.out[size_t(2 * d + neg)];
+        const uint32_t c = node.at[size_t(d)];
+        const bool edge = neg ? c == 0 : c + 1 == len;
+        // An axis of two chips has one link each way, never a second that wraps.
+        if (len < 2 || (edge && (!wrap_ || len == 2))) continue;
+        auto at = node.at;
+        at[size_t(d)] = neg ? (c + len - 1) % len : (c + 1) % len;
+        l.to = int(at[0] + shape_[0] * (at[1] + shape_[1] * at[2]));
+        l.wraps = edge;
+        l.credits.fill(buffer_);
+      }
+    }
+  }
+}
+
+void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems) { endpoint(chip, core) = {vmem, sems}; }
+
+void IciNetwork::inject(int chip, IciPacket p) {
+  if (!can_inject(chip)) throw std::logic_error("internal error: ICI injection queue full");
+  p.dim = -1, p.vc = 0;
+  nodes_[size_t(chip)].inject.push_back(std::move(p));
+  ++packets_;
+}
+
+int IciNetwork::route(int node, const IciPacket& p) const {
+  const auto& here = nodes_[size_t(node)].at;
+  const auto& there = nodes_[size_t(p.dst)].at;
+  for (int d = 0; d < 3; ++d) {
+    const uint32_t a = here[size_t(d)], b = there[size_t(d)], len = shape_[size_t(d)];
+    if (a == b) continue;
+    if (wrap_ && len > 2) return 2 * d + ((b + len - a) % len <= len / 2 ? 0 : 1);
+    return 2 * d + (b > a ? 0 : 1);
+  }
+  return -1;
+}
+
+void IciNetwork::deliver(IciPacket& p) {
+  Endpoint& e = endpoint(p.dst, p.core);
+  if (p.sem >= 0) {
+    e.sems->signal(p.sem, p.count);
+  } else {
+    e.vmem->write(p.vmem_addr, p.data.data(), p.data.size());
+    bytes_delivered_ += p.data.size();
+  }
+  if (p.in_flight) --*p.in_flight;
+  --packets_;
+}
+
+bool IciNetwork::tick(uint64_t now) {
+  if (packets_ == 0 && credits_out_ == 0) return false;
+  const uint64_t before = packets_;
+  // Packets land in their buffers; credits come back.
+  for (Node& n : nodes_)
+    for (int port = 0; port < kPorts; ++port) {
+      Link& l = n.out[size_t(port)];
+      for (; !l.wire.empty() && l.wire.front().first <= now; l.wire.pop_front()) {
+        IciPacket& p = l.wire.front().second;
+        nodes_[size_t(l.to)].in[size_t(port ^ 1)][size_t(p.vc)].push_back(std::move(p));
+      }
+      for (; !l.credit_returns.empty() && l.credit_returns.front().first <= now; l.credit_returns.pop_front(), --credits_out_)
+        ++l.credits[size_t(l.credit_returns.front().second)];
+    }
+  // A packet leaving the buffer of input `in` gives its credit back to the
+  // neighbour that sent it.
+  auto free_slot = [&](Node& n, int in, int vc) {
+    if (in == kPorts) return;
+    nodes_[size_t(n.out[size_t(in)].to)].out[size_t(in ^ 1)].credit_returns.push_back({now + hop_, vc});
+    ++credits_out_;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    // Deliveries: the head of every buffer that has arrived.
+    for (int in = 0; in <= kPorts; ++in)
+      for (int vc = 0; vc < (in == kPorts ? 1 : kVcs); ++vc) {
+        auto& q = input(n, in, vc);
+        while (!q.empty() && q.front().dst == int(i)) {
+          deliver(q.front());
+          q.pop_front();
+          free_slot(n, in, vc);
+        }
+      }
+    // Each output link takes one packet, round-robin over the inputs.
+    constexpr int kInputs = (kPorts + 1) * kVcs;
+    for (int port = 0; port < kPorts; ++port) {
+      Link& l = n.out[size_t(port)];
+      if (l.to < 0 || l.free_fp >= (now + 1) * 1024) continue;  // busy all this cycle
+      for (int k = 0; k < kInputs; ++k) {
+        const int slot = (n.rr[size_t(port)] + k) % kInputs, in = slot / kVcs, vc = slot % kVcs;
+        if (in == kPorts && vc > 0) continue;
+        auto& q = input(n, in, vc);
+        if (q.empty() || route(int(i), q.front()) != port) continue;
+        IciPacket& p = q.front();
+        const int dim = port / 2;
+        const int next_vc = l.wraps ? 1 : p.dim == dim ? p.vc : 0;
+        if (l.credits[size_t(next_vc)] == 0) continue;
+        --l.credits[size_t(next_vc)];
+        const uint64_t ser = (uint64_t(p.bytes) * 1024 * 1024 + bw_fp_ - 1) / bw_fp_;  // 1/1024 cycles
+        const uint64_t start = std::max(l.free_fp, now * 1024);
+        l.free_fp = start + ser;
+        l.busy_fp += ser;
+        l.bytes += p.bytes;
+        ++l.packets;
+        p.dim = dim, p.vc = next_vc;
+        l.wire.push_back({(l.free_fp + 1023) / 1024 + hop_, std::move(p)});
+        q.pop_front();
+        free_slot(n, in, vc);
+        n.rr[size_t(port)] = (slot + 1) % kInputs;
+        break;
+      }
+    }
+  }
+  return packets_ < before;
+}
+
+std::vector<IciNetwork::LinkStats> IciNetwork::link_stats() const {
+  std::vector<LinkStats> v;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (int port = 0; port < kPorts; ++port) {
+      const Link& l = nodes_[i].out[size_t(port)];
+      if (l.to < 0) continue;
+      v.push_back({int(i), l.to, port / 2, port % 2 ? -1 : 1, l.bytes, l.packets, double(l.busy_fp) / 1024.0});
+    }
+  return v;
+}
+
+std::string IciNetwork::topology() const {
+  std::string s = isa::topology_text(shape_);
+  const bool wraps = wrap_ && (shape_[0] > 2 || shape_[1] > 2 || shape_[2] > 2);
+  return s + (wraps ? " torus" : " mesh");
+}
+
+}  // namespace tpu::sim

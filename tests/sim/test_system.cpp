@@ -1,0 +1,219 @@
+// Systems of chips joined by ICI: a ring all-reduce written in assembly
+// (dma.rcp between neighbours, the VPU adding what arrives) on rings and tori
+// of 2 to 64 chips, checked against the host's sum; the links' load against
+// their bandwidth; the time of a large all-reduce against the alpha-beta
+// model (../docs/system.md); the faults of remote transfers.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <random>
+
+#include "harness.h"
+
+using namespace tpu;
+using namespace tpu::test;
+
+namespace {
+
+// A config of `preset` with `chips` chips in `topology` ("" for the preset's
+// shape) and the simple HBM model.
+sim::MachineConfig system_config(const std::string& preset, uint32_t chips, const std::string& topology = "") {
+  std::vector<std::string> set = {"hbm.model=simple", fmt::format("target.chips={}", chips)};
+  if (!topology.empty()) {
+    const auto s = isa::parse_topology(topology);
+    for (int a = 0; a < 3; ++a) set.push_back(fmt::format("ici.{}={}", "xyz"[a], s[size_t(a)]));
+  }
+  return sim::load_config(preset, set);
+}
+
+isa::Program assemble_with(const std::string& source, const sim::MachineConfig& cfg) {
+  as::AssembleOptions o;
+  o.target = cfg.target;
+  auto r = as::assemble(source, "test.s", o);
+  std::string errs;
+  for (const auto& d : r.errors) errs += d.render();
+  INFO(errs);
+  REQUIRE(r.program);
+  return *r.program;
+}
+
+enum class Collective { none, all_gather, all_reduce };
+
+// All-reduce (sum) of row `chip` of X f32[n, n * chunk] over the ring
+// 0 -> 1 -> ... -> n-1 -> 0: n - 1 reduce-scatter steps (send a chunk to the
+// next chip, add the chunk that arrives from the previous one), then n - 1
+// all-gather steps (pass the finished chunks on). Chunks go in `pieces`
+// pieces, each sent on as soon as it is added (or has arrived), so the adds
+// and the links overlap. Every chip stores the result; chip 0's is the
+// output. Each chip's code is its own block, chosen by its `chip` CSR.
+// all_gather: only the all-gather of the chunk each chip starts with (as
+// the alpha-beta model counts it); none: only the load and the store.
+std::string ring_allreduce(uint32_t n, uint64_t chunk, uint32_t lanes, Collective what, uint64_t pieces = 1) {
+  const uint64_t cb = chunk * 4, row = n * cb, vb = uint64_t(lanes) * 4, pb = cb / pieces;
+  const uint64_t in = 0, out = n * row;    // HBM
+  const uint64_t buf = 0, recv = row;      // VMEM: the row, then n - 1 receive slots
+  std::string s = fmt::format(".input x, f32[{}, {}], {}\n.output y, f32[{}], {}\n", n, n * chunk, in, n * chunk, out);
+  s += "    csrr s1, chip\n";
+  for (uint32_t c = 1; c < n; ++c) s += fmt::format("    li s2, {}\n    beq s1, s2, chip{}\n", c, c);
+  auto mod = [n](int64_t v) { return uint64_t(((v % n) + n) % n); };
+  for (uint32_t c = 0; c < n; ++c) {
+    s += fmt::format("chip{}:\n", c);
+    s += fmt::format("    li s3, {}\n    li s4, {}\n    li s5, {}\n    dma.ld s4, s3, s5, sem0\n    wait dma, sem0, 1\n",
+                     in + c * row, buf, row);
+    s += fmt::format("    li s6, {}\n    li s7, {}\n", (c + 1) % n, pb);
+    const bool reduce = what == Collective::all_reduce;
+    for (uint32_t st = 0; st + 1 < n && reduce; ++st) {  // reduce-scatter
+      const uint64_t send = mod(int64_t(c) - st), got = mod(int64_t(c) - st - 1);
+      for (uint64_t p = 0; p < pieces; ++p) {
+        if (st > 0) s += "    wait dma, sem2, 1\n";  // the piece's sum is in
+        s += fmt::format("    li s8, {}\n    li s9, {}\n    dma.rcp s6, s8, s9, s7, sem1\n", recv + st * cb + p * pb,
+                         buf + send * cb + p * pb);
+      }
+      for (uint64_t p = 0; p < pieces; ++p) {
+        s += "    wait vpu, sem1, 1\n";
+        for (uint64_t v = p * pb; v < (p + 1) * pb; v += vb) {
+          const uint64_t a = buf + got * cb + v;
+          s += fmt::format("    vld.f32 v0, s0, {}\n    vld.f32 v1, s0, {}\n    vadd.f32 v0, v0, v1\n    vst.f32 v0, s0, {}\n", a,
+                           recv + st * cb + v, a);
+        }
+        s += "    signal vpu, sem2, 1\n";
+      }
+    }
+    const int64_t first = reduce ? int64_t(c) + 1 : int64_t(c);  // the chunk this chip holds whole
+    for (uint32_t st = 0; st + 1 < n && what != Collective::none; ++st) {  // all-gather
+      const uint64_t k = mod(first - st);
+      for (uint64_t p = 0; p < pieces; ++p) {
+        if (st > 0) s += "    wait dma, sem3, 1\n";          // the piece has arrived
+        else if (reduce && n > 1) s += "    wait dma, sem2, 1\n";  // the piece's sum is in
+        s += fmt::format("    li s8, {}\n    dma.rcp s6, s8, s8, s7, sem3\n", buf + k * cb + p * pb);
+      }
+    }
+    if (what != Collective::none) s += fmt::format("    wait dma, sem3, {}\n", pieces);
+    s += fmt::format("    li s3, {}\n    dma.st s3, s4, s5, sem4\n    wait sc, sem4, 1\n    halt\n", out);
+  }
+  return s;
+}
+
+struct AllReduce {
+  SimRun run;
+  std::vector<float> expected;
+};
+
+AllReduce run_allreduce(const sim::MachineConfig& cfg, uint64_t chunk, Collective what = Collective::all_reduce, uint64_t pieces = 1) {
+  const uint32_t n = uint32_t(cfg.target.chips);
+  const uint32_t seed = 1234 + n;
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-1000, 1000);  // integers: every order of the sum is exact
+  std::vector<float> x(size_t(n) * n * chunk);
+  for (float& v : x) v = float(d(rng));
+  AllReduce r;
+  r.expected.assign(size_t(n) * chunk, 0.0f);
+  for (size_t e = 0; e < r.expected.size(); ++e)
+    for (uint32_t c = 0; c < n; ++c) {
+      // all-gather alone: chunk k comes from chip k
+      const size_t owner = e / chunk;
+      if (what == Collective::all_reduce || (what == Collective::all_gather && c == owner) || (what == Collective::none && c == 0))
+        r.expected[e] += x[c * r.expected.size() + e];
+    }
+  r.run = simulate(assemble_with(ring_allreduce(n, chunk, uint32_t(cfg.target.vpu_lanes), what, pieces), cfg), cfg, {to_bytes(x)});
+  return r;
+}
+
+void check_allreduce(const sim::MachineConfig& cfg, uint64_t chunk) {
+  const AllReduce r = run_allreduce(cfg, chunk);
+  INFO(cfg.target.chips << " chips, " << r.run.stats.value("ici", nlohmann::json{}).value("topology", std::string("1")));
+  REQUIRE_FALSE(r.run.fault);
+  REQUIRE(r.run.outputs.size() == 1);
+  CHECK(from_bytes<float>(r.run.outputs[0]) == r.expected);
+  const auto& st = r.run.stats;
+  REQUIRE(st["chips"] == cfg.target.chips);
+  // Every core of every chip sends 2 (n - 1) chunks; a link never carries
+  // more than its bandwidth.
+  const uint64_t n = cfg.target.chips;
+  CHECK(st["ici"]["bytes_delivered"] == 2 * (n - 1) * n * chunk * 4 * cfg.target.cores);
+  for (const auto& l : st["ici"]["links"]) CHECK(l["utilization"].get<double>() <= 1.0);
+  const double cap = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz);
+  for (const auto& l : st["ici"]["links"]) CHECK(l["busy_cycles"].get<double>() * cap >= double(l["bytes"].get<uint64_t>()) - 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("system: ring all-reduce on rings of 2, 4 and 8 chips", "[system]") {
+  for (uint32_t n : {2u, 4u, 8u}) check_allreduce(system_config("tiny", n), 16);
+}
+
+TEST_CASE("system: ring all-reduce on 2-D tori (2x2, 4x4, 2x8) and a 3-D torus (2x2x4)", "[system]") {
+  check_allreduce(system_config("v5e", 4), 256);
+  check_allreduce(system_config("v5e", 16, "4x4"), 128);
+  check_allreduce(system_config("v5e", 16, "2x8"), 128);
+  check_allreduce(system_config("v4", 16, "2x2x4"), 128);
+}
+
+TEST_CASE("system: all-reduce on 16 chips of a mesh (no wrap-around links) and on 64 chips of a 4x4x4 torus", "[system]") {
+  auto mesh = system_config("tiny", 16, "4x4");
+  mesh.ici.wrap = 0;
+  check_allreduce(mesh, 8);
+  check_allreduce(system_config("v4", 64), 128);
+}
+
+TEST_CASE("system: a large all-gather and all-reduce take the alpha-beta model's time within 10%", "[system]") {
+  // Ring of 4 v5e chips: T = (n - 1)/n S/B + (n - 1) alpha for the
+  // all-gather, twice that for the all-reduce (REFERENCE: ASTRA-sim's
+  // analytical model), B one link's bytes per cycle, alpha a hop's cycles.
+  // The collective's time is the run's less that of the same load and
+  // store without it.
+  const auto cfg = system_config("v5e", 4, "4");
+  const uint64_t chunk = 64 * 1024, pieces = 8;  // 256 KiB a chunk, S = 1 MiB
+  const double n = 4, S = double(4 * chunk * 4);
+  const double B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz), alpha = double(cfg.ici_hop_cycles());
+  const double gather = (n - 1) / n * S / B + (n - 1) * alpha;
+  const AllReduce base = run_allreduce(cfg, chunk, Collective::none);
+  REQUIRE_FALSE(base.run.fault);
+  CHECK(from_bytes<float>(base.run.outputs[0]) == base.expected);
+  // The all-gather passes whole chunks on, as the model counts it; the
+  // all-reduce sends pieces, so the adds overlap the links.
+  for (Collective what : {Collective::all_gather, Collective::all_reduce}) {
+    const AllReduce r = run_allreduce(cfg, chunk, what, what == Collective::all_reduce ? pieces : 1);
+    REQUIRE_FALSE(r.run.fault);
+    CHECK(from_bytes<float>(r.run.outputs[0]) == r.expected);
+    const double model = what == Collective::all_reduce ? 2 * gather : gather;
+    const double took = double(r.run.cycles - base.run.cycles);
+    INFO((what == Collective::all_reduce ? "all-reduce" : "all-gather") << ": " << took << " cycles, model " << model);
+    CHECK(std::abs(took - model) < 0.10 * model);
+    CHECK(r.run.stats["ici"]["max_link_utilization"].get<double>() <= 1.0);
+  }
+}
+
+TEST_CASE("system: the chip CSRs, and faults and deadlocks that name the chip", "[system]") {
+  const auto cfg = system_config("tiny", 4);
+  // Chip c signals chip 0 c times: chip 0 waits for 1 + 2 + 3 of them
+  // (had every chip read 0 from its `chip` CSR, chip 0 would wait forever).
+  const std::string csr = "    csrr s1, chip\n    beq s1, s0, root\nagain:\n    dma.rsig s0, sem1, 1\n    addi s1, s1, -1\n"
+                          "    bne s1, s0, again\n    halt\nroot:\n    csrr s2, nchips\n    li s3, 4\n    bne s2, s3, root\n"
+                          "    wait sc, sem1, 6\n    halt\n";
+  auto r = simulate(assemble_with(csr, cfg), cfg, {});
+  CHECK(r.fault.value_or("") == "");
+  // A copy to a chip that does not exist.
+  r = simulate(assemble_with("    li s1, 9\n    li s2, 64\n    dma.rcp s1, s0, s0, s2, sem0\n    halt\n", cfg), cfg, {});
+  REQUIRE(r.fault);
+  CHECK_THAT(*r.fault, Catch::Contains("dma.rcp: chip 9 does not exist (the system has 4)"));
+  CHECK_THAT(*r.fault, Catch::StartsWith("chip 0: ") || Catch::Contains("chip 1: "));
+  // Past the end of the other chip's VMEM.
+  r = simulate(assemble_with(fmt::format("    li s1, 1\n    li s2, 64\n    li s3, {}\n    dma.rcp s1, s3, s0, s2, sem0\n    halt\n",
+                                         cfg.target.vmem_bytes - 32),
+                             cfg),
+               cfg, {});
+  REQUIRE(r.fault);
+  CHECK_THAT(*r.fault, Catch::Contains("chip 1's VMEM"));
+  // Chip 3 waits for a signal chip 2 never sends: the deadlock names chip 3.
+  r = simulate(assemble_with("    csrr s1, chip\n    li s2, 3\n    bne s1, s2, end\n    wait sc, sem5, 1\nend:\n    halt\n", cfg), cfg, {});
+  REQUIRE(r.fault);
+  CHECK_THAT(*r.fault, Catch::Contains("deadlock") && Catch::Contains("chip 3 core 0: scalar"));
+  // dma.rsig releases it.
+  r = simulate(assemble_with("    csrr s1, chip\n    li s2, 3\n    li s4, 2\n    beq s1, s4, send\n    bne s1, s2, end\n"
+                             "    wait sc, sem5, 1\n    jmp end\nsend:\n    dma.rsig s2, sem5, 1\nend:\n    halt\n",
+                             cfg),
+               cfg, {});
+  CHECK(r.fault.value_or("") == "");
+}
