@@ -178,8 +178,14 @@ int sc_main(int argc, char* argv[]) {
                                              program_path, program.target.name));
     if (config.empty()) config = program.target.name;
     // The system has the program's chips unless --set says otherwise.
-    if (std::none_of(settings.begin(), settings.end(), [](const std::string& s) { return s.rfind("target.chips=", 0) == 0; }))
-      settings.push_back(fmt::format("target.chips={}", program.target.chips));
+    if (std::none_of(settings.begin(), settings.end(), [](const std::string& s) { return s.rfind("target.chips=", 0) == 0; })) {
+      uint64_t chips = program.target.chips;
+      try {
+        chips = tpu::isa::load_target(config).chips;
+      } catch (const std::runtime_error&) {  // load_config reports it below
+      }
+      if (chips != program.target.chips) settings.push_back(fmt::format("target.chips={}", program.target.chips));
+    }
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
 
     const auto ins = program.inputs();

@@ -40,7 +40,7 @@ TEST_CASE("MXU protocol errors", "[faults]") {
   CHECK(fault_of("mxu.swap m1\nhalt\n") == "core 0 scalar: pc 0: mxu.swap names mxu1, but the target has 1 MXU(s) per core");
   CHECK(fault_of("li s1, 2048\nli s2, 1\nmxu.lw m0, s0, s0, s8\nmxu.swap m0\nmxu.mm m0, s1, s0, s0, s2, s8\nhalt\n") ==
         "core 0 mxu0: pc 4: mxu.mm writes accumulator rows 2048..2048, outside 0..2047");
-  CHECK(fault_of("li s1, 1\ndma.rcp s1, s0, s0, s1, sem0\nhalt\n").find("need ICI") != std::string::npos);
+  CHECK(fault_of("li s1, 1\ndma.rcp s1, s0, s0, s1, sem0\nhalt\n").find("dma.rcp: chip 1 does not exist (the system has 1)") != std::string::npos);
 }
 
 TEST_CASE("deadlocks name the waiting units", "[faults]") {

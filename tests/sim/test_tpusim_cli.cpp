@@ -236,6 +236,30 @@ TEST_CASE("bad invocations fail with one line", "[cli]") {
   expect("missing.tpu", "missing.tpu: cannot open file");
   expect("x.npy", "not a .tpu program");
   expect("prog.tpu --inputs prog.tpu w.npy b.npy", "not a .npy file");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --topology 2x2", "the ICI topology 2x2 holds 4 chips, target.chips = 1");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --topology 2y2", "topology '2y2' is not of the form X, XxY or XxYxZ");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --set target.chips=4", "compiled for another variant of target 'tiny' (chips 1 vs 4)");
+}
+
+TEST_CASE("tpusim runs a program for four chips on the topology it is given", "[cli]") {
+  const fs::path dir = workdir("system");
+  // Chip c adds c + 1 to semaphore 1 of chip 0, which waits for all of it.
+  isa::write_file((dir / "sys.s").string(),
+                  "    csrr s1, chip\n    beq s1, s0, root\n    addi s2, s1, 0\nagain:\n    dma.rsig s0, sem1, 1\n"
+                  "    addi s2, s2, -1\n    bne s2, s0, again\n    halt\nroot:\n    wait sc, sem1, 6\n    halt\n");
+  REQUIRE(run(fmt::format("{}tpu-as sys.s --config tiny --set target.chips=4 -o sys.tpu", kBin), dir).status == 0);
+  for (const char* topo : {"", " --topology 4", " --topology 2x2"}) {
+    auto c = run(fmt::format("{}tpusim sys.tpu --stats s.json{}", kBin, topo), dir);
+    INFO(topo << c.err);
+    REQUIRE(c.status == 0);
+    const auto st = nlohmann::json::parse(isa::read_text_file((dir / "s.json").string()));
+    CHECK(st["chips"] == 4);
+    CHECK(st["per_chip"].size() == 4);
+    CHECK(st["ici"]["topology"] == (std::string(topo) == " --topology 2x2" ? "2x2 mesh" : "4 torus"));
+  }
+  auto c = run(fmt::format("{}tpusim sys.tpu --trace t.json", kBin), dir);
+  CHECK(c.status != 0);
+  CHECK(c.err.find("--trace: not yet for systems of several chips") != std::string::npos);
 }
 
 TEST_CASE("tpusim with the RTL MXU writes the same outputs and its own waveform", "[cli]") {

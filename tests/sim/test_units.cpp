@@ -200,6 +200,19 @@ TEST_CASE("configs: presets load, every parameter is checked", "[config]") {
   CHECK_THROWS_WITH(config_from_json(bad("\"bursts_per_cycle\": 1", "\"bursts_per_cycle\": 0"), "c.json"),
                     "c.json: dma.bursts_per_cycle = 0 is outside 1..64");
   CHECK_THROWS_WITH(config_from_json(bad(",\n    \"bursts_per_cycle\": 1", ""), "c.json"), "c.json: dma.bursts_per_cycle is missing");
-  CHECK_THROWS_WITH(config_from_json(bad("\"chips\": 1", "\"chips\": 2"), "c.json"),
-                    "c.json: target.chips = 2: multi-chip systems are not modelled yet");
+  // Systems of chips: the preset's shape for the count, or the one given (docs/system.md).
+  CHECK(config_from_json(bad("\"chips\": 1", "\"chips\": 2"), "c.json").ici_shape() == std::array<uint32_t, 3>{2, 1, 1});
+  CHECK(load_config("v5e", {"target.chips=16"}).ici_shape() == std::array<uint32_t, 3>{4, 4, 1});
+  CHECK(load_config("v5e", {"target.chips=8"}).ici_shape() == std::array<uint32_t, 3>{4, 2, 1});
+  CHECK(load_config("v4", {"target.chips=64"}).ici_shape() == std::array<uint32_t, 3>{4, 4, 4});
+  CHECK(load_config("v4", {"target.chips=4"}).ici_shape() == std::array<uint32_t, 3>{2, 2, 1});
+  CHECK(load_config("tiny", {"target.chips=12"}).ici_shape() == std::array<uint32_t, 3>{12, 1, 1});
+  CHECK(load_config("v5e", {"target.chips=12"}).ici_shape() == std::array<uint32_t, 3>{4, 3, 1});
+  CHECK_THROWS_WITH(load_config("v5e", {"target.chips=4", "ici.x=2", "ici.y=4", "ici.z=1"}),
+                    Catch::EndsWith(": the ICI topology 2x4 holds 8 chips, target.chips = 4"));
+  CHECK_THROWS_WITH(load_config("v5e", {"ici.x=1"}), Catch::Contains("ici.x, ici.y and ici.z are all 0"));
+  CHECK(parse_topology("2x4") == std::array<uint32_t, 3>{2, 4, 1});
+  CHECK(parse_topology("4x4x4") == std::array<uint32_t, 3>{4, 4, 4});
+  for (const char* t : {"", "x", "2x", "0", "2x2x2x2", "4097", "2*2", "-1"})
+    CHECK_THROWS_WITH(parse_topology(t), Catch::Contains("is not of the form X, XxY or XxYxZ"));
 }
