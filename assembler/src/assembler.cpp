@@ -643,15 +643,34 @@ class Assembler {
     p.expect(Tok::Comma, "','");
     const Token& at = p.peek();
     int64_t addr = p.expr();
+    if (p.accept(Tok::Comma)) {  // `tiles [a, b, ...]`: split over the chips (docs/system.md)
+      const Token& kw = p.expect(Tok::Ident, "'tiles'");
+      if (kw.text != "tiles") Parser::fail(kw, fmt::format("expected 'tiles [...]' after the address, not '{}'", kw.text));
+      p.expect(Tok::LBrack, "'[' after 'tiles'");
+      do {
+        const Token& t = p.peek();
+        const int64_t v = p.expr();
+        if (v < 1) Parser::fail(t, fmt::format("{} tiles: at least 1", v));
+        if (sym.tiles.size() == sym.dims.size()) Parser::fail(t, fmt::format("more tiles than the {} dimensions", sym.dims.size()));
+        if (sym.dims[sym.tiles.size()] % uint64_t(v) != 0)
+          Parser::fail(t, fmt::format("{} tiles do not divide dimension {} of {}", v, sym.tiles.size(), sym.dims[sym.tiles.size()]));
+        sym.tiles.push_back(uint64_t(v));
+      } while (p.accept(Tok::Comma));
+      p.expect(Tok::RBrack, "']'");
+      if (sym.tiles.size() != sym.dims.size())
+        Parser::fail(kw, fmt::format("{} tiles for {} dimensions", sym.tiles.size(), sym.dims.size()));
+      if (sym.tile_count() != program_.target.chips)
+        Parser::fail(kw, fmt::format("{} tiles, but the target has {} chip(s) (target.chips)", sym.tile_count(), program_.target.chips));
+    }
     p.expect_end();
     if (addr < 0) Parser::fail(at, fmt::format("address {} is negative", addr));
     sym.hbm_addr = static_cast<uint64_t>(addr);
     for (const auto& other : program_.symbols)
       if (other.name == sym.name) Parser::fail(head, fmt::format("tensor '{}' is already declared", sym.name));
     const uint64_t hbm = program_.target.hbm_bytes;
-    if (sym.bytes() > hbm || sym.hbm_addr > hbm - sym.bytes())
+    if (sym.local_bytes() > hbm || sym.hbm_addr > hbm - sym.local_bytes())
       Parser::fail(at, fmt::format("tensor '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", sym.name,
-                                   sym.bytes(), sym.hbm_addr, hbm));
+                                   sym.local_bytes(), sym.hbm_addr, hbm));
     program_.symbols.push_back(std::move(sym));
   }
 

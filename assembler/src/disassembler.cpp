@@ -22,8 +22,9 @@ std::string disassemble(const isa::Program& p) {
   for (const auto& f : isa::target_fields()) out += fmt::format(", {}={}", f.key, p.target.*f.member);
   out += "\n";
   for (const auto& s : p.symbols) {
-    out += fmt::format("{} {}, {}[{}], {:#x}\n", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
+    out += fmt::format("{} {}, {}[{}], {:#x}", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
                        fmt::join(s.dims, ", "), s.hbm_addr);
+    out += s.tiles.empty() ? "\n" : fmt::format(", tiles [{}]\n", fmt::join(s.tiles, ", "));
   }
   const auto outs = p.outputs();
   for (const auto& c : p.checks) out += check_directive(c, outs[c.actual]->name, outs[c.expected]->name) + "\n";

@@ -23,10 +23,10 @@ constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
          uint32_t(uint8_t(s[3])) << 24;
 }
-enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kMaxSections };
+enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kTile, kMaxSections };
 constexpr size_t kRequiredSections = 4;
-constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN")};
-constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN"};
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN"), tag("TILE")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN", "TILE"};
 constexpr const char* kCheckKindNames[kNumCheckKinds] = {"expect_eq", "expect_almost_eq", "expect_close"};
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kSectionEntryBytes = 24;
@@ -152,7 +152,16 @@ void check_symbols_and_data(const Program& p, const std::function<void(const std
     if (s.dims.size() > kMaxRank) fail(fmt::format("symbol '{}' has rank {} (at most {})", s.name, s.dims.size(), kMaxRank));
     for (uint64_t d : s.dims)
       if (d > kMaxDim) fail(fmt::format("symbol '{}' has dimension {} (at most 2^48)", s.name, d));
-    uint64_t bytes = s.bytes();
+    if (!s.tiles.empty()) {
+      if (s.tiles.size() != s.dims.size())
+        fail(fmt::format("symbol '{}' has {} tiles for rank {}", s.name, s.tiles.size(), s.dims.size()));
+      for (size_t i = 0; i < s.tiles.size(); ++i)
+        if (s.tiles[i] == 0 || s.dims[i] % s.tiles[i] != 0)
+          fail(fmt::format("symbol '{}': {} tiles do not divide dimension {} of {}", s.name, s.tiles[i], i, s.dims[i]));
+      if (s.tile_count() != p.target.chips)
+        fail(fmt::format("symbol '{}' has {} tiles, the target has {} chip(s)", s.name, s.tile_count(), p.target.chips));
+    }
+    uint64_t bytes = s.local_bytes();
     if (!range_fits(s.hbm_addr, bytes, p.target.hbm_bytes))
       fail(fmt::format("symbol '{}' ({} bytes at {:#x}) does not fit in HBM of {} bytes", s.name, bytes, s.hbm_addr,
                        p.target.hbm_bytes));
@@ -334,6 +343,51 @@ uint64_t TensorSymbol::elements() const {
 
 uint64_t TensorSymbol::bytes() const { return mul_sat(elements(), dtype_size(dtype)); }
 
+uint64_t TensorSymbol::tile_count() const {
+  uint64_t n = 1;
+  for (uint64_t t : tiles) n = mul_sat(n, t);
+  return n;
+}
+
+std::vector<uint64_t> TensorSymbol::local_dims() const {
+  std::vector<uint64_t> d = dims;
+  for (size_t i = 0; i < tiles.size() && i < d.size(); ++i) d[i] /= std::max<uint64_t>(1, tiles[i]);
+  return d;
+}
+
+uint64_t TensorSymbol::local_bytes() const {
+  uint64_t n = dtype_size(dtype);
+  for (uint64_t d : local_dims()) n = mul_sat(n, d);
+  return n;
+}
+
+void copy_tile(const TensorSymbol& s, uint64_t chip, const uint8_t* from, uint8_t* to, bool to_local) {
+  const size_t rank = s.dims.size();
+  const std::vector<uint64_t> local = s.local_dims();
+  // The tile's coordinates (row-major over tiles) and its first element.
+  std::vector<uint64_t> at(rank, 0);
+  for (size_t i = rank; i-- > 0;) {
+    at[i] = chip % s.tiles[i] * local[i];
+    chip /= s.tiles[i];
+  }
+  const uint64_t esz = dtype_size(s.dtype);
+  const uint64_t row = rank ? local[rank - 1] * esz : esz;  // contiguous in both
+  uint64_t rows = 1;
+  for (size_t i = 0; i + 1 < rank; ++i) rows *= local[i];
+  std::vector<uint64_t> idx(rank, 0);
+  for (uint64_t r = 0; r < rows; ++r) {
+    uint64_t g = 0;  // global element offset of the row's first element
+    for (size_t i = 0; i < rank; ++i) g = g * s.dims[i] + at[i] + idx[i];
+    const uint64_t l = r * row, gb = g * esz;
+    if (to_local) std::memcpy(to + l, from + gb, row);
+    else std::memcpy(to + gb, from + l, row);
+    for (size_t i = rank - 1; i-- > 0;) {  // next row: the index of every axis but the last
+      if (++idx[i] < local[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
 std::vector<const TensorSymbol*> Program::inputs() const {
   std::vector<const TensorSymbol*> v;
   for (const auto& s : symbols)
@@ -368,9 +422,11 @@ std::vector<uint8_t> save(const Program& p) {
   std::vector<size_t> present = {kTrgt, kCode, kData, kSyms};
   if (!p.checks.empty()) present.push_back(kChks);
   if (!p.kernels.empty()) present.push_back(kKern);
+  const bool tiled = std::any_of(p.symbols.begin(), p.symbols.end(), [](const TensorSymbol& s) { return !s.tiles.empty(); });
+  if (tiled) present.push_back(kTile);
   const size_t sections = present.size();
   w.u16(kProgramVersionMajor);
-  w.u16(sections > kRequiredSections ? 1 : 0);
+  w.u16(tiled ? 2 : sections > kRequiredSections ? 1 : 0);
   w.u32(uint32_t(sections));
   const size_t table = w.size();
   for (size_t i = 0; i < sections; ++i) {
@@ -420,6 +476,18 @@ std::vector<uint8_t> save(const Program& p) {
         }
         break;
       case kKern: write_kernels(w, p); break;
+      case kTile: {
+        uint32_t n = 0;
+        for (const auto& s : p.symbols) n += s.tiles.empty() ? 0 : 1;
+        w.u32(n);
+        for (size_t k = 0; k < p.symbols.size(); ++k) {
+          if (p.symbols[k].tiles.empty()) continue;
+          w.u32(uint32_t(k));
+          w.u8(uint8_t(p.symbols[k].tiles.size()));
+          for (uint64_t t : p.symbols[k].tiles) w.u64(t);
+        }
+        break;
+      }
     }
     w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
     w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
@@ -445,7 +513,9 @@ Program load(const uint8_t* bytes, size_t size) {
            8);
   const uint32_t sections = h.u32();
   if (minor == 0 ? sections != kRequiredSections : (sections <= kRequiredSections || sections > kMaxSections))
-    h.fail(fmt::format("{} sections: version 1.0 has {}, 1.1 from {} to {}", sections, kRequiredSections, kRequiredSections + 1, size_t(kMaxSections)), 12);
+    h.fail(fmt::format("{} sections: version 1.0 has {}, 1.1 and 1.2 from {} to {}", sections, kRequiredSections, kRequiredSections + 1,
+                       size_t(kMaxSections)),
+           12);
 
   size_t expected_offset = kHeaderBytes + sections * kSectionEntryBytes;
   size_t begin[kMaxSections] = {}, end[kMaxSections] = {};
@@ -521,6 +591,23 @@ Program load(const uint8_t* bytes, size_t size) {
     p.symbols.push_back(std::move(s));
   }
   sr.expect_end();
+  if (has[kTile]) {
+    Reader tr(bytes, begin[kTile], end[kTile], "TILE");
+    if (minor < 2) tr.fail(fmt::format("a TILE section needs version 1.2, the file says 1.{}", minor));
+    const uint32_t n = tr.u32();
+    if (n == 0 || n > p.symbols.size()) tr.fail(fmt::format("{} tiled symbols: 1 to {}", n, p.symbols.size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      const size_t at = tr.pos();
+      const uint32_t k = tr.u32();
+      const uint8_t rank = tr.u8();
+      if (k >= p.symbols.size() || !p.symbols[k].tiles.empty())
+        tr.fail(fmt::format("entry {} names symbol {}: not one of the {} symbols, or twice", i, k, p.symbols.size()), at);
+      if (rank != p.symbols[k].dims.size())
+        tr.fail(fmt::format("symbol '{}' has rank {}, its tiles {}", p.symbols[k].name, p.symbols[k].dims.size(), rank), at + 4);
+      for (uint8_t d = 0; d < rank; ++d) p.symbols[k].tiles.push_back(tr.u64());
+    }
+    tr.expect_end();
+  }
   check_symbols_and_data(p, [&](const std::string& m) { throw Error(m); });
 
   if (has[kChks]) {

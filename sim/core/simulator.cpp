@@ -252,18 +252,27 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   System sys("system", config_, dp, options_, rc, sinks.get());
   Chip& chip = *sys.chips[0];
 
-  // Every chip gets the program's data and every input; the outputs are
-  // chip 0's.
+  // Every chip gets the program's data, and every input whole or its tile
+  // of it; an output is gathered from the chips' tiles, or is chip 0's.
   const auto ins = program_.inputs();
   if (inputs.size() != ins.size())
     throw Error(fmt::format("the program takes {} input(s), {} given", ins.size(), inputs.size()));
   for (size_t i = 0; i < ins.size(); ++i)
     if (inputs[i].size() != ins[i]->bytes())
       throw Error(fmt::format("input {} ('{}') has {} bytes, expected {}", i, ins[i]->name, inputs[i].size(), ins[i]->bytes()));
+  std::vector<uint8_t> tile;
   for (auto& c : sys.chips) {
     SparseMemory& mem = c->hbm.memory();
     for (const auto& d : program_.data) mem.write(d.hbm_addr, d.bytes.data(), d.bytes.size());
-    for (size_t i = 0; i < ins.size(); ++i) mem.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (ins[i]->tiles.empty()) {
+        mem.write(ins[i]->hbm_addr, inputs[i].data(), inputs[i].size());
+        continue;
+      }
+      tile.resize(ins[i]->local_bytes());
+      isa::copy_tile(*ins[i], uint64_t(c->index), inputs[i].data(), tile.data(), true);
+      mem.write(ins[i]->hbm_addr, tile.data(), tile.size());
+    }
   }
   SparseMemory& hbm = chip.hbm.memory();
 
@@ -300,7 +309,15 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   if (!r.fault && !sys.done()) throw std::logic_error("internal error: the simulation stopped before the program finished");
   for (const auto* o : program_.outputs()) {
     std::vector<uint8_t> bytes(o->bytes());
-    hbm.read(o->hbm_addr, bytes.data(), bytes.size());
+    if (o->tiles.empty()) {
+      hbm.read(o->hbm_addr, bytes.data(), bytes.size());
+    } else {
+      for (auto& c : sys.chips) {
+        tile.resize(o->local_bytes());
+        c->hbm.memory().read(o->hbm_addr, tile.data(), tile.size());
+        isa::copy_tile(*o, uint64_t(c->index), tile.data(), bytes.data(), false);
+      }
+    }
     r.outputs.push_back(std::move(bytes));
   }
   chip.finish_series(r.cycles);

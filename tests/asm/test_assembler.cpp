@@ -148,6 +148,21 @@ TEST_CASE("the .check directive names two outputs and tpu-objdump writes it back
   }
 }
 
+TEST_CASE("tiles split a tensor over the chips, and tpu-objdump writes them back", "[asm]") {
+  const std::string t = ".target \"t\", chips=4, cores=1, mxus_per_core=1, mxu_dim=8, vpu_lanes=8, vmem_bytes=65536, acc_rows=64, "
+                        "smem_bytes=1024, hbm_bytes=4096\n";
+  const auto p = ok(t + ".input x, f32[8, 8], 0, tiles [2, 2]\n.output y, f32[8], 256, tiles [4]\nhalt\n");
+  CHECK(p.symbols[0].tiles == std::vector<uint64_t>{2, 2});
+  CHECK(ok(as::disassemble(p)) == p);
+  // A tile of 1 KiB fits a 4 KiB HBM where the whole 16 KiB would not.
+  CHECK(ok(t + ".input x, f32[64, 64], 0, tiles [4, 1]\nhalt\n").symbols[0].local_bytes() == 4096);
+  CHECK(errors(t + ".input x, f32[8, 8], 0, tiles [3, 1]\nhalt\n")[0].message == "3 tiles do not divide dimension 0 of 8");
+  CHECK(errors(t + ".input x, f32[8, 8], 0, tiles [2, 1]\nhalt\n")[0].message == "2 tiles, but the target has 4 chip(s) (target.chips)");
+  CHECK(errors(t + ".input x, f32[8, 8], 0, tiles [4]\nhalt\n")[0].message == "1 tiles for 2 dimensions");
+  CHECK(errors(t + ".input x, f32[8, 8], 0, tile [4, 1]\nhalt\n")[0].message == "expected 'tiles [...]' after the address, not 'tile'");
+  CHECK(errors(t + ".input x, f32[8], 0, tiles [4, 1]\nhalt\n")[0].message == "more tiles than the 1 dimensions");
+}
+
 TEST_CASE(".kernel and .in_kernel give each instruction its kernel", "[asm]") {
   const isa::Program p = ok(".kernel 0, \"copy\", \"m.hlo:3 x (a.py:1)\", 16\n.kernel 1, \"matmul\"\n.text\n"
                             "  nop\n.in_kernel 1\n  nop\n  nop\n.in_kernel 0\n  nop\n.in_kernel -1\n  halt\n");

@@ -31,9 +31,9 @@ Program sample_program() {
   p.code = {encode(add), encode(halt)};
   p.data.push_back({0x1000, {1, 2, 3, 4, 5}});
   p.data.push_back({0x2000, std::vector<uint8_t>(100, 7)});
-  p.symbols.push_back({SymbolKind::Input, "x", Dtype::f32, {8, 8}, 0x0});
-  p.symbols.push_back({SymbolKind::Output, "y", Dtype::bf16, {8}, 0x100});
-  p.symbols.push_back({SymbolKind::Constant, "w", Dtype::s8, {}, 0x1000});
+  p.symbols.push_back({SymbolKind::Input, "x", Dtype::f32, {8, 8}, 0x0, {}});
+  p.symbols.push_back({SymbolKind::Output, "y", Dtype::bf16, {8}, 0x100, {}});
+  p.symbols.push_back({SymbolKind::Constant, "w", Dtype::s8, {}, 0x1000, {}});
   return p;
 }
 
@@ -129,7 +129,7 @@ TEST_CASE("the loader names what is wrong", "[program]") {
 TEST_CASE("checks: version 1.1 with a CHKS section, 1.0 without", "[program]") {
   Program p = sample_program();
   CHECK(save(p)[10] == 0);  // no checks: version 1.0, byte for byte as before
-  p.symbols.push_back({SymbolKind::Output, "y_ref", Dtype::bf16, {8}, 0x200});
+  p.symbols.push_back({SymbolKind::Output, "y_ref", Dtype::bf16, {8}, 0x200, {}});
   p.checks.push_back({CheckKind::expect_close, 0, 1, 0, 0, 3});
   p.checks.push_back({CheckKind::expect_almost_eq, 1, 0, 1e-3, 0, 0});
   const auto bytes = save(p);
@@ -182,8 +182,44 @@ TEST_CASE("kernels: a KERN section maps every pc to a kernel and its HLO ops", "
   CHECK_THROWS_WITH(save(bad), Catch::Contains("0 kernels"));
 }
 
+TEST_CASE("tiles: version 1.2 with a TILE section splits tensors over the chips", "[program]") {
+  Program p = sample_program();
+  p.target.chips = 4;
+  p.symbols[0].tiles = {2, 2};  // x f32[8, 8]: a 4x4 tile per chip
+  CHECK(p.symbols[0].local_dims() == std::vector<uint64_t>{4, 4});
+  CHECK(p.symbols[0].local_bytes() == 64);
+  auto bytes = save(p);
+  CHECK(bytes[10] == 2);  // minor version
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q == p);
+  CHECK(save(q) == bytes);
+  // Chip 3's tile is rows 4..7, columns 4..7; and back.
+  std::vector<float> x(64), t(16), back(64, 0.0f);
+  for (size_t k = 0; k < 64; ++k) x[k] = float(k);
+  for (uint64_t chip = 0; chip < 4; ++chip) {
+    copy_tile(p.symbols[0], chip, reinterpret_cast<const uint8_t*>(x.data()), reinterpret_cast<uint8_t*>(t.data()), true);
+    const size_t r0 = chip / 2 * 4, c0 = chip % 2 * 4;
+    for (size_t r = 0; r < 4; ++r)
+      for (size_t c = 0; c < 4; ++c) CHECK(t[r * 4 + c] == x[(r0 + r) * 8 + c0 + c]);
+    copy_tile(p.symbols[0], chip, reinterpret_cast<const uint8_t*>(t.data()), reinterpret_cast<uint8_t*>(back.data()), false);
+  }
+  CHECK(back == x);
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  // Tiles that do not divide a dimension, or do not match the chips.
+  Program bad = p;
+  bad.symbols[0].tiles = {3, 1};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("3 tiles do not divide dimension 0 of 8"));
+  bad.symbols[0].tiles = {2, 1};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x' has 2 tiles, the target has 4 chip(s)"));
+  bad.symbols[0].tiles = {4};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x' has 1 tiles for rank 2"));
+  // A TILE section in a file that says 1.1.
+  bytes[10] = 1;
+  CHECK_THROWS_WITH(load(bytes.data(), bytes.size()), Catch::Contains("a TILE section needs version 1.2"));
+}
+
 TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
-  const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0};
+  const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0, {}};
   auto bytes = [](std::vector<float> v) {
     std::vector<uint8_t> b(v.size() * 4);
     std::memcpy(b.data(), v.data(), b.size());
@@ -206,7 +242,7 @@ TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
   const auto o = evaluate_check(almost, t, bytes({1, 2, 3, 4.01f}), bytes({1, 2, 3, 4}));
   CHECK_FALSE(o.pass);
   CHECK_THAT(o.detail, Catch::Contains("at index [3]"));
-  const TensorSymbol ti{SymbolKind::Output, "k", Dtype::s8, {2, 2}, 0};
+  const TensorSymbol ti{SymbolKind::Output, "k", Dtype::s8, {2, 2}, 0, {}};
   const auto oi = evaluate_check(eq, ti, {1, 2, 3, 0xFF}, {1, 2, 3, 0xFE});
   CHECK_FALSE(oi.pass);
   CHECK(oi.detail == "-1 (actual) vs -2 (expected) at index [1,1]");

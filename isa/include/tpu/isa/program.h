@@ -16,7 +16,7 @@ namespace tpu::isa {
 
 inline constexpr char kProgramMagic[8] = {'T', 'P', 'U', 'P', 'R', 'O', 'G', '\0'};
 inline constexpr uint16_t kProgramVersionMajor = 1;
-inline constexpr uint16_t kProgramVersionMinor = 1;  // 1.1 adds the optional CHKS section
+inline constexpr uint16_t kProgramVersionMinor = 2;  // 1.1 adds the optional CHKS section, 1.2 TILE
 inline constexpr size_t kMaxInstructions = 1u << 24;
 inline constexpr size_t kMaxSymbols = 1u << 16;
 inline constexpr size_t kMaxDataSegments = 1u << 16;
@@ -38,20 +38,32 @@ enum class SymbolKind : uint8_t { Input = 0, Output = 1, Constant = 2 };
 const char* symbol_kind_directive(SymbolKind k);  // ".input", ".output", ".const"
 
 // A tensor in HBM: an ENTRY parameter (inputs, in parameter order), a result
-// leaf (outputs, in order) or a named constant.
+// leaf (outputs, in order) or a named constant. On a system of several
+// chips, `tiles` (when not empty) splits it: dims / tiles along each axis
+// is one chip's tile, at hbm_addr in that chip's HBM; chip c holds the c-th
+// tile in row-major order of the tiles (docs/system.md). Without tiles,
+// every chip holds the whole tensor (an output is chip 0's).
 struct TensorSymbol {
   SymbolKind kind = SymbolKind::Input;
   std::string name;
   Dtype dtype = Dtype::f32;
   std::vector<uint64_t> dims;
   uint64_t hbm_addr = 0;
+  std::vector<uint64_t> tiles;
 
   uint64_t elements() const;
   uint64_t bytes() const;  // saturates at UINT64_MAX
+  uint64_t tile_count() const;  // the product of tiles (1 without)
+  std::vector<uint64_t> local_dims() const;
+  uint64_t local_bytes() const;  // what one chip holds
   bool operator==(const TensorSymbol& o) const {
-    return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr;
+    return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr && tiles == o.tiles;
   }
 };
+
+// Copies chip `chip`'s tile of a tiled tensor out of `global` (to_local) or
+// into it (the reverse).
+void copy_tile(const TensorSymbol& s, uint64_t chip, const uint8_t* from, uint8_t* to, bool to_local);
 
 // Bytes placed in HBM before the program starts (weights, tables, ...).
 struct DataSegment {
