@@ -107,7 +107,7 @@ struct View {
   std::vector<int64_t> dims, strides;
 };
 
-enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul };
+enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce };
 
 struct Kernel {
   KKind kind = KKind::elementwise;
@@ -123,6 +123,7 @@ struct Kernel {
   // matmul: sum over passes of A_p x W_p; A [B, M, K], W [B, K, N]
   std::vector<std::pair<int, int>> passes;
   int64_t B = 1, M = 0, K = 0, N = 0;
+  std::vector<std::vector<int64_t>> groups;  // all_reduce: the devices that combine (Op::groups)
   std::vector<std::string> from;  // HLO locations
 };
 
@@ -578,6 +579,12 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
       nd.value_id = mm;
       k.expr.nodes.push_back(nd);
     }
+  } else if (o.kind == OpKind::all_reduce) {
+    k.kind = KKind::all_reduce;
+    k.inputs = {base[o.operands[0]]};
+    k.combiner = o.combiner;
+    k.groups = o.groups;
+    k.dtype = o.type.dtype;
   } else if (o.kind == OpKind::reduce) {
     const Type& xt = type(o.operands[0]);
     k.kind = o.dims[0] == 1 ? KKind::reduce_lanes : KKind::reduce_columns;
@@ -596,6 +603,11 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
   return k;
 }
 
+// ", tiles [a, b]" of a tiled .input or .output (docs/system.md); "" if none.
+std::string tiles_text(const std::vector<int64_t>& tiles) {
+  return tiles.empty() ? std::string() : fmt::format(", tiles [{}]", fmt::join(tiles, ", "));
+}
+
 void Plan::assign_buffers() {
   const size_t n = f.ops.size();
   addr.assign(n, ~uint64_t(0));
@@ -610,7 +622,8 @@ void Plan::assign_buffers() {
   for (size_t p = 0; p < params.size(); ++p) {
     take(params[p]);
     const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
-    symbols.push_back(fmt::format(".input {}, {}, {:#x}", name, type(params[p]).str(), addr[params[p]]));
+    symbols.push_back(fmt::format(".input {}, {}, {:#x}{}", name, f.param_global_type(p).str(), addr[params[p]],
+                                  tiles_text(p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{})));
   }
   for (size_t i = 0; i < n; ++i) {
     const Op& o = f.ops[i];
@@ -638,7 +651,8 @@ void Plan::assign_buffers() {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
     out_names.push_back(clean_name(fmt::format("out{}", r), used));
-    symbols.push_back(fmt::format(".output {}, {}, {:#x}", out_names.back(), type(f.results[r]).str(), addr[v]));
+    symbols.push_back(fmt::format(".output {}, {}, {:#x}{}", out_names.back(), f.result_global_type(r).str(), addr[v],
+                                  tiles_text(r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{})));
   }
   for (const isa::Check& c : f.checks) symbols.push_back(as::check_directive(c, out_names[c.actual], out_names[c.expected]));
   hbm_used = cursor;
@@ -687,11 +701,14 @@ class MatmulEmitter;
 class Emitter {
  public:
   // The program of core `core` of `ncores` (each runs its share of every
-  // kernel; see run()).
-  Emitter(const Plan& p, const isa::MachineConfig& m, bool loops, int64_t core = 0, int64_t ncores = 1)
+  // kernel; see run()) of chip `chip` of `nchips` (its collectives differ).
+  Emitter(const Plan& p, const isa::MachineConfig& m, bool loops, int64_t core = 0, int64_t ncores = 1, int64_t chip = 0,
+          int64_t nchips = 1)
       : p_(p),
         core_(core),
         ncores_(ncores),
+        chip_(chip),
+        nchips_(nchips),
         L_(int64_t(p.t.vpu_lanes)),
         D_(int64_t(p.t.mxu_dim)),
         m_(m),
@@ -720,13 +737,17 @@ class Emitter {
       line(d);
     }
     line(".text");
-    if (ncores_ > 1) {
-      line("    csrr s29, core");
-      for (int64_t c = 1; c < ncores_; ++c) line(fmt::format("    li s30, {}\n    beq s29, s30, tpuc_core{}", c, c));
+    // Each (chip, core) runs its own code: the cores split the work, and a
+    // system's chips (an SPMD program) differ in their collectives.
+    const int64_t programs = nchips_ * ncores_;
+    if (programs > 1) {
+      if (nchips_ > 1) line(fmt::format("    csrr s29, chip\n    muli s29, s29, {}\n    csrr s30, core\n    add s29, s29, s30", ncores_));
+      else line("    csrr s29, core");
+      for (int64_t c = 1; c < programs; ++c) line(fmt::format("    li s30, {}\n    beq s29, s30, tpuc_core{}", c, c));
     }
     size_t instructions = 0;
-    for (int64_t c = 0; c < ncores_; ++c) {
-      Emitter e(p_, m_, loops_, c, ncores_);
+    for (int64_t c = 0; c < programs; ++c) {
+      Emitter e(p_, m_, loops_, c % ncores_, ncores_, c / ncores_, nchips_);
       e.kernel_ops_ = kernel_ops_;
       if (c > 0) line(fmt::format("tpuc_core{}:", c));
       out_ += e.body();
@@ -832,7 +853,7 @@ class Emitter {
   }
   void line(const std::string& s) { out_ += s + "\n"; }
   std::string kernel_name(size_t idx, const Kernel& k) const {
-    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul"};
+    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul", "all-reduce"};
     return fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str());
   }
   // Text for a .kernel string: no quote, backslash or control character.
@@ -887,7 +908,7 @@ class Emitter {
     LoopOptions o;
     o.enabled = loops_;
     o.kernels = !p_.kernels.empty();
-    o.label = fmt::format("tpuc_c{}_l", core_);
+    o.label = nchips_ > 1 ? fmt::format("tpuc_p{}c{}_l", chip_, core_) : fmt::format("tpuc_c{}_l", core_);
     o.issue_width = m_.core.issue_width;
     o.branch_penalty = m_.core.branch_penalty;
     LoopCode c = write_loops(code, o);
@@ -997,6 +1018,7 @@ class Emitter {
       case KKind::reduce_lanes: reduce_lanes(k); break;
       case KKind::reduce_columns: reduce_columns(k); break;
       case KKind::matmul: matmul(k); break;
+      case KKind::all_reduce: all_reduce(k); break;
     }
   }
 
@@ -1221,6 +1243,83 @@ class Emitter {
       }
     }
     return at;
+  }
+
+  // ---- all-reduce across chips: a ring over the chip's group (in group
+  // order). Each core of the chip reduces its share of the elements with
+  // the same core of the other chips. The share is cut into one chunk per
+  // member; n - 1 reduce-scatter steps send a chunk to the next member and
+  // combine the one the previous member sent, n - 1 all-gather steps pass
+  // the combined chunks on (docs/system.md). Before sending, a chip waits
+  // for its next member to say it has entered the kernel (its VMEM is
+  // free).
+  void all_reduce(const Kernel& k) {
+    const std::vector<int64_t>* grp = nullptr;
+    for (const auto& g : k.groups)
+      if (std::find(g.begin(), g.end(), chip_) != g.end()) grp = &g;
+    if (!grp) throw Error(fmt::format("{}: internal error: chip {} is in no group of the all-reduce", kernel_loc_, chip_));
+    const int64_t n = int64_t(grp->size()), pos = std::find(grp->begin(), grp->end(), chip_) - grp->begin();
+    const DType dt = p_.type(k.out).dtype;
+    const bool bf = dt == DType::bf16;
+    if (!(dt == DType::f32 || dt == DType::s32 || bf) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
+      throw Error(fmt::format("{}: unsupported all-reduce ({} of {}): tpuc combines f32, bf16 and s32 by add, multiply, maximum or minimum",
+                              kernel_loc_, combiner_name(k.combiner), dtype_name(dt)));
+    const int esz = dtype_bytes(dt);
+    const int64_t E = p_.type(k.out).elements();
+    const auto [e0, e1] = share(E, L_);
+    Counter ld = counter(), ready = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
+    if (e1 == e0) return drain({&ld, &ready, &rs, &added, &ag, &st});
+    const int64_t mine = e1 - e0, C = ceil_div(ceil_div(mine, n), L_) * L_;  // elements per chunk
+    const uint64_t cb = uint64_t(C * esz);
+    const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
+    dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), uint64_t(mine * esz), ld);
+    if (n > 1) {
+      const uint64_t next = uint64_t((*grp)[size_t((pos + 1) % n)]), prev = uint64_t((*grp)[size_t((pos + n - 1) % n)]);
+      const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
+      const double cost = double(cb) / link;
+      // `ready` counts this chip's next member entering the kernel.
+      push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
+      ready.produce(done_[kDma] + hop);
+      wait("dma", ready, 1);
+      wait("dma", ld, ld.produced);
+      auto send = [&](uint64_t dst, uint64_t src, Counter& arrivals) {
+        const double t = push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, cb}, cost, cost + hop);
+        arrivals.produce(t + cost + hop);  // the previous member sends alike
+      };
+      auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
+      const char* ty = bf ? "bf16" : aty(dt);
+      const char* op = k.combiner == Combiner::add ? "vadd" : k.combiner == Combiner::multiply ? "vmul"
+                       : k.combiner == Combiner::maximum ? "vmax" : "vmin";
+      for (int64_t s = 0; s + 1 < n; ++s) {  // reduce-scatter
+        if (s > 0) wait("dma", added, s);
+        send(recv + uint64_t(s) * cb, buf + uint64_t(mod(pos - s)) * cb, rs);
+        wait("vpu", rs, s + 1);
+        const uint64_t got = buf + uint64_t(mod(pos - s - 1)) * cb, in = recv + uint64_t(s) * cb;
+        constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
+        for (int64_t v = 0; v < C; v += U * L_) {
+          const int64_t u = std::min<int64_t>(U, (C - v) / L_);
+          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, U + j, in + uint64_t((v + j * L_) * esz));
+          for (int64_t j = 0; j < u; ++j) {
+            ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
+            if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
+          }
+          for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+        }
+        signal("vpu", added);
+      }
+      for (int64_t s = 0; s + 1 < n; ++s) {  // all-gather
+        if (s == 0) wait("dma", added, n - 1);
+        else wait("dma", ag, s);
+        const uint64_t at = buf + uint64_t(mod(pos + 1 - s)) * cb;
+        send(at, at, ag);
+      }
+      wait("dma", ag, n - 1);
+    } else {
+      wait("dma", ld, ld.produced);
+    }
+    dma_st(p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(mine * esz), st);
+    drain({&ld, &ready, &rs, &added, &ag, &st});
   }
 
   // ---- element-wise kernels: chunks of the flat tensor, double-buffered
@@ -1729,7 +1828,7 @@ class Emitter {
   void matmul(const Kernel& k);
 
   const Plan& p_;
-  const int64_t core_, ncores_;
+  const int64_t core_, ncores_, chip_, nchips_;
   const int64_t L_, D_;
   const isa::MachineConfig& m_;
   const bool loops_;
@@ -2435,6 +2534,8 @@ std::string Backend::describe() const {
   return s;
 }
 
-std::string Backend::assembly() const { return Emitter(*plan_, machine_, loops_, 0, int64_t(plan_->t.cores)).run(); }
+std::string Backend::assembly() const {
+  return Emitter(*plan_, machine_, loops_, 0, int64_t(plan_->t.cores), 0, plan_->f.devices).run();
+}
 
 }  // namespace tpu::compiler

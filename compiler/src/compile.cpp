@@ -38,12 +38,21 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
     if (options.dump) options.dump(pass.name, ir::print(c.lowered));
   }
   c.lowered.checks = f.checks;  // passes keep the results' order
-  Backend backend(c.lowered, options.machine, options.loops);
+  // An SPMD program runs on a system of its devices' count (docs/system.md).
+  isa::MachineConfig machine = options.machine;
+  if (f.devices > 1 && uint64_t(f.devices) != machine.target.chips) {
+    machine.target.chips = uint64_t(f.devices);
+    const auto s = machine.ici_shape();
+    if (uint64_t(s[0]) * s[1] * s[2] != machine.target.chips)
+      throw Error(fmt::format("the program runs on {} devices; the config's ICI topology {} has {} chips", f.devices,
+                              isa::topology_text(s), uint64_t(s[0]) * s[1] * s[2]));
+  }
+  Backend backend(c.lowered, machine, options.loops);
   c.plan = backend.describe();
   if (options.dump) options.dump("kernel plan", c.plan);
   c.assembly = backend.assembly();
   as::AssembleOptions ao;
-  ao.target = options.machine.target;
+  ao.target = machine.target;
   auto r = as::assemble(c.assembly, "tpuc.s", ao);
   if (!r.program) throw std::logic_error("internal error: generated assembly does not assemble: " + r.errors.front().render());
   c.program = std::move(*r.program);

@@ -19,7 +19,30 @@ using hlo::Instruction;
 
 class Importer {
  public:
-  Importer(const hlo::Module& m, std::string_view file) : m_(m), file_(file) {}
+  Importer(const hlo::Module& m, std::string_view file) : m_(m), file_(file) {
+    // Shardy's mesh: frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["i"=4]>}}
+    for (const auto& [k, v] : m.attributes) {
+      const size_t at = v.find("#sdy.mesh<[");
+      if (k != "frontend_attributes" || at == std::string::npos) continue;
+      const size_t end = v.find("]>", at);
+      const std::string body = v.substr(at + 11, end == std::string::npos ? std::string::npos : end - at - 11);
+      for (size_t q = body.find('"'); q != std::string::npos; q = body.find('"', q)) {
+        const size_t q2 = body.find('"', q + 1), eq = body.find('=', q2);
+        if (q2 == std::string::npos || eq == std::string::npos) break;
+        size_t used = 0;
+        int64_t n = 0;
+        try {
+          n = std::stoll(body.substr(eq + 1), &used);
+        } catch (...) {
+          throw Error(fmt::format("{}: malformed mesh in xla.sdy.meshes: {}", file_, body));
+        }
+        if (n < 1 || n > 4096) throw Error(fmt::format("{}: mesh axis of {} devices", file_, n));
+        mesh_.push_back({body.substr(q + 1, q2 - q - 1), n});
+        q = eq + 1 + used;
+      }
+      break;
+    }
+  }
 
   Function run() {
     const hlo::Computation* entry = m_.entry();
@@ -43,6 +66,11 @@ class Importer {
       args.push_back({f_.add(std::move(op))});
     }
     f_.results = computation(*entry, args);
+    for (size_t r = 0; r < f_.results.size(); ++r)  // results made global by LocalToGlobalShape
+      if (auto it = global_tiles_.find(f_.results[r]); it != global_tiles_.end()) {
+        f_.result_tiles.resize(f_.results.size());
+        f_.result_tiles[r] = it->second;
+      }
     f_.checks = m_.checks;
     for (const auto& c : f_.checks)
       if (std::max(c.actual, c.expected) >= f_.results.size())
@@ -113,6 +141,145 @@ class Importer {
     } catch (...) {
       malformed(i, fmt::format("attribute {} is not an integer", key));
     }
+  }
+
+  // Shardy's GlobalToLocalShape (global -> each device's share) and
+  // LocalToGlobalShape around a manual computation (shard_map): the
+  // function becomes every device's program. A parameter that is split
+  // becomes its tile (Function::param_tiles); a value made global again is
+  // recorded and becomes a tiled result. Tiles split over every device of
+  // the mesh, in the mesh's axis order (row-major device order).
+  std::vector<int> spmd_shape(const Instruction& i, const std::vector<const std::vector<int>*>& tuples, bool to_local) {
+    if (mesh_.empty()) unsupported(i, "a manual computation without an xla.sdy.meshes mesh");
+    int64_t devices = 1;
+    for (const auto& [name, n] : mesh_) devices *= n;
+    f_.devices = devices;
+    std::vector<int> leaves;
+    for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
+    std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
+    if (shapes.size() != leaves.size()) malformed(i, "changes the number of values");
+    const std::vector<std::vector<std::string>> axes = sharding_axes(i, to_local ? "xla.sdy.in_shardings" : "xla.sdy.out_shardings");
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const Type to = tensor_type(shapes[k], i), from = f_.ops[size_t(leaves[k])].type;
+      const Type& global = to_local ? from : to;
+      const Type& local = to_local ? to : from;
+      if (global == local) continue;
+      std::vector<int64_t> tiles;
+      int64_t n = 1;
+      for (size_t d = 0; d < global.dims.size(); ++d) {
+        if (global.dtype != local.dtype || global.dims.size() != local.dims.size() || local.dims[d] == 0 || global.dims[d] % local.dims[d])
+          malformed(i, fmt::format("{} is not a tile of {}", local.str(), global.str()));
+        tiles.push_back(global.dims[d] / local.dims[d]);
+        n *= tiles.back();
+      }
+      std::vector<std::string> order;
+      if (k < axes.size())
+        for (const auto& dim : axes[k]) order.push_back(dim);
+      std::vector<std::string> mesh_order;
+      for (const auto& [name, sz] : mesh_) mesh_order.push_back(name);
+      if (n != devices || (!axes.empty() && order != mesh_order))
+        unsupported(i, fmt::format("multi-device program: {} split {} over {} of the mesh's {} devices (tpuc splits over every device, "
+                                   "in mesh order)",
+                                   global.str(), fmt::format("[{}]", fmt::join(tiles, ",")), n, devices));
+      if (to_local) {
+        Op& p = f_.ops[size_t(leaves[k])];
+        if (p.kind != OpKind::parameter) unsupported(i, "multi-device program: a computed value split over the devices");
+        p.type = local;
+        if (f_.param_tiles.size() <= size_t(p.index)) f_.param_tiles.resize(size_t(p.index) + 1);
+        f_.param_tiles[size_t(p.index)] = tiles;
+      } else {
+        global_tiles_[leaves[k]] = tiles;
+      }
+    }
+    return leaves;
+  }
+
+  // The mesh axes each dimension of each value is split over, from a
+  // sharding_per_value attribute: "<@mesh, [{\"i\"}, {}]>" per value, in
+  // dimension order (empty when the attribute is absent).
+  std::vector<std::vector<std::string>> sharding_axes(const Instruction& i, const char* key) const {
+    std::vector<std::vector<std::string>> values;
+    std::string text;  // without the escapes of quotes inside the attribute
+    for (const auto& [k, v] : i.attributes)
+      if (k == "frontend_attributes")
+        for (char c : v)
+          if (c != '\\') text += c;
+    const std::string* a = &text;
+    if (text.empty()) return values;
+    const size_t at = a->find(key);
+    if (at == std::string::npos) return values;
+    for (size_t p = a->find("<@", at); p != std::string::npos; p = a->find("<@", p + 2)) {
+      const size_t open = a->find('[', p), close = a->find("]>", p);
+      if (open == std::string::npos || close == std::string::npos) break;
+      std::vector<std::string> names;
+      const std::string dims = a->substr(open, close - open);
+      for (size_t q = dims.find('"'); q != std::string::npos; q = dims.find('"', q)) {
+        const size_t q2 = dims.find('"', q + 1);
+        if (q2 == std::string::npos) break;
+        names.push_back(dims.substr(q + 1, q2 - q - 1));
+        q = q2 + 1;
+      }
+      values.push_back(names);
+      if (a->find("]>]>", p) == close) break;  // the last value
+    }
+    return values;
+  }
+
+  // replica_groups of a collective as lists of devices: {{0,1},{2,3}},
+  // {} (every device), Shardy's mesh['x'=2,'y'=4] {'y'} (the devices that
+  // differ only along the named axes) or the iota form [G,S]<=[N].
+  std::vector<std::vector<int64_t>> replica_groups(const Instruction& i) const {
+    const std::string* g = i.attribute("replica_groups");
+    const int64_t n = f_.devices;
+    std::vector<std::vector<int64_t>> groups;
+    auto all = [&] {
+      groups.assign(1, {});
+      for (int64_t d = 0; d < n; ++d) groups[0].push_back(d);
+      return groups;
+    };
+    if (!g || *g == "{}") return all();
+    const std::string s = *g;
+    if (s.rfind("mesh[", 0) == 0) {
+      const size_t brace = s.find('{');
+      if (brace == std::string::npos) malformed(i, "replica_groups: mesh[...] without {axes}");
+      std::vector<bool> over(mesh_.size(), false);
+      for (size_t a = 0; a < mesh_.size(); ++a)
+        over[a] = s.find("'" + mesh_[a].first + "'", brace) != std::string::npos;
+      // Devices row-major over the mesh; a group per value of the other axes.
+      std::map<std::vector<int64_t>, std::vector<int64_t>> by_rest;
+      for (int64_t d = 0; d < n; ++d) {
+        std::vector<int64_t> rest;
+        int64_t r = d;
+        for (size_t a = mesh_.size(); a-- > 0;) {
+          if (!over[a]) rest.insert(rest.begin(), r % mesh_[a].second);
+          r /= mesh_[a].second;
+        }
+        by_rest[rest].push_back(d);
+      }
+      for (auto& [k, v] : by_rest) groups.push_back(v);
+      return groups;
+    }
+    if (s.size() >= 2 && s[0] == '[') {  // [G,S]<=[N]
+      const size_t le = s.find("<=");
+      if (le == std::string::npos || s.find('T', le) != std::string::npos)
+        unsupported(i, fmt::format("replica_groups {}", s));
+      const std::vector<int64_t> gs = hlo::parse_int_list("{" + s.substr(1, s.find(']') - 1) + "}", i);
+      if (gs.size() != 2 || gs[0] * gs[1] != n) unsupported(i, fmt::format("replica_groups {} on {} devices", s, n));
+      for (int64_t a = 0; a < gs[0]; ++a) {
+        groups.push_back({});
+        for (int64_t b = 0; b < gs[1]; ++b) groups.back().push_back(a * gs[1] + b);
+      }
+      return groups;
+    }
+    // {{0,1},{2,3}}
+    if (s.size() < 4 || s.front() != '{' || s.back() != '}') malformed(i, fmt::format("replica_groups {}", s));
+    const std::string inner = s.substr(1, s.size() - 2);
+    for (size_t p = inner.find('{'); p != std::string::npos; p = inner.find('{', p + 1)) {
+      const size_t q = inner.find('}', p);
+      if (q == std::string::npos) malformed(i, fmt::format("replica_groups {}", s));
+      groups.push_back(hlo::parse_int_list(inner.substr(p, q - p + 1), i));
+    }
+    return groups;
   }
 
   // The combiner of a reduction's to_apply computation: a single binary op of
@@ -428,6 +595,9 @@ class Importer {
     if (opc == "custom-call") {
       const std::string* target = i.attribute("custom_call_target");
       const std::string t = target ? *target : "";
+      if (t == "\"xla.sdy.GlobalToLocalShape\"" || t == "xla.sdy.GlobalToLocalShape" || t == "\"xla.sdy.LocalToGlobalShape\"" ||
+          t == "xla.sdy.LocalToGlobalShape")
+        return spmd_shape(i, tuples, t.find("GlobalToLocal") != std::string::npos);
       if (t.rfind("\"xla.sdy.", 0) == 0 || t.rfind("xla.sdy.", 0) == 0 || t == "\"Sharding\"" || t == "Sharding" ||
           t == "\"SPMDFullToShardShape\"" || t == "\"SPMDShardToFullShape\"") {
         // Sharding annotations: identity on one device.
@@ -436,13 +606,27 @@ class Importer {
         std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
         if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
         for (size_t k = 0; k < shapes.size(); ++k)
-          if (tensor_type(shapes[k], i) != f_.ops[leaves[k]].type)
+          if (auto g = global_tiles_.find(leaves[k]);
+              tensor_type(shapes[k], i) != (g == global_tiles_.end() ? f_.ops[leaves[k]].type : tiled_type(f_.ops[leaves[k]].type, g->second)))
             unsupported(i, fmt::format("multi-device program: custom-call {} changes {} to {} (the multi-chip work adds SPMD)",
                                        t, f_.ops[leaves[k]].type.str(), shapes[k].to_string()));
         return leaves;
       }
       unsupported(i, fmt::format("custom-call {}", t.empty() ? "without a target" : t));
     }
+    if (opc == "all-reduce" && f_.devices > 1) {
+      if (i.operands.size() != 1) unsupported(i, "all-reduce of several operands");
+      Op op;
+      op.kind = OpKind::all_reduce;
+      op.operands = {single(0)};
+      op.type = f_.ops[size_t(op.operands[0])].type;
+      op.combiner = combiner(i);
+      op.groups = replica_groups(i);
+      op.loc = loc(i);
+      return {f_.add(std::move(op))};
+    }
+    if (f_.devices > 1 && (opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" || opc == "all-to-all"))
+      unsupported(i, fmt::format("{} across devices (all-reduce is the collective tpuc compiles so far)", opc));
     if (opc == "all-reduce" || opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" ||
         opc == "all-to-all") {
       // On one device every replica group has one member: the identity.
@@ -1369,7 +1553,8 @@ class Importer {
       malformed(i, fmt::format("its shape {} declares {} value(s), the {} computes {}", i.shape.to_string(), want.size(), i.opcode,
                                values.size()));
     for (size_t k = 0; k < want.size(); ++k) {
-      const Type got = f_.ops[values[k]].type;
+      Type got = f_.ops[values[k]].type;
+      if (auto it = global_tiles_.find(values[k]); it != global_tiles_.end()) got = tiled_type(got, it->second);  // made global
       if (want[k]->dtype != dtype_name(got.dtype) || want[k]->dims != got.dims)
         malformed(i, fmt::format("its shape {} does not match the {} computed{}", want[k]->to_string(), got.str(),
                                  want.size() > 1 ? fmt::format(" (tuple element {})", k) : std::string()));
@@ -1426,6 +1611,8 @@ class Importer {
   }
 
   const hlo::Module& m_;
+  std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
+  std::map<int, std::vector<int64_t>> global_tiles_;  // values LocalToGlobalShape made global: their tiles
   std::map<int, std::optional<Tensor>> consts_;  // constant_tensor's memo
   std::string file_;
   Function f_;

@@ -332,6 +332,9 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       });
       break;
     }
+    case OpKind::all_reduce:  // on one device
+      r.v = in[0]->v;
+      break;
     case OpKind::reduce: {
       const Tensor& a = *in[0];
       std::fill(r.v.begin(), r.v.end(), in[1]->v[0]);
@@ -406,8 +409,89 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
   return r;
 }
 
+namespace {
+
+// Device `dev`'s tile of a global tensor (to_local), or the tile written
+// back into it.
+void move_tile(Tensor& global, Tensor& local, const std::vector<int64_t>& tiles, int64_t dev, bool to_local) {
+  const size_t rank = local.type.dims.size();
+  std::vector<int64_t> at(rank, 0);
+  for (size_t d = rank; d-- > 0;) {
+    at[d] = dev % tiles[d] * local.type.dims[d];
+    dev /= tiles[d];
+  }
+  const auto gs = strides_of(global.type.dims), ls = strides_of(local.type.dims);
+  for_each_index(local.type.dims, [&](const std::vector<int64_t>& idx) {
+    std::vector<int64_t> g = idx;
+    for (size_t d = 0; d < rank; ++d) g[d] += at[d];
+    double& gv = global.v[size_t(offset(g, gs))];
+    double& lv = local.v[size_t(offset(idx, ls))];
+    if (to_local) lv = gv;
+    else gv = lv;
+  });
+}
+
+std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>& inputs) {
+  const auto params = f.params();
+  const int64_t n = f.devices;
+  std::vector<std::vector<Tensor>> vals(size_t(n), std::vector<Tensor>(f.ops.size()));
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    for (int64_t d = 0; d < n; ++d) {
+      Tensor& out = vals[size_t(d)][i];
+      if (op.kind == OpKind::parameter) {
+        Tensor g = inputs[size_t(op.index)];
+        if (g.type != f.param_global_type(size_t(op.index)))
+          throw Error(fmt::format("input {} is {}, the program wants {}", op.index, g.type.str(), f.param_global_type(size_t(op.index)).str()));
+        const auto& tiles = size_t(op.index) < f.param_tiles.size() ? f.param_tiles[size_t(op.index)] : std::vector<int64_t>{};
+        if (tiles.empty()) {
+          out = g;
+        } else {
+          out = Tensor{op.type, std::vector<double>(size_t(op.type.elements()))};
+          move_tile(g, out, tiles, d, true);
+        }
+      } else if (op.kind != OpKind::all_reduce) {
+        std::vector<const Tensor*> in;
+        for (int o : op.operands) in.push_back(&vals[size_t(d)][size_t(o)]);
+        out = evaluate(op, in);
+      }
+    }
+    if (op.kind != OpKind::all_reduce) continue;
+    for (const auto& g : op.groups) {
+      Tensor sum = vals[size_t(g[0])][size_t(op.operands[0])];
+      for (size_t k = 1; k < g.size(); ++k) {
+        const Tensor& x = vals[size_t(g[k])][size_t(op.operands[0])];
+        for (size_t e = 0; e < sum.v.size(); ++e)
+          sum.v[e] = canonicalize_value(op.type.dtype, combine(op.combiner, op.type.dtype, sum.v[e], x.v[e]));
+      }
+      for (int64_t d : g) vals[size_t(d)][i] = sum;
+    }
+  }
+  std::vector<Tensor> out;
+  for (size_t r = 0; r < f.results.size(); ++r) {
+    const int v = f.results[r];
+    const auto& tiles = r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{};
+    if (tiles.empty()) {
+      out.push_back(vals[0][size_t(v)]);
+      continue;
+    }
+    const Type gt = f.result_global_type(r);
+    Tensor g{gt, std::vector<double>(size_t(gt.elements()))};
+    for (int64_t d = 0; d < n; ++d) move_tile(g, vals[size_t(d)][size_t(v)], tiles, d, false);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inputs) {
   const auto params = f.params();
+  if (f.devices > 1) {
+    if (inputs.size() != params.size())
+      throw Error(fmt::format("the program takes {} inputs, {} given", params.size(), inputs.size()));
+    return interpret_spmd(f, inputs);
+  }
   if (inputs.size() != params.size())
     throw Error(fmt::format("the program takes {} inputs, {} given", params.size(), inputs.size()));
   std::vector<Tensor> vals(f.ops.size());

@@ -58,6 +58,7 @@ const char* op_name(OpKind k) {
     case OpKind::shift_right_logical: return "shift-right-logical";
     case OpKind::reduce_window: return "reduce-window";
     case OpKind::select_and_scatter: return "select-and-scatter";
+    case OpKind::all_reduce: return "all-reduce";
     default: return names[int(k)];
   }
 }
@@ -181,6 +182,19 @@ Type infer_type(const Function& f, const Op& op) {
       need(0);
       if (op.index < 0) bad(op, "has a negative index");
       return op.type;
+    case OpKind::all_reduce: {
+      need(1);
+      std::vector<int64_t> seen;
+      for (const auto& g : op.groups) {
+        if (g.empty()) bad(op, "has an empty group");
+        seen.insert(seen.end(), g.begin(), g.end());
+      }
+      std::sort(seen.begin(), seen.end());
+      for (size_t d = 0; d < seen.size(); ++d)
+        if (seen[d] != int64_t(d)) bad(op, fmt::format("groups must hold each of the {} devices once", f.devices));
+      if (int64_t(seen.size()) != f.devices) bad(op, fmt::format("groups must hold each of the {} devices once", f.devices));
+      return operand(0);
+    }
     case OpKind::constant: {
       need(0);
       const int64_t n = op.type.elements();
@@ -405,6 +419,20 @@ Type infer_type(const Function& f, const Op& op) {
   bad(op, "is not a known operation");
 }
 
+Type tiled_type(const Type& local, const std::vector<int64_t>& tiles) {
+  Type t = local;
+  for (size_t d = 0; d < tiles.size() && d < t.dims.size(); ++d) t.dims[d] *= tiles[d];
+  return t;
+}
+
+Type Function::param_global_type(size_t i) const {
+  return tiled_type(ops[size_t(params().at(i))].type, i < param_tiles.size() ? param_tiles[i] : std::vector<int64_t>{});
+}
+
+Type Function::result_global_type(size_t i) const {
+  return tiled_type(ops[size_t(results.at(i))].type, i < result_tiles.size() ? result_tiles[i] : std::vector<int64_t>{});
+}
+
 void verify(const Function& f) {
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
@@ -443,6 +471,22 @@ void verify(const Function& f) {
   const auto p = f.params();
   for (size_t i = 0; i < p.size(); ++i)
     if (p[i] < 0) throw Error(fmt::format("<ir>: parameter {} is missing", i));
+  if (f.devices < 1 || f.devices > 4096) throw Error(fmt::format("<ir>: {} devices (1 to 4096)", f.devices));
+  auto check_tiles = [&](const std::vector<std::vector<int64_t>>& tiles, const std::vector<int>& values, const char* what) {
+    if (tiles.size() > values.size()) throw Error(fmt::format("<ir>: tiles for {} {}s, the function has {}", tiles.size(), what, values.size()));
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      if (tiles[i].empty()) continue;
+      const Type& t = f.ops[size_t(values[i])].type;
+      int64_t n = 1;
+      for (int64_t x : tiles[i]) n *= std::max<int64_t>(x, 1);
+      if (tiles[i].size() != t.dims.size() || n != f.devices ||
+          std::any_of(tiles[i].begin(), tiles[i].end(), [](int64_t x) { return x < 1; }))
+        throw Error(fmt::format("<ir>: {} {} ({}) has tiles [{}]: one per dimension, {} in all", what, i, t.str(), fmt::join(tiles[i], ","),
+                                f.devices));
+    }
+  };
+  check_tiles(f.param_tiles, p, "parameter");
+  check_tiles(f.result_tiles, f.results, "result");
 }
 
 // ---------------------------------------------------------------- printer
@@ -461,7 +505,7 @@ std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt
 }  // namespace
 
 std::string print(const Function& f) {
-  std::string s = fmt::format("func @{} {{\n", f.name);
+  std::string s = f.devices > 1 ? fmt::format("func @{} {{devices={}}} {{\n", f.name, f.devices) : fmt::format("func @{} {{\n", f.name);
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
     std::vector<std::string> operands, attrs;
@@ -472,7 +516,14 @@ std::string print(const Function& f) {
         a("index", std::to_string(op.index));
         if (size_t(op.index) < f.param_names.size() && !f.param_names[op.index].empty())
           a("name", "\"" + f.param_names[op.index] + "\"");
+        if (size_t(op.index) < f.param_tiles.size() && !f.param_tiles[op.index].empty()) a("tiles", list(f.param_tiles[op.index]));
         break;
+      case OpKind::all_reduce: {
+        std::vector<std::string> gs;
+        for (const auto& g : op.groups) gs.push_back(list(g));
+        a("groups", fmt::format("[{}]", fmt::join(gs, ",")));
+        break;
+      }
       case OpKind::constant: {
         std::vector<std::string> vs;
         for (double v : op.literal) vs.push_back(num(v));
@@ -515,7 +566,8 @@ std::string print(const Function& f) {
         break;
       default: break;
     }
-    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter)
+    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
+        op.kind == OpKind::all_reduce)
       a("combiner", combiner_name(op.combiner));
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
     if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
@@ -524,7 +576,10 @@ std::string print(const Function& f) {
     s += "\n";
   }
   std::vector<std::string> rs;
-  for (int r : f.results) rs.push_back(fmt::format("%{}", r));
+  for (size_t i = 0; i < f.results.size(); ++i) {
+    const bool tiled = i < f.result_tiles.size() && !f.result_tiles[i].empty();
+    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : ""));
+  }
   s += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
   return s;
 }
@@ -543,12 +598,27 @@ class Parser {
     expect('@');
     f.name = ident();
     expect('{');
+    if (peek_word("devices")) {  // {devices=N} {
+      word("devices");
+      expect('=');
+      f.devices = integer();
+      if (f.devices < 1 || f.devices > 4096) fail("devices out of range");
+      expect('}');
+      expect('{');
+    }
     for (;;) {
       skip();
       if (peek_word("return")) {
         word("return");
         do {
           f.results.push_back(value(f));
+          if (accept('{')) {
+            word("tiles");
+            expect('=');
+            f.result_tiles.resize(f.results.size());
+            f.result_tiles.back() = int_list();
+            expect('}');
+          }
         } while (accept(','));
         break;
       }
@@ -679,7 +749,7 @@ class Parser {
     const std::string kind = ident();
     Op op;
     bool known = false;
-    for (int k = 0; k <= int(OpKind::select_and_scatter); ++k)
+    for (int k = 0; k <= int(OpKind::all_reduce); ++k)
       if (kind == op_name(OpKind(k))) op.kind = OpKind(k), known = true;
     if (!known) fail(fmt::format("unknown operation '{}'", kind));
     expect('(');
@@ -719,6 +789,15 @@ class Parser {
     } else if (key == "name") {
       if (size_t(op.index) >= f.param_names.size()) f.param_names.resize(op.index + 1);
       f.param_names[op.index] = quoted();
+    } else if (key == "tiles") {
+      if (size_t(op.index) >= f.param_tiles.size()) f.param_tiles.resize(op.index + 1);
+      f.param_tiles[op.index] = int_list();
+    } else if (key == "groups") {
+      expect('[');
+      do {
+        op.groups.push_back(int_list());
+      } while (accept(','));
+      expect(']');
     } else if (key == "opaque") {
       op.opaque = ident() == "true";
     } else if (key == "value") {

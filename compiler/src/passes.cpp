@@ -133,12 +133,21 @@ struct Builder {
   }
 };
 
+// A new function with `in`'s name and interface (parameter names, devices,
+// tiles): a pass keeps the parameters and the results' order.
+void copy_signature(const Function& in, Function& out) {
+  out.name = in.name;
+  out.param_names = in.param_names;
+  out.devices = in.devices;
+  out.param_tiles = in.param_tiles;
+  out.result_tiles = in.result_tiles;
+}
+
 // Runs `expand` on every op; it returns the new value or -1 to copy the op.
 template <typename Expand>
 Function rebuild(const Function& in, Expand expand) {
   Builder b;
-  b.f.name = in.name;
-  b.f.param_names = in.param_names;
+  copy_signature(in, b.f);
   std::vector<int> map(in.ops.size(), -1);
   for (size_t i = 0; i < in.ops.size(); ++i) {
     Op op = in.ops[i];
@@ -161,8 +170,7 @@ Function dead_code(const Function& in) {
       for (int o : in.ops[i].operands) live[o] = true;
   }
   Function out;
-  out.name = in.name;
-  out.param_names = in.param_names;
+  copy_signature(in, out);
   std::vector<int> map(in.ops.size(), -1);
   for (size_t i = 0; i < in.ops.size(); ++i) {
     if (!live[i]) continue;
@@ -281,7 +289,8 @@ Function canonicalize(const Function& in) {
       default: break;
     }
     // Constant folding: every operand a constant, a small result.
-    if (op.kind != OpKind::parameter && op.kind != OpKind::constant && (op.kind == OpKind::iota || !op.operands.empty()) &&
+    if (op.kind != OpKind::parameter && op.kind != OpKind::constant && op.kind != OpKind::all_reduce &&
+        (op.kind == OpKind::iota || !op.operands.empty()) &&
         rt.elements() <= (op.kind == OpKind::iota ? int64_t(1) << 22 : kFoldLimit)) {
       bool all = true;
       for (int o : op.operands) all &= is_constant(f, o);

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       if (inputs.size() != params.size())
         throw cli::UsageError(fmt::format("{} takes {} inputs, {} given with --inputs", input, params.size(), inputs.size()));
       std::vector<ir::Tensor> in;
-      for (size_t i = 0; i < params.size(); ++i) in.push_back(ir::from_npy(isa::read_npy(inputs[i]), f.ops[params[i]].type, inputs[i]));
+      for (size_t i = 0; i < params.size(); ++i) in.push_back(ir::from_npy(isa::read_npy(inputs[i]), f.param_global_type(i), inputs[i]));
       const auto out = ir::interpret(f, in);
       std::filesystem::create_directories(outputs_dir);
       for (size_t i = 0; i < out.size(); ++i) isa::write_npy(fmt::format("{}/out{}.npy", outputs_dir, i), ir::to_npy(out[i]));

@@ -50,8 +50,8 @@ inline CorpusCase load_corpus(const std::string& name, const std::string& file =
                                                       {"bfloat16", ir::DType::bf16},
                                                       {"bool", ir::DType::pred}};
   size_t a = 0;
-  for (int p : c.f.params()) {
-    const ir::Type& t = c.f.ops[p].type;
+  for (size_t p = 0; p < c.f.params().size(); ++p) {
+    const ir::Type t = c.f.param_global_type(p);  // an SPMD program takes global values
     while (a < manifest["args"].size()) {
       const auto& arg = manifest["args"][a++];
       const ir::Type at{dt.at(arg["dtype"]), arg["shape"].get<std::vector<int64_t>>()};
@@ -63,7 +63,7 @@ inline CorpusCase load_corpus(const std::string& name, const std::string& file =
   }
   REQUIRE(c.inputs.size() == c.f.params().size());
   for (size_t i = 0; i < c.f.results.size(); ++i)
-    c.refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), c.f.ops[c.f.results[i]].type, "ref"));
+    c.refs.push_back(ir::from_npy(isa::read_npy(fmt::format("{}/out{}.npy", dir, i)), c.f.result_global_type(i), "ref"));
   return c;
 }
 

@@ -25,7 +25,6 @@ using ir::Tensor;
 
 using test::corpus_programs;
 using test::kCorpus;
-using test::multi_device;
 
 double rel_error(const Tensor& got, const Tensor& ref) { return ir::compare(got, ref).relative; }
 
@@ -41,7 +40,6 @@ Tensor tensor(DType dt, std::vector<double> v) {  // 1-D
 
 TEST_CASE("ir: every corpus program imports, prints and parses back identically") {
   for (const auto& name : corpus_programs()) {
-    if (multi_device(name)) continue;
     INFO(name);
     const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
     const std::string text = ir::print(f);
@@ -100,12 +98,24 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(short_tuple, "t.hlo"), "t.hlo"), "t.hlo:10: c: its shape (f32[4], f32[4]) declares 2 value(s), the call computes 1");
   const std::string pmap = ir::print(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
   CHECK(!pmap.empty());
-  try {
-    compiler::load_module(kCorpus + "pmap_psum_4/module.hlo");
-    FAIL("a multi-device program imported");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("unsupported multi-device program") != std::string::npos);
-  }
+  // shard_map over 4 devices: every device's program, its split parameter
+  // and result, and the psum as an all-reduce over the 4 (docs/ir.md).
+  const ir::Function spmd = compiler::load_module(kCorpus + "pmap_psum_4/module.hlo");
+  CHECK(spmd.devices == 4);
+  CHECK(spmd.param_tiles.at(0) == std::vector<int64_t>{4, 1, 1});
+  CHECK(spmd.ops[spmd.params()[0]].type.str() == "f32[1,16,32]");
+  CHECK(spmd.param_global_type(0).str() == "f32[4,16,32]");
+  CHECK((spmd.param_tiles.size() < 2 || spmd.param_tiles[1].empty()));
+  CHECK(spmd.result_tiles.at(0) == std::vector<int64_t>{4, 1, 1});
+  int reduces = 0;
+  for (const auto& op : spmd.ops)
+    if (op.kind == ir::OpKind::all_reduce) {
+      ++reduces;
+      CHECK(op.groups == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}});
+      CHECK(op.combiner == ir::Combiner::add);
+    }
+  CHECK(reduces == 1);
+  CHECK(ir::print(ir::parse(ir::print(spmd), "p.ir")) == ir::print(spmd));
 }
 
 TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
@@ -379,9 +389,8 @@ TEST_CASE("import: sine and cosine become range reduction and polynomials accura
   CHECK(std::isnan(special[1].v[0]));
 }
 
-TEST_CASE("interpreter: every single-device corpus program matches XLA's outputs") {
+TEST_CASE("interpreter: every corpus program matches XLA's outputs") {
   for (const auto& name : corpus_programs()) {
-    if (multi_device(name)) continue;
     INFO(name);
     const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
     const auto out = ir::interpret(f, test::load_corpus(name).inputs);
@@ -394,7 +403,6 @@ TEST_CASE("interpreter: every single-device corpus program matches XLA's outputs
 
 TEST_CASE("passes: each pass keeps every corpus program's meaning") {
   for (const auto& name : corpus_programs()) {
-    if (multi_device(name)) continue;
     ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
     const auto in = test::load_corpus(name).inputs;
     const auto want = ir::interpret(f, in);

@@ -47,11 +47,14 @@ Outcome compile_and_run(const Function& f, const std::string& preset, std::optio
   const compiler::Compiled c = compiler::compile(f, o);
   std::vector<std::vector<uint8_t>> in;
   for (const Tensor& t : inputs) in.push_back(ir::to_bytes(t));
-  const test::SimRun r = test::simulate(c.program, simple_hbm ? test::formula_config(preset) : sim::load_config(preset), in);
+  // The system has the program's chips (an SPMD program's devices).
+  std::vector<std::string> set = {fmt::format("target.chips={}", c.program.target.chips)};
+  if (simple_hbm) set.push_back("hbm.model=simple");
+  const test::SimRun r = test::simulate(c.program, sim::load_config(preset, set), in);
   if (r.fault) FAIL("simulation fault: " << *r.fault);
   Outcome out;
   out.cycles = r.cycles;
-  for (size_t i = 0; i < f.results.size(); ++i) out.outputs.push_back(ir::from_bytes(f.ops[f.results[i]].type, r.outputs.at(i)));
+  for (size_t i = 0; i < f.results.size(); ++i) out.outputs.push_back(ir::from_bytes(f.result_global_type(i), r.outputs.at(i)));
   return out;
 }
 
@@ -89,7 +92,7 @@ void run_corpus(const std::string& name) {
 TEST_CASE("corpus on the v1 and v4 presets") {
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || test::multi_device(name)) continue;
+    if (!e.is_directory()) continue;
     const CorpusCase c = load_corpus(name);
     for (const std::string preset : {"v1", "v4"}) {
       const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
@@ -117,13 +120,14 @@ CORPUS_TEST(mlp_grad)
 CORPUS_TEST(reductions)
 CORPUS_TEST(softmax)
 CORPUS_TEST(transformer_ffn)
+CORPUS_TEST(pmap_psum_4)
 
-TEST_CASE("corpus: every single-device program has a test") {
+TEST_CASE("corpus: every program has a test") {
   const std::set<std::string> tested = {"conv2d_nhwc", "int8_mlp_requant", "lenet",      "matmul_bf16", "matmul_f32", "matmul_int8",
-                                        "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn"};
+                                        "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn", "pmap_psum_4"};
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string n = e.path().filename().string();
-    if (!e.is_directory() || test::multi_device(n)) continue;
+    if (!e.is_directory()) continue;
     INFO(n);
     CHECK(tested.count(n) == 1);
   }

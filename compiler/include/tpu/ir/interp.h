@@ -19,7 +19,10 @@ struct Tensor {
 };
 
 // inputs in parameter order; returns the results in order. Throws Error on a
-// type mismatch of an input.
+// type mismatch of an input. An SPMD function (devices > 1) takes and
+// returns global values: each device runs on its tile (or the whole of an
+// untiled input), all-reduce combines within its groups in group order, and
+// an untiled result is device 0's.
 std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inputs);
 
 // Evaluates one op given its operand values (constant folding uses this).

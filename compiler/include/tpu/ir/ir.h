@@ -41,7 +41,8 @@ struct Type {
       X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)               \
-      X(select_and_scatter)
+      X(select_and_scatter)                                                                         \
+  /* across devices */ X(all_reduce)
 
 enum class OpKind : uint8_t {
 #define X(n) n,
@@ -86,6 +87,9 @@ struct Op {
   std::vector<double> literal;    // constant values, row-major (one value: a splat)
   bool opaque = false;            // a constant whose value is runtime data: never folded into others
   std::string loc;                // where it came from: "file:line name"
+  // all-reduce: the devices that combine their values, in groups (each in
+  // ring order); every device of the function is in one group.
+  std::vector<std::vector<int64_t>> groups;
 };
 
 struct Function {
@@ -93,6 +97,12 @@ struct Function {
   std::vector<Op> ops;
   std::vector<int> results;
   std::vector<std::string> param_names;  // parameter i's name, for .input symbols
+  // SPMD: the function is every device's program, and its parameters and
+  // results are each device's share. Tiles (none: the whole value on every
+  // device) split a global value along each axis over the devices,
+  // row-major (docs/ir.md).
+  int64_t devices = 1;
+  std::vector<std::vector<int64_t>> param_tiles, result_tiles;  // by parameter and result number
   // Checks between two results (StableHLO check.expect_*), written to the
   // .tpu; not printed in IR text, and kept across passes by compile().
   std::vector<isa::Check> checks;
@@ -102,7 +112,13 @@ struct Function {
     return int(ops.size()) - 1;
   }
   std::vector<int> params() const;  // op index of parameter i, in parameter order
+  // The global type of parameter or result i: its type times its tiles.
+  Type param_global_type(size_t i) const;
+  Type result_global_type(size_t i) const;
 };
+
+// `tiles` (empty: none) of a local type: the global type.
+Type tiled_type(const Type& local, const std::vector<int64_t>& tiles);
 
 std::string print(const Function& f);
 Function parse(std::string_view text, std::string_view filename);
