@@ -152,7 +152,10 @@ class Importer {
   std::vector<int> spmd_shape(const Instruction& i, const std::vector<const std::vector<int>*>& tuples, bool to_local) {
     if (mesh_.empty()) unsupported(i, "a manual computation without an xla.sdy.meshes mesh");
     int64_t devices = 1;
-    for (const auto& [name, n] : mesh_) devices *= n;
+    for (const auto& [name, n] : mesh_) {
+      devices *= n;
+      if (devices > 4096) unsupported(i, "a mesh of more than 4096 devices");
+    }
     f_.devices = devices;
     std::vector<int> leaves;
     for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
