@@ -107,7 +107,12 @@ struct View {
   std::vector<int64_t> dims, strides;
 };
 
-enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce };
+enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce, all_gather, permute };
+const char* kind_name(KKind k) {
+  static const char* const names[] = {"elementwise", "copy",       "reduce-lanes", "reduce-columns",
+                                      "matmul",      "all-reduce", "all-gather",   "collective-permute"};
+  return names[int(k)];
+}
 
 struct Kernel {
   KKind kind = KKind::elementwise;
@@ -123,7 +128,8 @@ struct Kernel {
   // matmul: sum over passes of A_p x W_p; A [B, M, K], W [B, K, N]
   std::vector<std::pair<int, int>> passes;
   int64_t B = 1, M = 0, K = 0, N = 0;
-  std::vector<std::vector<int64_t>> groups;  // all_reduce: the devices that combine (Op::groups)
+  std::vector<std::vector<int64_t>> groups;  // collectives: Op::groups
+  int64_t dimension = 0;                      // all_gather
   std::vector<std::string> from;  // HLO locations
 };
 
@@ -579,6 +585,12 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
       nd.value_id = mm;
       k.expr.nodes.push_back(nd);
     }
+  } else if (o.kind == OpKind::all_gather || o.kind == OpKind::collective_permute) {
+    k.kind = o.kind == OpKind::all_gather ? KKind::all_gather : KKind::permute;
+    k.inputs = {base[o.operands[0]]};
+    k.groups = o.groups;
+    k.dimension = o.index;
+    k.dtype = o.type.dtype;
   } else if (o.kind == OpKind::all_reduce) {
     k.kind = KKind::all_reduce;
     k.inputs = {base[o.operands[0]]};
@@ -853,8 +865,7 @@ class Emitter {
   }
   void line(const std::string& s) { out_ += s + "\n"; }
   std::string kernel_name(size_t idx, const Kernel& k) const {
-    static const char* names[] = {"elementwise", "copy", "reduce (across lanes)", "reduce (down columns)", "matmul", "all-reduce"};
-    return fmt::format("kernel {}: {} -> %{} {}", idx, names[int(k.kind)], k.out, p_.type(k.out).str());
+    return fmt::format("kernel {}: {} -> %{} {}", idx, kind_name(k.kind), k.out, p_.type(k.out).str());
   }
   // Text for a .kernel string: no quote, backslash or control character.
   static std::string debug_text(std::string t) {
@@ -1019,6 +1030,8 @@ class Emitter {
       case KKind::reduce_columns: reduce_columns(k); break;
       case KKind::matmul: matmul(k); break;
       case KKind::all_reduce: all_reduce(k); break;
+      case KKind::all_gather: all_gather(k); break;
+      case KKind::permute: permute(k); break;
     }
   }
 
@@ -1254,11 +1267,7 @@ class Emitter {
   // for its next member to say it has entered the kernel (its VMEM is
   // free).
   void all_reduce(const Kernel& k) {
-    const std::vector<int64_t>* grp = nullptr;
-    for (const auto& g : k.groups)
-      if (std::find(g.begin(), g.end(), chip_) != g.end()) grp = &g;
-    if (!grp) throw Error(fmt::format("{}: internal error: chip {} is in no group of the all-reduce", kernel_loc_, chip_));
-    const int64_t n = int64_t(grp->size()), pos = std::find(grp->begin(), grp->end(), chip_) - grp->begin();
+    const auto [grp, n, pos] = group_of(k);
     const DType dt = p_.type(k.out).dtype;
     const bool bf = dt == DType::bf16;
     if (!(dt == DType::f32 || dt == DType::s32 || bf) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
@@ -1274,18 +1283,9 @@ class Emitter {
     const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
     dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), uint64_t(mine * esz), ld);
     if (n > 1) {
-      const uint64_t next = uint64_t((*grp)[size_t((pos + 1) % n)]), prev = uint64_t((*grp)[size_t((pos + n - 1) % n)]);
-      const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
-      const double cost = double(cb) / link;
-      // `ready` counts this chip's next member entering the kernel.
-      push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
-      ready.produce(done_[kDma] + hop);
-      wait("dma", ready, 1);
+      const Ring r = ring(grp, pos, ready, cb);
       wait("dma", ld, ld.produced);
-      auto send = [&](uint64_t dst, uint64_t src, Counter& arrivals) {
-        const double t = push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, cb}, cost, cost + hop);
-        arrivals.produce(t + cost + hop);  // the previous member sends alike
-      };
+      auto send = [&](uint64_t dst, uint64_t src, Counter& arrivals) { r.send(*this, dst, src, arrivals); };
       auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
       const char* ty = bf ? "bf16" : aty(dt);
       const char* op = k.combiner == Combiner::add ? "vadd" : k.combiner == Combiner::multiply ? "vmul"
@@ -1320,6 +1320,123 @@ class Emitter {
     }
     dma_st(p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(mine * esz), st);
     drain({&ld, &ready, &rs, &added, &ag, &st});
+  }
+
+  // ---- all-gather across chips: the group's values side by side along
+  // the dimension, in group order. Only where every dimension before it is
+  // 1, so each member's value is one contiguous piece of the result. A ring
+  // as the all-reduce's second half: each chip starts with its own piece
+  // and passes on the one that arrived; each core does its share of every
+  // piece with the same core of the other chips.
+  void all_gather(const Kernel& k) {
+    const auto [grp, n, pos] = group_of(k);
+    const Type& it = p_.type(k.inputs[0]);
+    for (int64_t d = 0; d < k.dimension; ++d)
+      if (it.dims[size_t(d)] != 1)
+        throw Error(fmt::format("{}: unsupported all-gather along dimension {} of {} (tpuc gathers where the dimensions before it are 1)",
+                                kernel_loc_, k.dimension, it.str()));
+    const int esz = dtype_bytes(it.dtype);
+    const int64_t E = it.elements();
+    const auto [e0, e1] = share(E, L_);
+    Counter ld = counter(), ready = counter(), ag = counter(), st = counter();
+    const int64_t mine = e1 - e0;
+    const uint64_t pb = uint64_t(std::max<int64_t>(mine, 1) * esz);  // a piece of this core's share
+    const uint64_t buf = vmem(uint64_t(n) * pb);
+    if (mine == 0) return drain({&ld, &ready, &ag, &st});
+    dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), pb, ld);
+    if (n > 1) {
+      const Ring r = ring(grp, pos, ready, pb);
+      wait("dma", ld, ld.produced);
+      for (int64_t s = 0; s + 1 < n; ++s) {
+        if (s > 0) wait("dma", ag, s);
+        const uint64_t at = buf + uint64_t(((pos - s) % n + n) % n) * pb;
+        r.send(*this, at, at, ag);
+      }
+      wait("dma", ag, n - 1);
+    } else {
+      wait("dma", ld, ld.produced);
+    }
+    dma_2d(false, p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
+    drain({&ld, &ready, &ag, &st});
+  }
+
+  // ---- collective-permute: each source's value goes to its target; a chip
+  // no pair targets gets zeros. The target tells its source when its buffer
+  // belongs to the kernel.
+  void permute(const Kernel& k) {
+    int64_t to = -1, from = -1;
+    for (const auto& pr : k.groups) {
+      if (pr[0] == chip_) to = pr[1];
+      if (pr[1] == chip_) from = pr[0];
+    }
+    const DType dt = p_.type(k.out).dtype;
+    const int esz = dtype_bytes(dt);
+    const int64_t E = p_.type(k.out).elements();
+    const auto [e0, e1] = share(E, L_);
+    Counter ld = counter(), ready = counter(), got = counter(), st = counter();
+    const int64_t mine = e1 - e0;
+    const uint64_t bytes = uint64_t(std::max<int64_t>(mine, 1) * esz);
+    const uint64_t in = vmem(bytes), out = vmem(bytes);
+    if (mine == 0) return drain({&ld, &ready, &got, &st});
+    const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
+    if (from >= 0) {
+      push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {uint64_t(from)});
+      got.produce(done_[kDma] + 2 * hop + double(bytes) / link);
+    }
+    if (to >= 0) {
+      dma_ld(in, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), bytes, ld);
+      ready.produce(done_[kDma] + hop);
+      wait("dma", ready, 1);
+      wait("dma", ld, ld.produced);
+      push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem), {uint64_t(to), out, in, bytes}, double(bytes) / link,
+           double(bytes) / link + hop);
+    }
+    if (from >= 0) {
+      wait("dma", got, 1);
+    } else {  // zeros
+      ins("vli v0, 0");
+      for (int64_t v = 0; v < mine; v += L_) ins("vst.{} v0, s0, {}", dt == DType::bf16 ? "bf16" : dt == DType::s8 || dt == DType::pred ? "s8" : aty(dt),
+                                               out + uint64_t(v * esz));
+      signal("vpu", got);
+      wait("dma", got, 1);
+    }
+    dma_st(p_.addr[k.out] + uint64_t(e0 * esz), out, bytes, st);
+    drain({&ld, &ready, &got, &st});
+  }
+
+  // This chip's group of a collective, its size and the chip's place in it.
+  std::tuple<const std::vector<int64_t>*, int64_t, int64_t> group_of(const Kernel& k) const {
+    for (const auto& g : k.groups)
+      if (auto it = std::find(g.begin(), g.end(), chip_); it != g.end()) return {&g, int64_t(g.size()), int64_t(it - g.begin())};
+    throw Error(fmt::format("{}: internal error: chip {} is in no group of the collective", kernel_loc_, chip_));
+  }
+  // A ring's sends: `ready` counts the next member entering the kernel
+  // (this chip tells the previous one the same); each send of `bytes` to
+  // the next member counts on `arrivals` there, and the previous member's
+  // send to this chip is expected alike.
+  struct Ring {
+    uint64_t next = 0;
+    double cost = 0, hop = 0;
+    uint64_t bytes = 0;
+    Counter* ready = nullptr;
+    void send(Emitter& em, uint64_t dst, uint64_t src, Counter& arrivals) const {
+      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
+      arrivals.produce(t + cost + hop);
+    }
+  };
+  Ring ring(const std::vector<int64_t>* grp, int64_t pos, Counter& ready, uint64_t bytes) {
+    const int64_t n = int64_t(grp->size());
+    Ring r;
+    r.next = uint64_t((*grp)[size_t((pos + 1) % n)]);
+    const uint64_t prev = uint64_t((*grp)[size_t((pos + n - 1) % n)]);
+    r.hop = double(m_.ici_hop_cycles());
+    r.cost = double(bytes) / (double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz));
+    r.bytes = bytes;
+    r.ready = &ready;
+    push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
+    ready.produce(done_[kDma] + r.hop);
+    wait("dma", ready, 1);
+    return r;
   }
 
   // ---- element-wise kernels: chunks of the flat tensor, double-buffered
@@ -2510,13 +2627,12 @@ Backend::~Backend() { delete plan_; }
 
 std::string Backend::describe() const {
   const Plan& p = *plan_;
-  static const char* names[] = {"elementwise", "copy", "reduce-lanes", "reduce-columns", "matmul"};
   std::string s = fmt::format("# kernel plan: {} kernels, {} bytes of HBM\n", p.kernels.size(), p.hbm_used);
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];
     std::vector<std::string> in;
     for (int v : k.inputs) in.push_back(fmt::format("%{}", v));
-    s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, names[int(k.kind)], k.out, p.type(k.out).str(), p.addr[k.out]);
+    s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, kind_name(k.kind), k.out, p.type(k.out).str(), p.addr[k.out]);
     if (!in.empty()) s += fmt::format(" reads {}", fmt::join(in, ", "));
     if (k.kind == KKind::matmul) {
       std::vector<std::string> ps;

@@ -628,8 +628,35 @@ class Importer {
       op.loc = loc(i);
       return {f_.add(std::move(op))};
     }
-    if (f_.devices > 1 && (opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" || opc == "all-to-all"))
-      unsupported(i, fmt::format("{} across devices (all-reduce is the collective tpuc compiles so far)", opc));
+    if (f_.devices > 1 && (opc == "all-gather" || opc == "collective-permute")) {
+      if (i.operands.size() != 1) unsupported(i, fmt::format("{} of several operands", opc));
+      Op op;
+      op.operands = {single(0)};
+      op.type = tensor_type(i.shape, i);
+      op.loc = loc(i);
+      if (opc == "all-gather") {
+        op.kind = OpKind::all_gather;
+        const std::string* d = i.attribute("dimensions");
+        const std::vector<int64_t> dims = d ? hlo::parse_int_list(*d, i) : std::vector<int64_t>{};
+        if (dims.size() != 1) malformed(i, "all-gather needs one dimension");
+        op.index = dims[0];
+        op.groups = replica_groups(i);
+      } else {
+        op.kind = OpKind::collective_permute;
+        const std::string* pairs = i.attribute("source_target_pairs");
+        if (pairs && pairs->size() > 2) {
+          const std::string inner = pairs->substr(1, pairs->size() - 2);
+          for (size_t p = inner.find('{'); p != std::string::npos; p = inner.find('{', p + 1)) {
+            const size_t q = inner.find('}', p);
+            if (q == std::string::npos) malformed(i, fmt::format("source_target_pairs {}", *pairs));
+            op.groups.push_back(hlo::parse_int_list(inner.substr(p, q - p + 1), i));
+          }
+        }
+      }
+      return {f_.add(std::move(op))};
+    }
+    if (f_.devices > 1 && (opc == "reduce-scatter" || opc == "all-to-all"))
+      unsupported(i, fmt::format("{} across devices (tpuc compiles all-reduce, all-gather and collective-permute)", opc));
     if (opc == "all-reduce" || opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" ||
         opc == "all-to-all") {
       // On one device every replica group has one member: the identity.

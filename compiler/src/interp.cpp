@@ -332,8 +332,12 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       });
       break;
     }
-    case OpKind::all_reduce:  // on one device
+    case OpKind::all_reduce:  // on one device: every group is that device alone
+    case OpKind::all_gather:
       r.v = in[0]->v;
+      break;
+    case OpKind::collective_permute:  // on one device: itself, or nothing (zeros)
+      if (!op.groups.empty()) r.v = in[0]->v;
       break;
     case OpKind::reduce: {
       const Tensor& a = *in[0];
@@ -450,13 +454,34 @@ std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>&
           out = Tensor{op.type, std::vector<double>(size_t(op.type.elements()))};
           move_tile(g, out, tiles, d, true);
         }
-      } else if (op.kind != OpKind::all_reduce) {
+      } else if (!is_collective(op.kind)) {
         std::vector<const Tensor*> in;
         for (int o : op.operands) in.push_back(&vals[size_t(d)][size_t(o)]);
         out = evaluate(op, in);
       }
     }
-    if (op.kind != OpKind::all_reduce) continue;
+    if (op.kind == OpKind::collective_permute) {  // a device no pair targets gets zeros
+      for (int64_t d = 0; d < n; ++d) vals[size_t(d)][i] = Tensor{op.type, std::vector<double>(size_t(op.type.elements()), 0.0)};
+      for (const auto& pr : op.groups) vals[size_t(pr[1])][i] = vals[size_t(pr[0])][size_t(op.operands[0])];
+      continue;
+    }
+    if (op.kind == OpKind::all_gather) {  // the members' values concatenated along the dimension, in group order
+      for (const auto& g : op.groups) {
+        Tensor cat{op.type, std::vector<double>(size_t(op.type.elements()))};
+        const Type& it = f.ops[size_t(op.operands[0])].type;
+        const auto cs = strides_of(op.type.dims), is = strides_of(it.dims);
+        for (size_t k = 0; k < g.size(); ++k) {
+          const Tensor& x = vals[size_t(g[k])][size_t(op.operands[0])];
+          for_each_index(it.dims, [&](const std::vector<int64_t>& idx) {
+            std::vector<int64_t> o = idx;
+            o[size_t(op.index)] += int64_t(k) * it.dims[size_t(op.index)];
+            cat.v[size_t(offset(o, cs))] = x.v[size_t(offset(idx, is))];
+          });
+        }
+        for (int64_t d : g) vals[size_t(d)][i] = cat;
+      }
+      continue;
+    }
     for (const auto& g : op.groups) {
       Tensor sum = vals[size_t(g[0])][size_t(op.operands[0])];
       for (size_t k = 1; k < g.size(); ++k) {

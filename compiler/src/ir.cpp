@@ -59,12 +59,15 @@ const char* op_name(OpKind k) {
     case OpKind::reduce_window: return "reduce-window";
     case OpKind::select_and_scatter: return "select-and-scatter";
     case OpKind::all_reduce: return "all-reduce";
+    case OpKind::all_gather: return "all-gather";
+    case OpKind::collective_permute: return "collective-permute";
     default: return names[int(k)];
   }
 }
 
 bool is_unary(OpKind k) { return k >= OpKind::convert && k <= OpKind::not_; }
 bool is_binary(OpKind k) { return k >= OpKind::add && k <= OpKind::compare; }
+bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::collective_permute; }
 bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::select || k == OpKind::clamp; }
 
 const char* combiner_name(Combiner c) {
@@ -182,7 +185,19 @@ Type infer_type(const Function& f, const Op& op) {
       need(0);
       if (op.index < 0) bad(op, "has a negative index");
       return op.type;
-    case OpKind::all_reduce: {
+    case OpKind::collective_permute: {
+      need(1);
+      std::vector<bool> src(size_t(f.devices), false), dst(size_t(f.devices), false);
+      for (const auto& pr : op.groups) {
+        if (pr.size() != 2 || pr[0] < 0 || pr[1] < 0 || pr[0] >= f.devices || pr[1] >= f.devices)
+          bad(op, fmt::format("pairs must be [source, target] of the {} devices", f.devices));
+        if (src[size_t(pr[0])] || dst[size_t(pr[1])]) bad(op, "names a source or a target twice");
+        src[size_t(pr[0])] = dst[size_t(pr[1])] = true;
+      }
+      return operand(0);
+    }
+    case OpKind::all_reduce:
+    case OpKind::all_gather: {
       need(1);
       std::vector<int64_t> seen;
       for (const auto& g : op.groups) {
@@ -193,7 +208,13 @@ Type infer_type(const Function& f, const Op& op) {
       for (size_t d = 0; d < seen.size(); ++d)
         if (seen[d] != int64_t(d)) bad(op, fmt::format("groups must hold each of the {} devices once", f.devices));
       if (int64_t(seen.size()) != f.devices) bad(op, fmt::format("groups must hold each of the {} devices once", f.devices));
-      return operand(0);
+      if (op.kind == OpKind::all_reduce) return operand(0);
+      for (const auto& g : op.groups)
+        if (g.size() != op.groups[0].size()) bad(op, "groups of different sizes");
+      Type t = operand(0);
+      if (op.index < 0 || size_t(op.index) >= t.dims.size()) bad(op, "dimension out of range");
+      t.dims[size_t(op.index)] *= int64_t(op.groups[0].size());
+      return t;
     }
     case OpKind::constant: {
       need(0);
@@ -518,10 +539,13 @@ std::string print(const Function& f) {
           a("name", "\"" + f.param_names[op.index] + "\"");
         if (size_t(op.index) < f.param_tiles.size() && !f.param_tiles[op.index].empty()) a("tiles", list(f.param_tiles[op.index]));
         break;
-      case OpKind::all_reduce: {
+      case OpKind::all_reduce:
+      case OpKind::all_gather:
+      case OpKind::collective_permute: {
         std::vector<std::string> gs;
         for (const auto& g : op.groups) gs.push_back(list(g));
-        a("groups", fmt::format("[{}]", fmt::join(gs, ",")));
+        if (op.kind == OpKind::all_gather) a("dimension", std::to_string(op.index));
+        a(op.kind == OpKind::collective_permute ? "pairs" : "groups", fmt::format("[{}]", fmt::join(gs, ",")));
         break;
       }
       case OpKind::constant: {
@@ -749,7 +773,7 @@ class Parser {
     const std::string kind = ident();
     Op op;
     bool known = false;
-    for (int k = 0; k <= int(OpKind::all_reduce); ++k)
+    for (int k = 0; k <= int(OpKind::collective_permute); ++k)
       if (kind == op_name(OpKind(k))) op.kind = OpKind(k), known = true;
     if (!known) fail(fmt::format("unknown operation '{}'", kind));
     expect('(');
@@ -792,7 +816,7 @@ class Parser {
     } else if (key == "tiles") {
       if (size_t(op.index) >= f.param_tiles.size()) f.param_tiles.resize(op.index + 1);
       f.param_tiles[op.index] = int_list();
-    } else if (key == "groups") {
+    } else if (key == "groups" || key == "pairs") {
       expect('[');
       do {
         op.groups.push_back(int_list());

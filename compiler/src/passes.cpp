@@ -289,7 +289,7 @@ Function canonicalize(const Function& in) {
       default: break;
     }
     // Constant folding: every operand a constant, a small result.
-    if (op.kind != OpKind::parameter && op.kind != OpKind::constant && op.kind != OpKind::all_reduce &&
+    if (op.kind != OpKind::parameter && op.kind != OpKind::constant && !is_collective(op.kind) &&
         (op.kind == OpKind::iota || !op.operands.empty()) &&
         rt.elements() <= (op.kind == OpKind::iota ? int64_t(1) << 22 : kFoldLimit)) {
       bool all = true;

@@ -42,7 +42,7 @@ struct Type {
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)               \
       X(select_and_scatter)                                                                         \
-  /* across devices */ X(all_reduce)
+  /* across devices */ X(all_reduce) X(all_gather) X(collective_permute)
 
 enum class OpKind : uint8_t {
 #define X(n) n,
@@ -53,6 +53,7 @@ const char* op_name(OpKind k);  // "round-nearest-even", "and", ...
 bool is_elementwise(OpKind k);
 bool is_unary(OpKind k);
 bool is_binary(OpKind k);
+bool is_collective(OpKind k);  // all-reduce, all-gather, collective-permute: across devices
 
 enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_ };
 const char* combiner_name(Combiner c);
@@ -87,8 +88,9 @@ struct Op {
   std::vector<double> literal;    // constant values, row-major (one value: a splat)
   bool opaque = false;            // a constant whose value is runtime data: never folded into others
   std::string loc;                // where it came from: "file:line name"
-  // all-reduce: the devices that combine their values, in groups (each in
-  // ring order); every device of the function is in one group.
+  // all-reduce, all-gather: the devices that combine their values, in
+  // groups (each in ring order); every device of the function is in one.
+  // collective-permute: [source, target] pairs.
   std::vector<std::vector<int64_t>> groups;
 };
 
