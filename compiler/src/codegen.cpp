@@ -1418,7 +1418,6 @@ class Emitter {
     uint64_t next = 0;
     double cost = 0, hop = 0;
     uint64_t bytes = 0;
-    Counter* ready = nullptr;
     void send(Emitter& em, uint64_t dst, uint64_t src, Counter& arrivals) const {
       const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
       arrivals.produce(t + cost + hop);
@@ -1432,7 +1431,6 @@ class Emitter {
     r.hop = double(m_.ici_hop_cycles());
     r.cost = double(bytes) / (double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz));
     r.bytes = bytes;
-    r.ready = &ready;
     push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
     ready.produce(done_[kDma] + r.hop);
     wait("dma", ready, 1);

@@ -39,9 +39,11 @@ struct Cursor {
 
 }  // namespace
 
-isa::Program assemble_for(const std::string& source, const std::string& preset) {
+isa::Program assemble_for(const std::string& source, const std::string& preset) { return assemble_for(source, isa::load_target(preset)); }
+
+isa::Program assemble_for(const std::string& source, const isa::Target& target) {
   as::AssembleOptions o;
-  o.target = isa::load_target(preset);
+  o.target = target;
   auto r = as::assemble(source, "test.s", o);
   std::string errs;
   for (const auto& d : r.errors) errs += d.render();

@@ -21,8 +21,9 @@ struct SimRun {
   nlohmann::json stats;
 };
 
-// Assembles `source` for `preset` (the test fails on assembly errors).
+// Assembles `source` for `preset` or `target` (the test fails on assembly errors).
 isa::Program assemble_for(const std::string& source, const std::string& preset);
+isa::Program assemble_for(const std::string& source, const isa::Target& target);
 
 // A preset with the simple HBM model: docs/timing.md's formulas, and the
 // cycle counts tests pin, are written for it (the detailed model has its own

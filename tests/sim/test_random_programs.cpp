@@ -97,22 +97,16 @@ TEST_CASE("random programs end cleanly and every MXU model agrees", "[random]") 
   for (int trial = 0; trial < 40; ++trial) {
     const std::string src = random_program(rng);
     INFO("trial " << trial << "\n" << src);
-    as::AssembleOptions o;
-    o.target = cfg.target;
-    auto a = as::assemble(src, "random.s", o);
-    std::string errs;
-    for (const auto& d : a.errors) errs += d.render();
-    INFO(errs);
-    REQUIRE(a.program);
+    const isa::Program program = test::assemble_for(src, cfg.target);
     std::vector<uint8_t> in(4096);
     for (auto& b : in) b = uint8_t(rng());
     sim::SimOptions fast, pe, rtl;
     fast.max_cycles = pe.max_cycles = rtl.max_cycles = 200000;
     pe.pe_level_mxu = true;
     rtl.rtl_mxu = true;
-    const auto rf = test::simulate(*a.program, cfg, {in}, fast);
-    const auto rf2 = test::simulate(*a.program, cfg, {in}, fast);
-    const auto rp = test::simulate(*a.program, cfg, {in}, pe);
+    const auto rf = test::simulate(program, cfg, {in}, fast);
+    const auto rf2 = test::simulate(program, cfg, {in}, fast);
+    const auto rp = test::simulate(program, cfg, {in}, pe);
     CHECK(rf.fault == rf2.fault);
     CHECK(rf.outputs == rf2.outputs);
     CHECK(rf.cycles == rf2.cycles);
@@ -120,7 +114,7 @@ TEST_CASE("random programs end cleanly and every MXU model agrees", "[random]") 
     CHECK(rp.outputs == rf.outputs);
     CHECK(rp.cycles == rf.cycles);
     if (sim::rtl_mxu_available(uint32_t(cfg.target.mxu_dim))) {
-      const auto rr = test::simulate(*a.program, cfg, {in}, rtl);
+      const auto rr = test::simulate(program, cfg, {in}, rtl);
       INFO("model: " << rf.fault.value_or("no fault") << "\nrtl: " << rr.fault.value_or("no fault"));
       CHECK(rr.fault == rf.fault);
       CHECK(rr.outputs == rf.outputs);

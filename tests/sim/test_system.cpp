@@ -26,16 +26,7 @@ sim::MachineConfig system_config(const std::string& preset, uint32_t chips, cons
   return sim::load_config(preset, set);
 }
 
-isa::Program assemble_with(const std::string& source, const sim::MachineConfig& cfg) {
-  as::AssembleOptions o;
-  o.target = cfg.target;
-  auto r = as::assemble(source, "test.s", o);
-  std::string errs;
-  for (const auto& d : r.errors) errs += d.render();
-  INFO(errs);
-  REQUIRE(r.program);
-  return *r.program;
-}
+isa::Program assemble_with(const std::string& source, const sim::MachineConfig& cfg) { return assemble_for(source, cfg.target); }
 
 enum class Collective { none, all_gather, all_reduce };
 
