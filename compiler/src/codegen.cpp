@@ -1283,38 +1283,53 @@ class Emitter {
     const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
     dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), uint64_t(mine * esz), ld);
     if (n > 1) {
-      const Ring r = ring(grp, pos, ready, cb);
+      // Chunks go in P pieces of whole vectors, each sent on as soon as it
+      // is combined (or has arrived), so the adds overlap the links; pieces
+      // of at least 32 KiB, at most 8 a chunk.
+      const int64_t V = C / L_, P = std::clamp<int64_t>(int64_t(cb / 32768), 1, std::min<int64_t>(8, V));
+      auto piece = [&](int64_t p) { return std::pair<int64_t, int64_t>{p * V / P * L_, (p + 1) * V / P * L_}; };  // elements
+      const Ring r = ring(grp, pos, ready);
       wait("dma", ld, ld.produced);
-      auto send = [&](uint64_t dst, uint64_t src, Counter& arrivals) { r.send(*this, dst, src, arrivals); };
+      auto send = [&](uint64_t dst, uint64_t src, int64_t p, Counter& arrivals) {
+        const auto [a, b] = piece(p);
+        r.send(*this, dst + uint64_t(a * esz), src + uint64_t(a * esz), uint64_t((b - a) * esz), arrivals);
+      };
       auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
       const char* ty = bf ? "bf16" : aty(dt);
       const char* op = k.combiner == Combiner::add ? "vadd" : k.combiner == Combiner::multiply ? "vmul"
                        : k.combiner == Combiner::maximum ? "vmax" : "vmin";
       for (int64_t s = 0; s + 1 < n; ++s) {  // reduce-scatter
-        if (s > 0) wait("dma", added, s);
-        send(recv + uint64_t(s) * cb, buf + uint64_t(mod(pos - s)) * cb, rs);
-        wait("vpu", rs, s + 1);
-        const uint64_t got = buf + uint64_t(mod(pos - s - 1)) * cb, in = recv + uint64_t(s) * cb;
-        constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
-        for (int64_t v = 0; v < C; v += U * L_) {
-          const int64_t u = std::min<int64_t>(U, (C - v) / L_);
-          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
-          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, U + j, in + uint64_t((v + j * L_) * esz));
-          for (int64_t j = 0; j < u; ++j) {
-            ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
-            if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
-          }
-          for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+        for (int64_t p = 0; p < P; ++p) {
+          if (s > 0) wait("dma", added, (s - 1) * P + p + 1);  // the piece's combination is in
+          send(recv + uint64_t(s) * cb, buf + uint64_t(mod(pos - s)) * cb, p, rs);
         }
-        signal("vpu", added);
+        const uint64_t got = buf + uint64_t(mod(pos - s - 1)) * cb, in = recv + uint64_t(s) * cb;
+        for (int64_t p = 0; p < P; ++p) {
+          wait("vpu", rs, s * P + p + 1);
+          const auto [a, b] = piece(p);
+          constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
+          for (int64_t v = a; v < b; v += U * L_) {
+            const int64_t u = std::min<int64_t>(U, (b - v) / L_);
+            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, U + j, in + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) {
+              ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
+              if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
+            }
+            for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+          }
+          signal("vpu", added);
+        }
       }
       for (int64_t s = 0; s + 1 < n; ++s) {  // all-gather
-        if (s == 0) wait("dma", added, n - 1);
-        else wait("dma", ag, s);
         const uint64_t at = buf + uint64_t(mod(pos + 1 - s)) * cb;
-        send(at, at, ag);
+        for (int64_t p = 0; p < P; ++p) {
+          if (s == 0) wait("dma", added, (n - 2) * P + p + 1);
+          else wait("dma", ag, (s - 1) * P + p + 1);
+          send(at, at, p, ag);
+        }
       }
-      wait("dma", ag, n - 1);
+      wait("dma", ag, (n - 1) * P);
     } else {
       wait("dma", ld, ld.produced);
     }
@@ -1345,12 +1360,12 @@ class Emitter {
     if (mine == 0) return drain({&ld, &ready, &ag, &st});
     dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), pb, ld);
     if (n > 1) {
-      const Ring r = ring(grp, pos, ready, pb);
+      const Ring r = ring(grp, pos, ready);
       wait("dma", ld, ld.produced);
       for (int64_t s = 0; s + 1 < n; ++s) {
         if (s > 0) wait("dma", ag, s);
         const uint64_t at = buf + uint64_t(((pos - s) % n + n) % n) * pb;
-        r.send(*this, at, at, ag);
+        r.send(*this, at, at, pb, ag);
       }
       wait("dma", ag, n - 1);
     } else {
@@ -1416,21 +1431,20 @@ class Emitter {
   // send to this chip is expected alike.
   struct Ring {
     uint64_t next = 0;
-    double cost = 0, hop = 0;
-    uint64_t bytes = 0;
-    void send(Emitter& em, uint64_t dst, uint64_t src, Counter& arrivals) const {
+    double bytes_per_cycle = 0, hop = 0;
+    void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
+      const double cost = double(bytes) / bytes_per_cycle;
       const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
       arrivals.produce(t + cost + hop);
     }
   };
-  Ring ring(const std::vector<int64_t>* grp, int64_t pos, Counter& ready, uint64_t bytes) {
+  Ring ring(const std::vector<int64_t>* grp, int64_t pos, Counter& ready) {
     const int64_t n = int64_t(grp->size());
     Ring r;
     r.next = uint64_t((*grp)[size_t((pos + 1) % n)]);
     const uint64_t prev = uint64_t((*grp)[size_t((pos + n - 1) % n)]);
     r.hop = double(m_.ici_hop_cycles());
-    r.cost = double(bytes) / (double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz));
-    r.bytes = bytes;
+    r.bytes_per_cycle = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz);
     push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
     ready.produce(done_[kDma] + r.hop);
     wait("dma", ready, 1);
