@@ -808,6 +808,7 @@ class Emitter {
   static constexpr int kSc = isa::kUnitScalar, kDma = isa::kUnitDma, kVpu = isa::kUnitVpu, kMxu0 = isa::kUnitMxu0;
   static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
   static constexpr int kCoreSem = isa::kNumSems - 2;     // the other cores signal it at the end of a kernel
+  static constexpr int kChipSem = isa::kNumSems - 3;     // the other chips signal it entering a collective
   static int unit_index(const std::string& u) {
     if (u == "sc") return kSc;
     if (u == "dma") return kDma;
@@ -940,7 +941,7 @@ class Emitter {
 
   // ---- synchronisation
   Counter counter() {
-    if (next_sem_ >= kCoreSem) throw Error("internal error: out of semaphores");
+    if (next_sem_ >= kChipSem) throw Error("internal error: out of semaphores");
     Counter c;
     c.sem = next_sem_++;
     return c;
@@ -1263,9 +1264,8 @@ class Emitter {
   // the same core of the other chips. The share is cut into one chunk per
   // member; n - 1 reduce-scatter steps send a chunk to the next member and
   // combine the one the previous member sent, n - 1 all-gather steps pass
-  // the combined chunks on (docs/system.md). Before sending, a chip waits
-  // for its next member to say it has entered the kernel (its VMEM is
-  // free).
+  // the combined chunks on (docs/system.md). The chips meet first
+  // (chip_barrier), so the VMEM a chip sends to belongs to this kernel.
   void all_reduce(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
     const DType dt = p_.type(k.out).dtype;
@@ -1276,11 +1276,12 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     const int64_t E = p_.type(k.out).elements();
     const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), ready = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
-    if (e1 == e0) return drain({&ld, &ready, &rs, &added, &ag, &st});
+    Counter ld = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
+    if (e1 == e0) return drain({&ld, &rs, &added, &ag, &st});
     const int64_t mine = e1 - e0, C = ceil_div(ceil_div(mine, n), L_) * L_;  // elements per chunk
     const uint64_t cb = uint64_t(C * esz);
     const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
+    chip_barrier();
     dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), uint64_t(mine * esz), ld);
     if (n > 1) {
       // Chunks go in P pieces of whole vectors, each sent on as soon as it
@@ -1288,7 +1289,7 @@ class Emitter {
       // of at least 32 KiB, at most 8 a chunk.
       const int64_t V = C / L_, P = std::clamp<int64_t>(int64_t(cb / 32768), 1, std::min<int64_t>(8, V));
       auto piece = [&](int64_t p) { return std::pair<int64_t, int64_t>{p * V / P * L_, (p + 1) * V / P * L_}; };  // elements
-      const Ring r = ring(grp, pos, ready);
+      const Ring r = ring(grp, pos);
       wait("dma", ld, ld.produced);
       auto send = [&](uint64_t dst, uint64_t src, int64_t p, Counter& arrivals) {
         const auto [a, b] = piece(p);
@@ -1334,7 +1335,7 @@ class Emitter {
       wait("dma", ld, ld.produced);
     }
     dma_st(p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(mine * esz), st);
-    drain({&ld, &ready, &rs, &added, &ag, &st});
+    drain({&ld, &rs, &added, &ag, &st});
   }
 
   // ---- all-gather across chips: the group's values side by side along
@@ -1353,14 +1354,15 @@ class Emitter {
     const int esz = dtype_bytes(it.dtype);
     const int64_t E = it.elements();
     const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), ready = counter(), ag = counter(), st = counter();
+    Counter ld = counter(), ag = counter(), st = counter();
     const int64_t mine = e1 - e0;
     const uint64_t pb = uint64_t(std::max<int64_t>(mine, 1) * esz);  // a piece of this core's share
     const uint64_t buf = vmem(uint64_t(n) * pb);
-    if (mine == 0) return drain({&ld, &ready, &ag, &st});
+    if (mine == 0) return drain({&ld, &ag, &st});
+    chip_barrier();
     dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), pb, ld);
     if (n > 1) {
-      const Ring r = ring(grp, pos, ready);
+      const Ring r = ring(grp, pos);
       wait("dma", ld, ld.produced);
       for (int64_t s = 0; s + 1 < n; ++s) {
         if (s > 0) wait("dma", ag, s);
@@ -1372,12 +1374,11 @@ class Emitter {
       wait("dma", ld, ld.produced);
     }
     dma_2d(false, p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
-    drain({&ld, &ready, &ag, &st});
+    drain({&ld, &ag, &st});
   }
 
-  // ---- collective-permute: each source's value goes to its target; a chip
-  // no pair targets gets zeros. The target tells its source when its buffer
-  // belongs to the kernel.
+  // ---- collective-permute: each source's value goes to its target, after
+  // the chips meet (chip_barrier); a chip no pair targets gets zeros.
   void permute(const Kernel& k) {
     int64_t to = -1, from = -1;
     for (const auto& pr : k.groups) {
@@ -1388,20 +1389,16 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     const int64_t E = p_.type(k.out).elements();
     const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), ready = counter(), got = counter(), st = counter();
+    Counter ld = counter(), got = counter(), st = counter();
     const int64_t mine = e1 - e0;
     const uint64_t bytes = uint64_t(std::max<int64_t>(mine, 1) * esz);
     const uint64_t in = vmem(bytes), out = vmem(bytes);
-    if (mine == 0) return drain({&ld, &ready, &got, &st});
+    if (mine == 0) return drain({&ld, &got, &st});
     const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
-    if (from >= 0) {
-      push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {uint64_t(from)});
-      got.produce(done_[kDma] + 2 * hop + double(bytes) / link);
-    }
+    chip_barrier();
+    if (from >= 0) got.produce(done_[kDma] + hop + double(bytes) / link);
     if (to >= 0) {
       dma_ld(in, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), bytes, ld);
-      ready.produce(done_[kDma] + hop);
-      wait("dma", ready, 1);
       wait("dma", ld, ld.produced);
       push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem), {uint64_t(to), out, in, bytes}, double(bytes) / link,
            double(bytes) / link + hop);
@@ -1416,7 +1413,7 @@ class Emitter {
       wait("dma", got, 1);
     }
     dma_st(p_.addr[k.out] + uint64_t(e0 * esz), out, bytes, st);
-    drain({&ld, &ready, &got, &st});
+    drain({&ld, &got, &st});
   }
 
   // This chip's group of a collective, its size and the chip's place in it.
@@ -1425,10 +1422,24 @@ class Emitter {
       if (auto it = std::find(g.begin(), g.end(), chip_); it != g.end()) return {&g, int64_t(g.size()), int64_t(it - g.begin())};
     throw Error(fmt::format("{}: internal error: chip {} is in no group of the collective", kernel_loc_, chip_));
   }
-  // A ring's sends: `ready` counts the next member entering the kernel
-  // (this chip tells the previous one the same); each send of `bytes` to
-  // the next member counts on `arrivals` there, and the previous member's
-  // send to this chip is expected alike.
+  // The chips meet at the start of a collective: each tells every other
+  // chip (the same core) that it has entered the kernel, on a semaphore no
+  // kernel uses, and the DMA waits for all of them before it sends. Every
+  // chip runs every collective, so a count that comes early (a chip already
+  // in the next collective) only arrives once every chip has entered this
+  // one: the total is right whichever chips it comes from.
+  void chip_barrier() {
+    if (nchips_ < 2) return;
+    Counter c;
+    c.sem = kChipSem;
+    for (int64_t o = 0; o < nchips_; ++o)
+      if (o != chip_) push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", kChipSem), {uint64_t(o)});
+    c.produce(done_[kDma] + double(m_.ici_hop_cycles()), nchips_ - 1);
+    wait("dma", c, nchips_ - 1);
+  }
+  // A ring's sends: each send of `bytes` to the next member counts on
+  // `arrivals` there, and the previous member's send to this chip is
+  // expected alike.
   struct Ring {
     uint64_t next = 0;
     double bytes_per_cycle = 0, hop = 0;
@@ -1438,16 +1449,12 @@ class Emitter {
       arrivals.produce(t + cost + hop);
     }
   };
-  Ring ring(const std::vector<int64_t>* grp, int64_t pos, Counter& ready) {
+  Ring ring(const std::vector<int64_t>* grp, int64_t pos) const {
     const int64_t n = int64_t(grp->size());
     Ring r;
     r.next = uint64_t((*grp)[size_t((pos + 1) % n)]);
-    const uint64_t prev = uint64_t((*grp)[size_t((pos + n - 1) % n)]);
     r.hop = double(m_.ici_hop_cycles());
     r.bytes_per_cycle = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz);
-    push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", ready.sem), {prev});
-    ready.produce(done_[kDma] + r.hop);
-    wait("dma", ready, 1);
     return r;
   }
 
@@ -2144,7 +2151,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // has two accumulator slots of at least one row.
   if (p_.t.acc_rows < 2)
     throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", em.kernel_loc_, p_.t.acc_rows));
-  const int64_t sem_mxus = (Emitter::kCoreSem - 5) * 2 / 13;
+  const int64_t sem_mxus = (Emitter::kChipSem - 5) * 2 / 13;
   nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, nt, int64_t(p_.t.acc_rows) / 2}));
   for (auto [a, w] : k.passes) {
     auto idx = [](std::vector<int>& v, int x) {
