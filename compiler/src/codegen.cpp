@@ -107,10 +107,10 @@ struct View {
   std::vector<int64_t> dims, strides;
 };
 
-enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce, all_gather, permute };
+enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce, all_gather, reduce_scatter, all_to_all, permute };
 const char* kind_name(KKind k) {
-  static const char* const names[] = {"elementwise", "copy",       "reduce-lanes", "reduce-columns",
-                                      "matmul",      "all-reduce", "all-gather",   "collective-permute"};
+  static const char* const names[] = {"elementwise", "copy",       "reduce-lanes", "reduce-columns", "matmul",
+                                      "all-reduce",  "all-gather", "reduce-scatter", "all-to-all",   "collective-permute"};
   return names[int(k)];
 }
 
@@ -129,7 +129,7 @@ struct Kernel {
   std::vector<std::pair<int, int>> passes;
   int64_t B = 1, M = 0, K = 0, N = 0;
   std::vector<std::vector<int64_t>> groups;  // collectives: Op::groups
-  int64_t dimension = 0;                      // all_gather
+  int64_t dimension = 0;                      // all_gather, reduce_scatter, all_to_all
   std::vector<std::string> from;  // HLO locations
 };
 
@@ -585,17 +585,16 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
       nd.value_id = mm;
       k.expr.nodes.push_back(nd);
     }
-  } else if (o.kind == OpKind::all_gather || o.kind == OpKind::collective_permute) {
-    k.kind = o.kind == OpKind::all_gather ? KKind::all_gather : KKind::permute;
-    k.inputs = {base[o.operands[0]]};
-    k.groups = o.groups;
-    k.dimension = o.index;
-    k.dtype = o.type.dtype;
-  } else if (o.kind == OpKind::all_reduce) {
-    k.kind = KKind::all_reduce;
+  } else if (is_collective(o.kind)) {
+    k.kind = o.kind == OpKind::all_reduce       ? KKind::all_reduce
+             : o.kind == OpKind::all_gather     ? KKind::all_gather
+             : o.kind == OpKind::reduce_scatter ? KKind::reduce_scatter
+             : o.kind == OpKind::all_to_all     ? KKind::all_to_all
+                                                : KKind::permute;
     k.inputs = {base[o.operands[0]]};
     k.combiner = o.combiner;
     k.groups = o.groups;
+    k.dimension = o.index;
     k.dtype = o.type.dtype;
   } else if (o.kind == OpKind::reduce) {
     const Type& xt = type(o.operands[0]);
@@ -1032,6 +1031,8 @@ class Emitter {
       case KKind::matmul: matmul(k); break;
       case KKind::all_reduce: all_reduce(k); break;
       case KKind::all_gather: all_gather(k); break;
+      case KKind::reduce_scatter: reduce_scatter(k); break;
+      case KKind::all_to_all: all_to_all(k); break;
       case KKind::permute: permute(k); break;
     }
   }
@@ -1259,83 +1260,184 @@ class Emitter {
     return at;
   }
 
+  // A ring's sends: each send of `bytes` to the next member counts on
+  // `arrivals` there, and the previous member's send to this chip is
+  // expected alike.
+  struct Ring {
+    uint64_t next = 0;
+    double bytes_per_cycle = 0, hop = 0;
+    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos)
+        : next(uint64_t((*grp)[size_t((pos + 1) % int64_t(grp->size()))])),
+          bytes_per_cycle(double(em.m_.ici.link_bandwidth_bytes_per_s) / double(em.m_.clock_hz)),
+          hop(double(em.m_.ici_hop_cycles())) {}
+    void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
+      const double cost = double(bytes) / bytes_per_cycle;
+      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
+      arrivals.produce(t + cost + hop);
+    }
+  };
+
   // ---- all-reduce across chips: a ring over the chip's group (in group
   // order). Each core of the chip reduces its share of the elements with
   // the same core of the other chips. The share is cut into one chunk per
-  // member; n - 1 reduce-scatter steps send a chunk to the next member and
-  // combine the one the previous member sent, n - 1 all-gather steps pass
-  // the combined chunks on (docs/system.md). The chips meet first
-  // (chip_barrier), so the VMEM a chip sends to belongs to this kernel.
+  // member; n - 1 reduce-scatter steps (ring_reduce) leave each member one
+  // combined chunk, n - 1 all-gather steps pass the combined chunks on
+  // (docs/system.md). The chips meet first (chip_barrier), so the VMEM a
+  // chip sends to belongs to this kernel.
   void all_reduce(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
-    const DType dt = p_.type(k.out).dtype;
-    const bool bf = dt == DType::bf16;
-    if (!(dt == DType::f32 || dt == DType::s32 || bf) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
-      throw Error(fmt::format("{}: unsupported all-reduce ({} of {}): tpuc combines f32, bf16 and s32 by add, multiply, maximum or minimum",
-                              kernel_loc_, combiner_name(k.combiner), dtype_name(dt)));
+    const DType dt = check_combinable(k);
     const int esz = dtype_bytes(dt);
-    const int64_t E = p_.type(k.out).elements();
-    const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
-    if (e1 == e0) return drain({&ld, &rs, &added, &ag, &st});
-    const int64_t mine = e1 - e0, C = ceil_div(ceil_div(mine, n), L_) * L_;  // elements per chunk
-    const uint64_t cb = uint64_t(C * esz);
-    const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
-    chip_barrier();
-    dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), uint64_t(mine * esz), ld);
-    if (n > 1) {
-      // Chunks go in P pieces of whole vectors, each sent on as soon as it
-      // is combined (or has arrived), so the adds overlap the links; pieces
-      // of at least 32 KiB, at most 8 a chunk.
-      const int64_t V = C / L_, P = std::clamp<int64_t>(int64_t(cb / 32768), 1, std::min<int64_t>(8, V));
-      auto piece = [&](int64_t p) { return std::pair<int64_t, int64_t>{p * V / P * L_, (p + 1) * V / P * L_}; };  // elements
-      const Ring r = ring(grp, pos);
+    const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
+    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+      Counter ld = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
+      const int64_t mine = b1 - b0, C = ceil_div(ceil_div(mine, n), L_) * L_;  // elements per chunk
+      const uint64_t cb = uint64_t(C * esz);
+      const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
+      chip_barrier();
+      dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), uint64_t(mine * esz), ld);
       wait("dma", ld, ld.produced);
-      auto send = [&](uint64_t dst, uint64_t src, int64_t p, Counter& arrivals) {
-        const auto [a, b] = piece(p);
-        r.send(*this, dst + uint64_t(a * esz), src + uint64_t(a * esz), uint64_t((b - a) * esz), arrivals);
-      };
-      auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
-      const char* ty = bf ? "bf16" : aty(dt);
-      const char* op = k.combiner == Combiner::add ? "vadd" : k.combiner == Combiner::multiply ? "vmul"
-                       : k.combiner == Combiner::maximum ? "vmax" : "vmin";
-      for (int64_t s = 0; s + 1 < n; ++s) {  // reduce-scatter
-        for (int64_t p = 0; p < P; ++p) {
-          if (s > 0) wait("dma", added, (s - 1) * P + p + 1);  // the piece's combination is in
-          send(recv + uint64_t(s) * cb, buf + uint64_t(mod(pos - s)) * cb, p, rs);
-        }
-        const uint64_t got = buf + uint64_t(mod(pos - s - 1)) * cb, in = recv + uint64_t(s) * cb;
-        for (int64_t p = 0; p < P; ++p) {
-          wait("vpu", rs, s * P + p + 1);
-          const auto [a, b] = piece(p);
-          constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
-          for (int64_t v = a; v < b; v += U * L_) {
-            const int64_t u = std::min<int64_t>(U, (b - v) / L_);
-            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
-            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", ty, U + j, in + uint64_t((v + j * L_) * esz));
-            for (int64_t j = 0; j < u; ++j) {
-              ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
-              if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
-            }
-            for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", ty, j, got + uint64_t((v + j * L_) * esz));
+      if (n > 1) {
+        const Chunks ch = chunks(buf, C, dt, n, pos, 0);
+        const Ring r(*this, grp, pos);
+        ring_reduce(r, ch, recv, dt, k.combiner, rs, added);
+        for (int64_t s = 0; s + 1 < n; ++s) {  // all-gather, from the chunk this member combined
+          const uint64_t at = ch.at(s - 1);
+          for (int64_t p = 0; p < ch.P; ++p) {
+            if (s == 0) wait("dma", added, (n - 2) * ch.P + p + 1);
+            else wait("dma", ag, (s - 1) * ch.P + p + 1);
+            r.send(*this, ch.piece(at, p), ch.piece(at, p), ch.piece_bytes(p), ag);
           }
-          signal("vpu", added);
         }
+        wait("dma", ag, (n - 1) * ch.P);
       }
-      for (int64_t s = 0; s + 1 < n; ++s) {  // all-gather
-        const uint64_t at = buf + uint64_t(mod(pos + 1 - s)) * cb;
-        for (int64_t p = 0; p < P; ++p) {
-          if (s == 0) wait("dma", added, (n - 2) * P + p + 1);
-          else wait("dma", ag, (s - 1) * P + p + 1);
-          send(at, at, p, ag);
-        }
-      }
-      wait("dma", ag, (n - 1) * P);
-    } else {
+      dma_st(p_.addr[k.out] + uint64_t(b0 * esz), buf, uint64_t(mine * esz), st);
+      drain({&ld, &rs, &added, &ag, &st});
+    });
+  }
+
+  // ---- reduce-scatter across chips: member p keeps piece p of the
+  // combination along the dimension. Only where every dimension before it
+  // is 1, so the pieces are contiguous. The all-reduce's first half, with
+  // chunk p the core's share of piece p, shifted so member p ends with its
+  // own.
+  void reduce_scatter(const Kernel& k) {
+    const auto [grp, n, pos] = group_of(k);
+    const DType dt = check_combinable(k);
+    const int esz = dtype_bytes(dt);
+    const int64_t E = p_.type(k.out).elements();  // elements per piece
+    require_contiguous(k, p_.type(k.inputs[0]));
+    const auto [e0, e1] = share(E, L_);
+    in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+      Counter ld = counter(), rs = counter(), added = counter(), st = counter();
+      const int64_t mine = b1 - b0, C = ceil_div(mine, L_) * L_;
+      const uint64_t cb = uint64_t(C * esz);
+      const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
+      chip_barrier();
+      dma_2d(true, buf, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), uint64_t(n), uint64_t(mine * esz), cb, uint64_t(E * esz), ld);
       wait("dma", ld, ld.produced);
+      const Chunks ch = chunks(buf, C, dt, n, pos, -1);
+      if (n > 1) {
+        ring_reduce(Ring(*this, grp, pos), ch, recv, dt, k.combiner, rs, added);
+        wait("dma", added, added.produced);
+      }
+      dma_st(p_.addr[k.out] + uint64_t(b0 * esz), ch.at(n - 1), uint64_t(mine * esz), st);
+      drain({&ld, &rs, &added, &st});
+    });
+  }
+
+  // Runs body(b0, b1) over blocks of this core's share [e0, e1) of a
+  // collective's elements, each block a whole collective (its own barrier,
+  // VMEM and counters), small enough that VMEM holds `per` bytes per
+  // element of it and `chunks` chunks rounded up to whole vectors of esz.
+  // Every chip cuts the same blocks, so they meet block by block.
+  template <typename F>
+  void in_blocks(int64_t e0, int64_t e1, uint64_t per, int64_t nchunks, int esz, F body) {
+    if (e1 == e0) return drain({});
+    const uint64_t top = vmem_top_, slack = 2 * (uint64_t(L_) * 4 + 64) + uint64_t(nchunks * L_ * esz);
+    const uint64_t room = vmem_budget() > slack ? vmem_budget() - slack : 0;
+    const int64_t most = std::max<int64_t>(L_, int64_t(room / per) / L_ * L_);
+    for (int64_t b0 = e0; b0 < e1; b0 += most) {
+      vmem_top_ = top;
+      body(b0, std::min(e1, b0 + most));
     }
-    dma_st(p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(mine * esz), st);
-    drain({&ld, &rs, &added, &ag, &st});
+  }
+
+  // The element type of an all-reduce or reduce-scatter, if tpuc combines it.
+  DType check_combinable(const Kernel& k) const {
+    const DType dt = p_.type(k.out).dtype;
+    if (!(dt == DType::f32 || dt == DType::s32 || dt == DType::bf16) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
+      throw Error(fmt::format("{}: unsupported {} ({} of {}): tpuc combines f32, bf16 and s32 by add, multiply, maximum or minimum",
+                              kernel_loc_, kind_name(k.kind), combiner_name(k.combiner), dtype_name(dt)));
+    return dt;
+  }
+  // A collective that splits or joins along a dimension moves contiguous
+  // pieces only: every dimension before it is 1.
+  void require_contiguous(const Kernel& k, const Type& t) const {
+    for (int64_t d = 0; d < k.dimension; ++d)
+      if (t.dims[size_t(d)] != 1)
+        throw Error(fmt::format("{}: unsupported {} along dimension {} of {} (tpuc splits and joins where the dimensions before it are 1)",
+                                kernel_loc_, kind_name(k.kind), k.dimension, t.str()));
+  }
+
+  // A member's n chunks of cb bytes in VMEM, as a ring sees them: chunk
+  // at(s) is the one this member sends at step s, from its own chunk
+  // pos + shift at step 0. A chunk goes in P pieces of whole vectors, each
+  // sent on as soon as it is ready, so the VPU's work overlaps the links.
+  struct Chunks {
+    uint64_t buf = 0, cb = 0;
+    int64_t n = 1, pos = 0, shift = 0;
+    int64_t P = 1;        // pieces a chunk
+    uint64_t V = 1, vb = 0;  // vectors a chunk, bytes a vector
+    uint64_t at(int64_t s) const { return buf + uint64_t((((pos + shift - s) % n) + n) % n) * cb; }
+    uint64_t lo(int64_t p) const { return uint64_t(p) * V / uint64_t(P) * vb; }  // piece p's offset in a chunk
+    uint64_t piece(uint64_t chunk, int64_t p) const { return chunk + lo(p); }
+    uint64_t piece_bytes(int64_t p) const { return lo(p + 1) - lo(p); }
+  };
+  // Chunks of C elements (whole vectors) of dt at buf; pieces of at least
+  // 32 KiB, at most 8 a chunk.
+  Chunks chunks(uint64_t buf, int64_t C, DType dt, int64_t n, int64_t pos, int64_t shift) const {
+    Chunks c;
+    c.buf = buf, c.n = n, c.pos = pos, c.shift = shift;
+    c.vb = uint64_t(L_ * dtype_bytes(dt));
+    c.V = uint64_t(C / L_);
+    c.cb = c.V * c.vb;
+    c.P = std::clamp<int64_t>(int64_t(c.cb / 32768), 1, std::min<int64_t>(8, int64_t(c.V)));
+    return c;
+  }
+
+  // n - 1 reduce-scatter steps of a ring: at step s each member sends chunk
+  // at(s) to the next and combines the previous member's into chunk
+  // at(s + 1), so after the last step chunk at(n - 1) = pos + shift + 1 is
+  // the group's combination. `rs` counts pieces arriving, `added` pieces
+  // combined.
+  void ring_reduce(const Ring& r, const Chunks& ch, uint64_t recv, DType dt, Combiner c, Counter& rs, Counter& added) {
+    const int esz = dtype_bytes(dt);
+    const bool bf = dt == DType::bf16;
+    const char* op = c == Combiner::add ? "vadd" : c == Combiner::multiply ? "vmul" : c == Combiner::maximum ? "vmax" : "vmin";
+    for (int64_t s = 0; s + 1 < ch.n; ++s) {
+      const uint64_t in = recv + uint64_t(s) * ch.cb, got = ch.at(s + 1);
+      for (int64_t p = 0; p < ch.P; ++p) {
+        if (s > 0) wait("dma", added, (s - 1) * ch.P + p + 1);  // the piece's combination is in
+        r.send(*this, ch.piece(in, p), ch.piece(ch.at(s), p), ch.piece_bytes(p), rs);
+      }
+      for (int64_t p = 0; p < ch.P; ++p) {
+        wait("vpu", rs, s * ch.P + p + 1);
+        const int64_t a = int64_t(ch.lo(p)) / esz, b = int64_t(ch.lo(p + 1)) / esz;
+        constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
+        for (int64_t v = a; v < b; v += U * L_) {
+          const int64_t u = std::min<int64_t>(U, (b - v) / L_);
+          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), U + j, in + uint64_t((v + j * L_) * esz));
+          for (int64_t j = 0; j < u; ++j) {
+            ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
+            if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
+          }
+          for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+        }
+        signal("vpu", added);
+      }
+    }
   }
 
   // ---- all-gather across chips: the group's values side by side along
@@ -1347,34 +1449,64 @@ class Emitter {
   void all_gather(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
     const Type& it = p_.type(k.inputs[0]);
-    for (int64_t d = 0; d < k.dimension; ++d)
-      if (it.dims[size_t(d)] != 1)
-        throw Error(fmt::format("{}: unsupported all-gather along dimension {} of {} (tpuc gathers where the dimensions before it are 1)",
-                                kernel_loc_, k.dimension, it.str()));
+    require_contiguous(k, it);
     const int esz = dtype_bytes(it.dtype);
     const int64_t E = it.elements();
     const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), ag = counter(), st = counter();
-    const int64_t mine = e1 - e0;
-    const uint64_t pb = uint64_t(std::max<int64_t>(mine, 1) * esz);  // a piece of this core's share
-    const uint64_t buf = vmem(uint64_t(n) * pb);
-    if (mine == 0) return drain({&ld, &ag, &st});
-    chip_barrier();
-    dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), pb, ld);
-    if (n > 1) {
-      const Ring r = ring(grp, pos);
+    in_blocks(e0, e1, uint64_t(n * esz), 0, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+      Counter ld = counter(), ag = counter(), st = counter();
+      const uint64_t pb = uint64_t((b1 - b0) * esz);  // a piece of this block
+      const uint64_t buf = vmem(uint64_t(n) * pb);
+      chip_barrier();
+      dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), pb, ld);
       wait("dma", ld, ld.produced);
-      for (int64_t s = 0; s + 1 < n; ++s) {
-        if (s > 0) wait("dma", ag, s);
-        const uint64_t at = buf + uint64_t(((pos - s) % n + n) % n) * pb;
-        r.send(*this, at, at, pb, ag);
+      if (n > 1) {
+        const Ring r(*this, grp, pos);
+        for (int64_t s = 0; s + 1 < n; ++s) {
+          if (s > 0) wait("dma", ag, s);
+          const uint64_t at = buf + uint64_t(((pos - s) % n + n) % n) * pb;
+          r.send(*this, at, at, pb, ag);
+        }
+        wait("dma", ag, n - 1);
       }
-      wait("dma", ag, n - 1);
-    } else {
+      dma_2d(false, p_.addr[k.out] + uint64_t(b0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
+      drain({&ld, &ag, &st});
+    });
+  }
+
+  // ---- all-to-all across chips: member p's value is cut along the
+  // dimension into n pieces, and piece q goes to member q, which puts it in
+  // place p of its result. Only where every dimension before it is 1, so
+  // pieces are contiguous. Each core sends its share of every piece
+  // straight to its member (the network routes it), nearest first.
+  void all_to_all(const Kernel& k) {
+    const auto [grp, n, pos] = group_of(k);
+    const Type& t = p_.type(k.out);
+    require_contiguous(k, t);
+    const int esz = dtype_bytes(t.dtype);
+    const int64_t E = t.elements() / n;  // elements per piece
+    const auto [e0, e1] = share(E, L_);
+    const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
+    in_blocks(e0, e1, uint64_t(2 * n * esz), 0, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+      Counter ld = counter(), got = counter(), st = counter();
+      const uint64_t pb = uint64_t((b1 - b0) * esz);
+      const uint64_t in = vmem(uint64_t(n) * pb), out = vmem(uint64_t(n) * pb);
+      const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz);
+      chip_barrier();
+      dma_2d(true, in, src, uint64_t(n), pb, pb, uint64_t(E * esz), ld);
+      dma_ld(out + uint64_t(pos) * pb, src + uint64_t(pos * E * esz), pb, ld);  // its own piece stays
       wait("dma", ld, ld.produced);
-    }
-    dma_2d(false, p_.addr[k.out] + uint64_t(e0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
-    drain({&ld, &ag, &st});
+      for (int64_t j = 1; j < n; ++j) {
+        const int64_t q = (pos + j) % n;
+        const double sent = push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem),
+                                 {uint64_t((*grp)[size_t(q)]), out + uint64_t(pos) * pb, in + uint64_t(q) * pb, pb}, double(pb) / link,
+                                 double(pb) / link + hop);
+        got.produce(sent + double(pb) / link + hop);
+      }
+      if (n > 1) wait("dma", got, n - 1);
+      dma_2d(false, p_.addr[k.out] + uint64_t(b0 * esz), out, uint64_t(n), pb, uint64_t(E * esz), pb, st);
+      drain({&ld, &got, &st});
+    });
   }
 
   // ---- collective-permute: each source's value goes to its target, after
@@ -1387,33 +1519,30 @@ class Emitter {
     }
     const DType dt = p_.type(k.out).dtype;
     const int esz = dtype_bytes(dt);
-    const int64_t E = p_.type(k.out).elements();
-    const auto [e0, e1] = share(E, L_);
-    Counter ld = counter(), got = counter(), st = counter();
-    const int64_t mine = e1 - e0;
-    const uint64_t bytes = uint64_t(std::max<int64_t>(mine, 1) * esz);
-    const uint64_t in = vmem(bytes), out = vmem(bytes);
-    if (mine == 0) return drain({&ld, &got, &st});
+    const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
     const double link = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz), hop = double(m_.ici_hop_cycles());
-    chip_barrier();
-    if (from >= 0) got.produce(done_[kDma] + hop + double(bytes) / link);
-    if (to >= 0) {
-      dma_ld(in, p_.addr[k.inputs[0]] + uint64_t(e0 * esz), bytes, ld);
-      wait("dma", ld, ld.produced);
-      push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem), {uint64_t(to), out, in, bytes}, double(bytes) / link,
-           double(bytes) / link + hop);
-    }
-    if (from >= 0) {
+    in_blocks(e0, e1, uint64_t(2 * esz), 0, esz, [&](int64_t b0, int64_t b1) {
+      Counter ld = counter(), got = counter(), st = counter();
+      const int64_t mine = b1 - b0;
+      const uint64_t bytes = uint64_t(mine * esz);
+      const uint64_t in = vmem(bytes), out = vmem(bytes);
+      chip_barrier();
+      if (from >= 0) got.produce(done_[kDma] + hop + double(bytes) / link);
+      if (to >= 0) {
+        dma_ld(in, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), bytes, ld);
+        wait("dma", ld, ld.produced);
+        push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem), {uint64_t(to), out, in, bytes}, double(bytes) / link,
+             double(bytes) / link + hop);
+      }
+      if (from < 0) {  // zeros
+        ins("vli v0, 0");
+        for (int64_t v = 0; v < mine; v += L_) ins("vst.{} v0, s0, {}", vty(dt), out + uint64_t(v * esz));
+        signal("vpu", got);
+      }
       wait("dma", got, 1);
-    } else {  // zeros
-      ins("vli v0, 0");
-      for (int64_t v = 0; v < mine; v += L_) ins("vst.{} v0, s0, {}", dt == DType::bf16 ? "bf16" : dt == DType::s8 || dt == DType::pred ? "s8" : aty(dt),
-                                               out + uint64_t(v * esz));
-      signal("vpu", got);
-      wait("dma", got, 1);
-    }
-    dma_st(p_.addr[k.out] + uint64_t(e0 * esz), out, bytes, st);
-    drain({&ld, &got, &st});
+      dma_st(p_.addr[k.out] + uint64_t(b0 * esz), out, bytes, st);
+      drain({&ld, &got, &st});
+    });
   }
 
   // This chip's group of a collective, its size and the chip's place in it.
@@ -1436,26 +1565,6 @@ class Emitter {
       if (o != chip_) push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", kChipSem), {uint64_t(o)});
     c.produce(done_[kDma] + double(m_.ici_hop_cycles()), nchips_ - 1);
     wait("dma", c, nchips_ - 1);
-  }
-  // A ring's sends: each send of `bytes` to the next member counts on
-  // `arrivals` there, and the previous member's send to this chip is
-  // expected alike.
-  struct Ring {
-    uint64_t next = 0;
-    double bytes_per_cycle = 0, hop = 0;
-    void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
-      const double cost = double(bytes) / bytes_per_cycle;
-      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
-      arrivals.produce(t + cost + hop);
-    }
-  };
-  Ring ring(const std::vector<int64_t>* grp, int64_t pos) const {
-    const int64_t n = int64_t(grp->size());
-    Ring r;
-    r.next = uint64_t((*grp)[size_t((pos + 1) % n)]);
-    r.hop = double(m_.ici_hop_cycles());
-    r.bytes_per_cycle = double(m_.ici.link_bandwidth_bytes_per_s) / double(m_.clock_hz);
-    return r;
   }
 
   // ---- element-wise kernels: chunks of the flat tensor, double-buffered

@@ -628,19 +628,20 @@ class Importer {
       op.loc = loc(i);
       return {f_.add(std::move(op))};
     }
-    if (f_.devices > 1 && (opc == "all-gather" || opc == "collective-permute")) {
+    if (f_.devices > 1 && (opc == "all-gather" || opc == "reduce-scatter" || opc == "all-to-all" || opc == "collective-permute")) {
       if (i.operands.size() != 1) unsupported(i, fmt::format("{} of several operands", opc));
       Op op;
       op.operands = {single(0)};
       op.type = tensor_type(i.shape, i);
       op.loc = loc(i);
-      if (opc == "all-gather") {
-        op.kind = OpKind::all_gather;
+      if (opc != "collective-permute") {
+        op.kind = opc == "all-gather" ? OpKind::all_gather : opc == "reduce-scatter" ? OpKind::reduce_scatter : OpKind::all_to_all;
         const std::string* d = i.attribute("dimensions");
         const std::vector<int64_t> dims = d ? hlo::parse_int_list(*d, i) : std::vector<int64_t>{};
-        if (dims.size() != 1) malformed(i, "all-gather needs one dimension");
+        if (dims.size() != 1) malformed(i, fmt::format("{} needs one dimension", opc));
         op.index = dims[0];
         op.groups = replica_groups(i);
+        if (op.kind == OpKind::reduce_scatter) op.combiner = combiner(i);
       } else {
         op.kind = OpKind::collective_permute;
         const std::string* pairs = i.attribute("source_target_pairs");
@@ -655,8 +656,6 @@ class Importer {
       }
       return {f_.add(std::move(op))};
     }
-    if (f_.devices > 1 && (opc == "reduce-scatter" || opc == "all-to-all"))
-      unsupported(i, fmt::format("{} across devices (tpuc compiles all-reduce, all-gather and collective-permute)", opc));
     if (opc == "all-reduce" || opc == "all-gather" || opc == "reduce-scatter" || opc == "collective-permute" ||
         opc == "all-to-all") {
       // On one device every replica group has one member: the identity.

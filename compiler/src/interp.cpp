@@ -334,6 +334,8 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
     }
     case OpKind::all_reduce:  // on one device: every group is that device alone
     case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
       r.v = in[0]->v;
       break;
     case OpKind::collective_permute:  // on one device: itself, or nothing (zeros)
@@ -465,31 +467,57 @@ std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>&
       for (const auto& pr : op.groups) vals[size_t(pr[1])][i] = vals[size_t(pr[0])][size_t(op.operands[0])];
       continue;
     }
-    if (op.kind == OpKind::all_gather) {  // the members' values concatenated along the dimension, in group order
-      for (const auto& g : op.groups) {
-        Tensor cat{op.type, std::vector<double>(size_t(op.type.elements()))};
-        const Type& it = f.ops[size_t(op.operands[0])].type;
-        const auto cs = strides_of(op.type.dims), is = strides_of(it.dims);
-        for (size_t k = 0; k < g.size(); ++k) {
-          const Tensor& x = vals[size_t(g[k])][size_t(op.operands[0])];
-          for_each_index(it.dims, [&](const std::vector<int64_t>& idx) {
-            std::vector<int64_t> o = idx;
-            o[size_t(op.index)] += int64_t(k) * it.dims[size_t(op.index)];
-            cat.v[size_t(offset(o, cs))] = x.v[size_t(offset(idx, is))];
-          });
-        }
-        for (int64_t d : g) vals[size_t(d)][i] = cat;
+    if (!is_collective(op.kind)) continue;
+    const Type& it = f.ops[size_t(op.operands[0])].type;
+    const size_t dim = size_t(op.index);
+    // Piece k of a tensor split along the dimension into n (reduce-scatter, all-to-all).
+    auto piece = [&](const Tensor& x, size_t k, size_t n) {
+      Type pt = it;
+      pt.dims[dim] /= int64_t(n);
+      Tensor p{pt, std::vector<double>(size_t(pt.elements()))};
+      const auto xs = strides_of(it.dims), ps = strides_of(pt.dims);
+      for_each_index(pt.dims, [&](const std::vector<int64_t>& idx) {
+        std::vector<int64_t> o = idx;
+        o[dim] += int64_t(k) * pt.dims[dim];
+        p.v[size_t(offset(idx, ps))] = x.v[size_t(offset(o, xs))];
+      });
+      return p;
+    };
+    // The pieces side by side along the dimension, in order (all-gather, all-to-all).
+    auto concat = [&](const std::vector<Tensor>& ps) {
+      Tensor cat{op.type, std::vector<double>(size_t(op.type.elements()))};
+      const auto cs = strides_of(op.type.dims);
+      for (size_t k = 0; k < ps.size(); ++k) {
+        const auto ks = strides_of(ps[k].type.dims);
+        for_each_index(ps[k].type.dims, [&](const std::vector<int64_t>& idx) {
+          std::vector<int64_t> o = idx;
+          o[dim] += int64_t(k) * ps[k].type.dims[dim];
+          cat.v[size_t(offset(o, cs))] = ps[k].v[size_t(offset(idx, ks))];
+        });
       }
-      continue;
-    }
+      return cat;
+    };
     for (const auto& g : op.groups) {
-      Tensor sum = vals[size_t(g[0])][size_t(op.operands[0])];
-      for (size_t k = 1; k < g.size(); ++k) {
-        const Tensor& x = vals[size_t(g[k])][size_t(op.operands[0])];
-        for (size_t e = 0; e < sum.v.size(); ++e)
-          sum.v[e] = canonicalize_value(op.type.dtype, combine(op.combiner, op.type.dtype, sum.v[e], x.v[e]));
+      auto x = [&](size_t k) -> const Tensor& { return vals[size_t(g[k])][size_t(op.operands[0])]; };
+      if (op.kind == OpKind::all_gather) {  // the members' values concatenated, in group order
+        std::vector<Tensor> ps;
+        for (size_t k = 0; k < g.size(); ++k) ps.push_back(x(k));
+        const Tensor cat = concat(ps);
+        for (int64_t d : g) vals[size_t(d)][i] = cat;
+      } else if (op.kind == OpKind::all_to_all) {  // member p gets piece p of every member's value, in group order
+        for (size_t p = 0; p < g.size(); ++p) {
+          std::vector<Tensor> ps;
+          for (size_t k = 0; k < g.size(); ++k) ps.push_back(piece(x(k), p, g.size()));
+          vals[size_t(g[p])][i] = concat(ps);
+        }
+      } else {  // all-reduce; reduce-scatter keeps member p's piece p of the combination
+        Tensor sum = x(0);
+        for (size_t k = 1; k < g.size(); ++k)
+          for (size_t e = 0; e < sum.v.size(); ++e)
+            sum.v[e] = canonicalize_value(op.type.dtype, combine(op.combiner, op.type.dtype, sum.v[e], x(k).v[e]));
+        for (size_t p = 0; p < g.size(); ++p)
+          vals[size_t(g[p])][i] = op.kind == OpKind::reduce_scatter ? piece(sum, p, g.size()) : sum;
       }
-      for (int64_t d : g) vals[size_t(d)][i] = sum;
     }
   }
   std::vector<Tensor> out;

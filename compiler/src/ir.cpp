@@ -60,6 +60,8 @@ const char* op_name(OpKind k) {
     case OpKind::select_and_scatter: return "select-and-scatter";
     case OpKind::all_reduce: return "all-reduce";
     case OpKind::all_gather: return "all-gather";
+    case OpKind::reduce_scatter: return "reduce-scatter";
+    case OpKind::all_to_all: return "all-to-all";
     case OpKind::collective_permute: return "collective-permute";
     default: return names[int(k)];
   }
@@ -67,7 +69,7 @@ const char* op_name(OpKind k) {
 
 bool is_unary(OpKind k) { return k >= OpKind::convert && k <= OpKind::not_; }
 bool is_binary(OpKind k) { return k >= OpKind::add && k <= OpKind::compare; }
-bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::collective_permute; }
+bool is_collective(OpKind k) { return k >= OpKind::all_reduce && k <= OpKind::collective_permute; }
 bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::select || k == OpKind::clamp; }
 
 const char* combiner_name(Combiner c) {
@@ -197,7 +199,9 @@ Type infer_type(const Function& f, const Op& op) {
       return operand(0);
     }
     case OpKind::all_reduce:
-    case OpKind::all_gather: {
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all: {
       need(1);
       std::vector<int64_t> seen;
       for (const auto& g : op.groups) {
@@ -213,7 +217,14 @@ Type infer_type(const Function& f, const Op& op) {
         if (g.size() != op.groups[0].size()) bad(op, "groups of different sizes");
       Type t = operand(0);
       if (op.index < 0 || size_t(op.index) >= t.dims.size()) bad(op, "dimension out of range");
-      t.dims[size_t(op.index)] *= int64_t(op.groups[0].size());
+      int64_t& d = t.dims[size_t(op.index)];
+      const int64_t n = int64_t(op.groups[0].size());
+      if (op.kind == OpKind::all_gather) {
+        d *= n;
+      } else {  // reduce-scatter and all-to-all split the dimension into one piece per member
+        if (d % n != 0) bad(op, fmt::format("dimension {} of size {} does not split into {} pieces", op.index, d, n));
+        if (op.kind == OpKind::reduce_scatter) d /= n;
+      }
       return t;
     }
     case OpKind::constant: {
@@ -541,10 +552,12 @@ std::string print(const Function& f) {
         break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
+      case OpKind::reduce_scatter:
+      case OpKind::all_to_all:
       case OpKind::collective_permute: {
         std::vector<std::string> gs;
         for (const auto& g : op.groups) gs.push_back(list(g));
-        if (op.kind == OpKind::all_gather) a("dimension", std::to_string(op.index));
+        if (op.kind != OpKind::all_reduce && op.kind != OpKind::collective_permute) a("dimension", std::to_string(op.index));
         a(op.kind == OpKind::collective_permute ? "pairs" : "groups", fmt::format("[{}]", fmt::join(gs, ",")));
         break;
       }
@@ -591,7 +604,7 @@ std::string print(const Function& f) {
       default: break;
     }
     if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
-        op.kind == OpKind::all_reduce)
+        op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter)
       a("combiner", combiner_name(op.combiner));
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
     if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));

@@ -38,10 +38,14 @@ Tensor tensor(DType dt, std::vector<double> v) {  // 1-D
   return tensor(dt, {n}, std::move(v));
 }
 
-TEST_CASE("ir: every corpus program imports, prints and parses back identically") {
-  for (const auto& name : corpus_programs()) {
-    INFO(name);
-    const ir::Function f = compiler::load_module(kCorpus + name + "/module.hlo");
+TEST_CASE("ir: every corpus and hand-written program imports, prints and parses back identically") {
+  std::vector<std::string> paths;
+  for (const auto& name : corpus_programs()) paths.push_back(kCorpus + name + "/module.hlo");
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo"))  // and the hand-written ones
+    paths.push_back(e.path().string());
+  for (const auto& path : paths) {
+    INFO(path);
+    const ir::Function f = compiler::load_module(path);
     const std::string text = ir::print(f);
     const ir::Function g = ir::parse(text, "roundtrip.ir");
     CHECK(ir::print(g) == text);

@@ -419,6 +419,134 @@ TEST_CASE("spmd: a compiled 1 MiB psum on 4 chips against the alpha-beta model")
   CHECK(r.stats["ici"]["max_link_utilization"].get<double>() <= 1.0);
 }
 
+// Every collective tpuc compiles, in one SPMD program over a 1-D mesh of n
+// chips, run on rings and tori of 2 to 64 v5e chips against results
+// computed here. Each chip has x f32[4n, 8] (its tile of the global
+// f32[4n*n, 8]) holding small integers, so every sum is exact in any order.
+// The program returns, all tiled along dimension 0:
+//   all-reduce (add) over all chips; all-gather along dimension 0;
+//   reduce-scatter (add) along dimension 0; all-to-all along dimension 0;
+//   collective-permute by one place round the ring; reduce-scatter
+//   (maximum) within two groups: the even chips and the odd ones.
+struct CollectiveCase {
+  int64_t n;
+  std::string topology;
+};
+
+std::string collectives_module(int64_t n) {
+  const int64_t R = 4 * n, C = 8, h = n >= 4 ? n / 2 : n;  // members of the maximum's groups
+  auto shape = [&](int64_t rows) { return fmt::format("f32[{},{}]{{1,0}}", rows, C); };
+  std::vector<std::string> all, even, odd, pairs;
+  for (int64_t d = 0; d < n; ++d) {
+    all.push_back(std::to_string(d));
+    (d % 2 == 0 ? even : odd).push_back(std::to_string(d));
+    pairs.push_back(fmt::format("{{{},{}}}", d, (d + 1) % n));
+  }
+  const std::string halves = n >= 4 ? fmt::format("{{{{{}}},{{{}}}}}", fmt::join(even, ","), fmt::join(odd, ",")) : fmt::format("{{{{{}}}}}", fmt::join(all, ","));
+  const std::vector<std::string> locals = {shape(R), shape(R * n), shape(R / n), shape(R), shape(R), shape(R / h)};
+  std::vector<std::string> globals, shards;
+  for (const std::string& l : locals) {
+    const int64_t rows = std::stoll(l.substr(4, l.find(',') - 4));
+    globals.push_back(shape(rows * n));
+    shards.push_back("<@mesh, [{\\\"i\\\"}, {}]>");
+  }
+  const std::string one = "#sdy.sharding_per_value<[<@mesh, [{\\\"i\\\"}, {}]>]>";
+  const std::string outs = fmt::format("#sdy.sharding_per_value<[{}]>", fmt::join(shards, ", "));
+  const std::string ltup = fmt::format("({})", fmt::join(locals, ", ")), gtup = fmt::format("({})", fmt::join(globals, ", "));
+  std::string t = fmt::format("HloModule collectives, frontend_attributes={{xla.sdy.meshes={{mesh = #sdy.mesh<[\"i\"={}]>}}}}\n\n", n);
+  t += "add.1 {\n  a.1 = f32[] parameter(0)\n  b.1 = f32[] parameter(1)\n  ROOT s.1 = f32[] add(a.1, b.1)\n}\n\n";
+  t += "max.1 {\n  a.2 = f32[] parameter(0)\n  b.2 = f32[] parameter(1)\n  ROOT m.2 = f32[] maximum(a.2, b.2)\n}\n\n";
+  t += fmt::format("xla.sdy.manual_computation_body.2 {{\n  x.2 = {} parameter(0)\n", shape(R));
+  const std::string grp = fmt::format("replica_groups={{{{{}}}}}", fmt::join(all, ","));
+  t += fmt::format("  ar.2 = {} all-reduce(x.2), channel_id=1, {}, use_global_device_ids=true, to_apply=add.1\n", locals[0], grp);
+  t += fmt::format("  ag.2 = {} all-gather(x.2), channel_id=2, replica_groups=mesh['i'={}] {{'i'}}, dimensions={{0}}, use_global_device_ids=true\n",
+                   locals[1], n);
+  t += fmt::format("  rs.2 = {} reduce-scatter(x.2), channel_id=3, replica_groups=[1,{}]<=[{}], dimensions={{0}}, use_global_device_ids=true, to_apply=add.1\n",
+                   locals[2], n, n);
+  t += fmt::format("  aa.2 = {} all-to-all(x.2), channel_id=4, {}, dimensions={{0}}\n", locals[3], grp);
+  t += fmt::format("  cp.2 = {} collective-permute(x.2), channel_id=5, source_target_pairs={{{}}}\n", locals[4], fmt::join(pairs, ","));
+  t += fmt::format("  rm.2 = {} reduce-scatter(x.2), channel_id=6, replica_groups={}, dimensions={{0}}, use_global_device_ids=true, to_apply=max.1\n",
+                   locals[5], halves);
+  t += fmt::format("  ROOT t.2 = {} tuple(ar.2, ag.2, rs.2, aa.2, cp.2, rm.2)\n}}\n\n", ltup);
+  t += fmt::format("ENTRY main.3 {{\n  x.3 = {} parameter(0), sharding={{devices=[{},1]<=[{}]}}\n", shape(R * n), n, n);
+  t += fmt::format("  l.3 = ({}) custom-call(x.3), custom_call_target=\"xla.sdy.GlobalToLocalShape\", frontend_attributes={{xla.sdy.in_shardings=\"{}\"}}\n",
+                   shape(R), one);
+  t += fmt::format("  e.3 = {} get-tuple-element(l.3), index=0\n  c.3 = {} call(e.3), to_apply=xla.sdy.manual_computation_body.2\n", shape(R), ltup);
+  std::vector<std::string> gtes;
+  for (size_t k = 0; k < locals.size(); ++k) {
+    t += fmt::format("  g{}.3 = {} get-tuple-element(c.3), index={}\n", k, locals[k], k);
+    gtes.push_back(fmt::format("g{}.3", k));
+  }
+  t += fmt::format("  ROOT o.3 = {} custom-call({}), custom_call_target=\"xla.sdy.LocalToGlobalShape\", frontend_attributes={{xla.sdy.out_shardings=\"{}\"}}\n}}\n",
+                   gtup, fmt::join(gtes, ", "), outs);
+  return t;
+}
+
+TEST_CASE("spmd: every collective on rings and tori of 2 to 64 chips matches the host") {
+  const uint64_t seed = test::test_seed(1313);
+  std::mt19937_64 rng(seed);
+  for (const CollectiveCase& cc : {CollectiveCase{2, "2x1"}, CollectiveCase{4, "4x1"}, CollectiveCase{4, "2x2"}, CollectiveCase{8, "8x1"},
+                                   CollectiveCase{8, "2x4"}, CollectiveCase{16, "4x4"}, CollectiveCase{64, "8x8"}}) {
+    const int64_t n = cc.n, R = 4 * n, C = 8, h = n >= 4 ? n / 2 : n;
+    INFO("seed " << seed << ", " << n << " chips, topology " << cc.topology);
+    const Function f = ir::import_hlo(hlo::parse(collectives_module(n), "collectives.hlo"), "collectives.hlo");
+    REQUIRE(f.devices == n);
+    Tensor x{f.param_global_type(0), {}};
+    for (int64_t i = 0; i < x.type.elements(); ++i) x.v.push_back(double(int64_t(rng() % 61) - 30));
+    // x of chip d, row r, column c.
+    auto at = [&](int64_t d, int64_t r, int64_t c) { return x.v[size_t((d * R + r) * C + c)]; };
+    // The outputs as every chip should hold them: want[k][d] is output k's tile of chip d, rows of C.
+    std::vector<std::vector<std::vector<double>>> want(6, std::vector<std::vector<double>>(size_t(n)));
+    for (int64_t d = 0; d < n; ++d) {
+      auto& w = want;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          double sum = 0;
+          for (int64_t e = 0; e < n; ++e) sum += at(e, r, c);
+          w[0][d].push_back(sum);
+        }
+      for (int64_t e = 0; e < n; ++e)
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c) w[1][d].push_back(at(e, r, c));
+      for (int64_t r = d * R / n; r < (d + 1) * R / n; ++r)
+        for (int64_t c = 0; c < C; ++c) w[2][d].push_back(w[0][d][size_t(r * C + c)]);
+      for (int64_t e = 0; e < n; ++e)  // piece d of chip e, in chip order
+        for (int64_t r = d * R / n; r < (d + 1) * R / n; ++r)
+          for (int64_t c = 0; c < C; ++c) w[3][d].push_back(at(e, r, c));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) w[4][d].push_back(at((d + n - 1) % n, r, c));
+      const int64_t g = n >= 4 ? d % 2 : 0, p = n >= 4 ? d / 2 : d;  // the group (even or odd chips) and place in it
+      for (int64_t r = p * R / h; r < (p + 1) * R / h; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          double m = -1e30;
+          for (int64_t e = 0; e < n; ++e)
+            if (n < 4 || e % 2 == g) m = std::max(m, at(e, r, c));
+          w[5][d].push_back(m);
+        }
+    }
+    compiler::CompileOptions o;
+    o.machine = isa::load_config("tiny");
+    const compiler::Compiled comp = compiler::compile(f, o);
+    const auto shape = isa::parse_topology(cc.topology);
+    const test::SimRun r = test::simulate(
+        comp.program,
+        isa::load_config("tiny", {fmt::format("target.chips={}", n), fmt::format("ici.x={}", shape[0]), fmt::format("ici.y={}", shape[1]),
+                                 fmt::format("ici.z={}", shape[2])}),
+        {ir::to_bytes(x)});
+    REQUIRE_FALSE(r.fault);
+    static const char* const names[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "reduce-scatter max"};
+    for (size_t k = 0; k < 6; ++k) {
+      const Tensor got = ir::from_bytes(f.result_global_type(k), r.outputs.at(k));
+      std::vector<double> all;
+      for (const auto& t : want[k]) all.insert(all.end(), t.begin(), t.end());
+      INFO(names[k]);
+      REQUIRE(got.v.size() == all.size());
+      CHECK(got.v == all);
+    }
+    CHECK(r.stats["ici"]["max_link_utilization"].get<double>() <= 1.0);
+  }
+}
+
 TEST_CASE("property: dot with batch and transposed contracting dimensions") {
   const uint64_t seed = test::test_seed(101);
   Gen g(seed);

@@ -42,7 +42,7 @@ struct Type {
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)               \
       X(select_and_scatter)                                                                         \
-  /* across devices */ X(all_reduce) X(all_gather) X(collective_permute)
+  /* across devices */ X(all_reduce) X(all_gather) X(reduce_scatter) X(all_to_all) X(collective_permute)
 
 enum class OpKind : uint8_t {
 #define X(n) n,
@@ -53,7 +53,7 @@ const char* op_name(OpKind k);  // "round-nearest-even", "and", ...
 bool is_elementwise(OpKind k);
 bool is_unary(OpKind k);
 bool is_binary(OpKind k);
-bool is_collective(OpKind k);  // all-reduce, all-gather, collective-permute: across devices
+bool is_collective(OpKind k);  // all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute: across devices
 
 enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_ };
 const char* combiner_name(Combiner c);
