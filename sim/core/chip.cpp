@@ -112,11 +112,9 @@ Chip::Chip(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, cons
   for (auto& c : cores) c->dma.connect_cores(sems);
 }
 
-void Chip::attach_vcd(VcdWriter* vcd) {
-  vcd_ = vcd;
-  vcd->add("clock", "cycle", 64, [this] { return rc_.cycle(); });
+void Chip::attach_vcd(VcdWriter* vcd, const std::string& prefix) {
   for (auto& c : cores) {
-    const std::string p = fmt::format("core{}", c->index);
+    const std::string p = fmt::format("{}core{}", prefix, c->index);
     TensorCore* core = c.get();
     vcd->add(p + ".scalar", "pc", 32, [core] { return core->scalar.pc(); });
     vcd->add(p + ".scalar", "state", 2, [core] { return uint64_t(core->scalar.state()); });
@@ -142,14 +140,14 @@ void Chip::attach_vcd(VcdWriter* vcd) {
     for (int s = 0; s < isa::kNumSems; ++s)
       vcd->add(p + ".sems", fmt::format("sem{}", s), 32, [core, s] { return core->sems.value(s); });
   }
-  vcd->add("hbm", "bytes_read", 64, [this] { return hbm.bytes_read(); });
-  vcd->add("hbm", "bytes_written", 64, [this] { return hbm.bytes_written(); });
+  vcd->add(prefix + "hbm", "bytes_read", 64, [this] { return hbm.bytes_read(); });
+  vcd->add(prefix + "hbm", "bytes_written", 64, [this] { return hbm.bytes_written(); });
   if (const dram::Dram* d = hbm.timing().dram()) {
     // Per channel: 0 idle, 1 busy, 2 refreshing; commands queued; transactions waiting.
     const HbmTiming* t = &hbm.timing();
     for (uint32_t c = 0; c < d->channels(); ++c) {
       const dram::Channel* ch = &d->channel(c);
-      const std::string s = fmt::format("hbm.ch{}", c);
+      const std::string s = fmt::format("{}hbm.ch{}", prefix, c);
       vcd->add(s, "dram_state", 2, [ch, t] { return uint64_t(ch->state(t->memory_cycle())); });
       vcd->add(s, "commands_queued", 16, [ch] { return uint64_t(ch->queued()); });
       vcd->add(s, "transactions_waiting", 16, [ch] { return uint64_t(ch->waiting()); });
@@ -260,7 +258,6 @@ bool Chip::end_cycle(uint64_t now) {
     rc_.fault(fmt::format("cycle {}: internal error: {}", now, *v));
     return false;
   }
-  if (vcd_) vcd_->sample(now);
   if (trace_) sample_counters(now);
   if (series_.every && now + 1 - row_start_ >= series_.every) series_row(now + 1);
   return true;

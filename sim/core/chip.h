@@ -69,7 +69,8 @@ class Chip : public sc_core::sc_module {
   std::string blocked_report() const;
   // The cycle after the one in which the chip finished (0 until then).
   uint64_t finish_cycle() const { return finish_cycle_; }
-  void attach_vcd(VcdWriter* vcd);
+  // Registers the chip's signals, each scope prefixed by `prefix` (System samples them).
+  void attach_vcd(VcdWriter* vcd, const std::string& prefix);
   // A time series, a row every `every` cycles (the growth of each counter:
   // busy cycles per unit, MACs per MXU, HBM bytes), also drawn as counter
   // tracks on the trace. Unless `fixed`, past 4096 rows pairs of rows merge
@@ -89,7 +90,6 @@ class Chip : public sc_core::sc_module {
   const SimOptions& opts_;
   RunControl& rc_;
   TraceSink* trace_;
-  VcdWriter* vcd_ = nullptr;
   uint64_t finish_cycle_ = 0;
   std::vector<int64_t> last_depth_;
   TimeSeries series_;

@@ -51,8 +51,6 @@ Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions opti
     auto refuse = [&](bool set, const char* what) {
       if (set) throw Error(fmt::format("{}: not yet for systems of several chips (this one has {})", what, config_.target.chips));
     };
-    refuse(!options_.vcd_path.empty(), "--vcd");
-    refuse(!options_.trace_path.empty(), "--trace");
     refuse(!options_.report_dir.empty(), "--report");
     refuse(options_.stats_interval > 0 || !options_.intervals_path.empty(), "--stats-interval");
     refuse(!options_.record_mxu_path.empty(), "--record-mxu");
@@ -240,8 +238,9 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
                             MemoryBudget::text(acc_bytes), MemoryBudget::text(options_.memory_budget)));
   std::unique_ptr<TraceWriter> trace;
   if (!options_.trace_path.empty())
-    trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.cores),
-                                          int(config_.target.mxus_per_core), options_.trace_start, options_.trace_end);
+    trace = std::make_unique<TraceWriter>(options_.trace_path, program_, config_.clock_hz, int(config_.target.chips),
+                                          int(config_.target.cores), int(config_.target.mxus_per_core), options_.trace_start,
+                                          options_.trace_end);
   Profiler profiler(program_, config_);
   std::unique_ptr<EventLog> events;
   if (!options_.log_units.empty()) events = std::make_unique<EventLog>(program_, options_.log_units);
@@ -249,7 +248,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   sinks.add(trace.get());
   if (!program_.kernels.empty()) sinks.add(&profiler);
   sinks.add(events.get());
-  System sys("system", config_, dp, options_, rc, sinks.get());
+  System sys("system", config_, dp, options_, rc, sinks.get(), trace.get());  // the other chips: the trace only
   Chip& chip = *sys.chips[0];
 
   // Every chip gets the program's data, and every input whole or its tile
@@ -294,7 +293,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   if (!options_.vcd_path.empty()) {
     vcd = std::make_unique<VcdWriter>(options_.vcd_path, config_.clock_hz, options_.vcd_start, options_.vcd_end,
                                       options_.fst ? VcdWriter::Format::fst : VcdWriter::Format::vcd);
-    chip.attach_vcd(vcd.get());
+    sys.attach_vcd(vcd.get());
   }
 
   const auto t0 = std::chrono::steady_clock::now();

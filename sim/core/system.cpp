@@ -7,13 +7,17 @@
 namespace tpu::sim {
 
 System::System(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-               RunControl& rc, TraceSink* trace)
+               RunControl& rc, TraceSink* trace, TraceSink* others)
     : sc_core::sc_module(name), clk("clk", rc.period()), ici(cfg), opts_(opts), rc_(rc) {
   const int n = int(cfg.target.chips);
   for (int c = 0; c < n; ++c) {
     chip_rc.push_back(std::make_unique<RunControl>(rc, n > 1 ? fmt::format("chip {}: ", c) : std::string()));
-    chips.push_back(std::make_unique<Chip>(fmt::format("chip{}", c).c_str(), c, cfg, program, opts, *chip_rc.back(),
-                                           c == 0 ? trace : nullptr, clk));
+    TraceSink* sink = trace;
+    if (c > 0) {
+      sink = nullptr;
+      if (others) sink = tracks_.emplace_back(std::make_unique<ChipTracks>(others, c, int(cfg.target.cores))).get();
+    }
+    chips.push_back(std::make_unique<Chip>(fmt::format("chip{}", c).c_str(), c, cfg, program, opts, *chip_rc.back(), sink, clk));
     for (auto& core : chips.back()->cores) {
       ici.attach(c, core->index, &core->vmem, &core->sems);
       core->dma.connect_ici(&ici, c);
@@ -25,6 +29,12 @@ System::System(sc_core::sc_module_name name, const MachineConfig& cfg, const Dec
   dont_initialize();
 }
 
+void System::attach_vcd(VcdWriter* vcd) {
+  vcd_ = vcd;
+  vcd->add("clock", "cycle", 64, [this] { return rc_.cycle(); });
+  for (auto& c : chips) c->attach_vcd(vcd, chips.size() > 1 ? fmt::format("chip{}.", c->index) : std::string());
+}
+
 std::string System::where(const Chip& c) const { return chips.size() > 1 ? fmt::format("chip {} ", c.index) : std::string(); }
 
 void System::monitor() {
@@ -33,6 +43,7 @@ void System::monitor() {
   const bool delivered = ici.tick(now);
   for (auto& c : chips)
     if (!c->end_cycle(now)) return;
+  if (vcd_) vcd_->sample(now);
 
   bool all_finished = ici.idle() && !delivered, flight = !ici.idle() || delivered, busy = false, sems_quiet = true;
   const sc_core::sc_time this_edge = rc_.period() * double(now);

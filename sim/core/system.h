@@ -18,10 +18,13 @@ namespace tpu::sim {
 
 class System : public sc_core::sc_module {
  public:
-  // `trace` observes chip 0 (stats' kernels and ops, the trace and the
-  // event log are chip 0's).
+  // `trace` observes chip 0 (stats' kernels and ops, and the event log are
+  // chip 0's); `others`, if any, the other chips, each through ChipTracks.
   System(sc_core::sc_module_name name, const MachineConfig& cfg, const DecodedProgram& program, const SimOptions& opts,
-         RunControl& rc, TraceSink* trace);
+         RunControl& rc, TraceSink* trace, TraceSink* others = nullptr);
+  // Waveforms of every chip, sampled once a cycle after every chip ended it:
+  // scopes core0..., hbm on one chip, chip0.core0... on several.
+  void attach_vcd(VcdWriter* vcd);
 
   sc_core::sc_clock clk;
   IciNetwork ici;
@@ -36,6 +39,8 @@ class System : public sc_core::sc_module {
   void monitor();
   std::string where(const Chip& c) const;
 
+  std::vector<std::unique_ptr<ChipTracks>> tracks_;
+  VcdWriter* vcd_ = nullptr;
   const SimOptions& opts_;
   RunControl& rc_;
   bool done_ = false;

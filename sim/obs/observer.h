@@ -70,6 +70,24 @@ class FanOut : public TraceSink {
 };
 
 inline int track_id(int core, int unit) { return core * isa::kUnitSlots + unit; }
+
+// Chip K of a system reports through this: its cores' tracks follow those of
+// the chips before it (track_core gives the system-wide core, chip * cores +
+// core), and its HBM counters (track -1 on one chip) are track -1 - K.
+class ChipTracks : public TraceSink {
+ public:
+  ChipTracks(TraceSink* to, int chip, int cores) : to_(to), chip_(chip), offset_(chip * cores * isa::kUnitSlots) {}
+  void instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) override {
+    to_->instruction(track + offset_, pc, start, end, work);
+  }
+  void counter(int track, const char* name, uint64_t cycle, int64_t value) override {
+    to_->counter(track < 0 ? -1 - chip_ : track + offset_, name, cycle, value);
+  }
+
+ private:
+  TraceSink* to_;
+  int chip_, offset_;
+};
 inline int track_core(int track) { return track / isa::kUnitSlots; }
 inline int track_unit(int track) { return track % isa::kUnitSlots; }
 // A unit's name from its number in a track: scalar, dma, vpu, mxu0, ...

@@ -11,9 +11,9 @@
 
 namespace tpu::sim {
 
-TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int cores, int mxus,
+TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int chips, int cores, int mxus,
                          uint64_t window_start, uint64_t window_end)
-    : path_(path), program_(program), us_per_cycle_(1e6 / double(clock_hz)), text_(program.code.size()),
+    : path_(path), program_(program), cores_(cores), us_per_cycle_(1e6 / double(clock_hz)), text_(program.code.size()),
       window_start_(window_start), window_end_(window_end) {
   out_ = std::fopen(path.c_str(), "w");
   if (!out_) throw Error(fmt::format("{}: cannot open for writing ({})", path, std::strerror(errno)));
@@ -22,8 +22,10 @@ TraceWriter::TraceWriter(const std::string& path, const isa::Program& program, u
   std::vector<int> units = {isa::kUnitScalar, isa::kUnitDma, isa::kUnitVpu};
   for (int m = 0; m < mxus; ++m) units.push_back(isa::kUnitMxu0 + m);
   using nlohmann::json;
-  for (int c = 0; c < cores; ++c) {
-    put(json{{"ph", "M"}, {"name", "process_name"}, {"pid", c}, {"args", {{"name", fmt::format("core{}", c)}}}}.dump());
+  for (int c = 0; c < chips * cores; ++c) {
+    const std::string name = chips > 1 ? fmt::format("chip{} core{}", c / cores, c % cores) : fmt::format("core{}", c);
+    put(json{{"ph", "M"}, {"name", "process_name"}, {"pid", c}, {"args", {{"name", name}}}}.dump());
+    put(json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", c}, {"args", {{"sort_index", c}}}}.dump());
     for (size_t i = 0; i < units.size(); ++i) {
       put(json{{"ph", "M"}, {"name", "thread_name"}, {"pid", c}, {"tid", units[i]}, {"args", {{"name", unit_name(units[i])}}}}
               .dump());
@@ -108,7 +110,7 @@ void TraceWriter::counter(int track, const char* name, uint64_t cycle, int64_t v
   if (cycle < window_start_ || cycle >= window_end_ || full(cycle)) return;
   put(nlohmann::json{{"ph", "C"},
                      {"name", name},
-                     {"pid", track < 0 ? 0 : track_core(track)},
+                     {"pid", track < 0 ? (-1 - track) * cores_ : track_core(track)},  // HBM: the chip's first core
                      {"ts", double(cycle) * us_per_cycle_},
                      {"args", {{track < 0 ? std::string("hbm") : unit_name(track_unit(track)), value}}}}
           .dump());

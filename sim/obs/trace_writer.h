@@ -25,7 +25,9 @@ class TraceWriter : public TraceSink {
  public:
   // Opens path for writing; throws Error when it cannot.
   // Events outside the cycles [window_start, window_end) are left out.
-  TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int cores, int mxus,
+  // With several chips, a track's core is chip * cores + core (ChipTracks)
+  // and each core of each chip is a process, "chip K core C".
+  TraceWriter(const std::string& path, const isa::Program& program, uint64_t clock_hz, int chips, int cores, int mxus,
               uint64_t window_start = 0, uint64_t window_end = UINT64_MAX);
   ~TraceWriter() override;
   TraceWriter(const TraceWriter&) = delete;
@@ -55,6 +57,7 @@ class TraceWriter : public TraceSink {
 
   std::string path_;
   const isa::Program& program_;
+  int cores_;
   double us_per_cycle_;
   std::FILE* out_ = nullptr;
   bool first_ = true;

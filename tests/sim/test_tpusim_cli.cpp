@@ -257,9 +257,25 @@ TEST_CASE("tpusim runs a program for four chips on the topology it is given", "[
     CHECK(st["per_chip"].size() == 4);
     CHECK(st["ici"]["topology"] == (std::string(topo) == " --topology 2x2" ? "2x2 mesh" : "4 torus"));
   }
-  auto c = run(fmt::format("{}tpusim sys.tpu --trace t.json", kBin), dir);
+  // The timeline has a process per chip (each chip's instructions on it),
+  // the waveforms a scope per chip.
+  auto c = run(fmt::format("{}tpusim sys.tpu --trace t.json --vcd w.vcd", kBin), dir);
+  INFO(c.err);
+  REQUIRE(c.status == 0);
+  const auto t = nlohmann::json::parse(isa::read_text_file((dir / "t.json").string()));
+  std::map<int, std::string> procs;
+  std::map<int, int> events;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") procs[e["pid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X" && e["cat"] == "scalar") ++events[e["pid"].get<int>()];
+  }
+  CHECK(procs == std::map<int, std::string>{{0, "chip0 core0"}, {1, "chip1 core0"}, {2, "chip2 core0"}, {3, "chip3 core0"}});
+  for (int k = 1; k < 4; ++k) CHECK(events[k] >= 3 + 3 * k);  // csrr, beq, addi, then k + 1 rounds of dma.rsig, addi, bne
+  const std::string vcd = isa::read_text_file((dir / "w.vcd").string());
+  for (int k = 0; k < 4; ++k) CHECK(vcd.find(fmt::format("$scope module chip{} $end", k)) != std::string::npos);
+  c = run(fmt::format("{}tpusim sys.tpu --report r", kBin), dir);
   CHECK(c.status != 0);
-  CHECK(c.err.find("--trace: not yet for systems of several chips") != std::string::npos);
+  CHECK(c.err.find("--report: not yet for systems of several chips") != std::string::npos);
 }
 
 TEST_CASE("tpusim with the RTL MXU writes the same outputs and its own waveform", "[cli]") {
