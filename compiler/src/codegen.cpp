@@ -969,7 +969,7 @@ class Emitter {
   // The end of a kernel: every queue has finished (each signals the barrier
   // semaphore once its earlier instructions are done), then the scalar unit
   // takes what is left on each counter, so every semaphore is back at 0.
-  void drain(std::initializer_list<Counter*> cs, int mxus = 0) {
+  void drain(const std::vector<Counter*>& cs, int mxus = 0) {
     Counter barrier;
     barrier.sem = kBarrierSem;
     signal("dma", barrier);
@@ -1277,43 +1277,123 @@ class Emitter {
     }
   };
 
-  // ---- all-reduce across chips: a ring over the chip's group (in group
-  // order). Each core of the chip reduces its share of the elements with
-  // the same core of the other chips. The share is cut into one chunk per
-  // member; n - 1 reduce-scatter steps (ring_reduce) leave each member one
-  // combined chunk, n - 1 all-gather steps pass the combined chunks on
-  // (docs/system.md). The chips meet first (chip_barrier), so the VMEM a
-  // chip sends to belongs to this kernel.
+  // ---- all-reduce across chips. Each core of the chip reduces its share
+  // of the elements with the same core of the other chips, ring by ring:
+  // over a whole system laid out as a torus (or mesh) of several axes, one
+  // ring per axis (x, then y, then z), each between neighbours; otherwise
+  // one ring over the group, in group order (docs/system.md).
+  // - Reduce-scatter, axis by axis: the ring of axis a cuts what the
+  //   previous axes left this chip into one chunk per member, and n_a - 1
+  //   steps (ring_reduce) leave each member its own chunk combined over
+  //   the ring. After the last axis, each chip holds 1/n of the share
+  //   combined over the group.
+  // - All-gather, axis by axis in reverse: n_a - 1 steps pass the combined
+  //   chunks on round the same ring.
+  // The chips meet first (chip_barrier), so the VMEM a chip sends to
+  // belongs to this kernel. No more handshakes are needed: a member's
+  // reduce-scatter on a ring ends only after the next member's first send
+  // on it, which follows that member's work on every earlier axis; and its
+  // all-gather step s follows (through the ring's data) the next member's
+  // combining at step s - 1, the last use of the chunk it overwrites.
   void all_reduce(const Kernel& k) {
-    const auto [grp, n, pos] = group_of(k);
     const DType dt = check_combinable(k);
     const int esz = dtype_bytes(dt);
     const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
-    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
-      Counter ld = counter(), rs = counter(), added = counter(), ag = counter(), st = counter();
-      const int64_t mine = b1 - b0, C = ceil_div(ceil_div(mine, n), L_) * L_;  // elements per chunk
-      const uint64_t cb = uint64_t(C * esz);
-      const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
+    const std::vector<Axis> axes = ring_axes(k);
+    int64_t n = 1;
+    for (const Axis& x : axes) n *= int64_t(x.members.size());
+    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n, esz, [&](int64_t b0, int64_t b1) {
+      Counter ld = counter(), st = counter();
+      std::vector<Counter> rs, added, ag;
+      for (size_t a = 0; a < axes.size(); ++a) rs.push_back(counter()), added.push_back(counter()), ag.push_back(counter());
+      const int64_t mine = b1 - b0, M = ceil_div(mine, L_ * n) * L_ * n;  // whole vectors in every chunk of every axis
+      const uint64_t buf = vmem(uint64_t(M * esz)), bytes = uint64_t(mine * esz);
+      const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz), dst = p_.addr[k.out] + uint64_t(b0 * esz);
+      // Bytes [from, to) of the block (those that are not padding) loaded or stored.
+      auto move = [&](bool load, uint64_t from, uint64_t to) {
+        to = std::min(to, bytes);
+        if (from < to) load ? dma_ld(buf + from, src + from, to - from, ld) : dma_st(dst + from, buf + from, to - from, st);
+      };
       chip_barrier();
-      dma_ld(buf, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), uint64_t(mine * esz), ld);
-      wait("dma", ld, ld.produced);
-      if (n > 1) {
-        const Chunks ch = chunks(buf, C, dt, n, pos, 0);
-        const Ring r(*this, grp, pos);
-        ring_reduce(r, ch, recv, dt, k.combiner, rs, added);
-        for (int64_t s = 0; s + 1 < n; ++s) {  // all-gather, from the chunk this member combined
-          const uint64_t at = ch.at(s - 1);
-          for (int64_t p = 0; p < ch.P; ++p) {
-            if (s == 0) wait("dma", added, (n - 2) * ch.P + p + 1);
-            else wait("dma", ag, (s - 1) * ch.P + p + 1);
-            r.send(*this, ch.piece(at, p), ch.piece(at, p), ch.piece_bytes(p), ag);
-          }
-        }
-        wait("dma", ag, (n - 1) * ch.P);
+      std::vector<Chunks> ch;
+      if (axes.empty()) {
+        move(true, 0, bytes);
+        wait("dma", ld, ld.produced);
+        move(false, 0, bytes);
+      } else {  // the chunk the first ring sends first is loaded first, and sent as soon as it is in
+        ch.push_back(chunks(buf, M / int64_t(axes[0].members.size()), dt, int64_t(axes[0].members.size()), axes[0].pos, -1));
+        const uint64_t first = ch[0].at(0) - buf;
+        move(true, first, first + ch[0].cb);
+        move(true, 0, first);
+        move(true, first + ch[0].cb, bytes);
+        if (ld.produced > 0) wait("dma", ld, 1);
       }
-      dma_st(p_.addr[k.out] + uint64_t(b0 * esz), buf, uint64_t(mine * esz), st);
-      drain({&ld, &rs, &added, &ag, &st});
+      uint64_t region = buf;
+      int64_t size = M;  // elements of the region the axis's ring cuts
+      for (size_t a = 0; a < axes.size(); ++a) {
+        const Axis& x = axes[a];
+        const int64_t na = int64_t(x.members.size());
+        if (a > 0) ch.push_back(chunks(region, size / na, dt, na, x.pos, -1));
+        const uint64_t recv = vmem(uint64_t(na - 1) * ch[a].cb);  // its own: a neighbour may send before this chip is done with the last axis
+        if (a > 0) wait("dma", added[a - 1], added[a - 1].produced);  // the region is combined over the previous axis
+        const Ring r(*this, &x.members, x.pos);
+        ring_reduce(r, ch[a], recv, dt, k.combiner, rs[a], added[a], a == 0 ? &ld : nullptr);
+        region = ch[a].at(na - 1), size /= na;
+      }
+      for (size_t a = axes.size(); a-- > 0;) {
+        const Axis& x = axes[a];
+        const int64_t na = int64_t(x.members.size());
+        const bool last = a + 1 == axes.size();
+        if (!last) wait("dma", ag[a + 1], ag[a + 1].produced);  // its own chunk is whole again
+        const Ring r(*this, &x.members, x.pos);
+        // On the first axis each chunk goes to HBM once it is whole here.
+        auto store = [&](uint64_t chunk) { if (a == 0) move(false, chunk - buf, chunk - buf + ch[a].cb); };
+        for (int64_t s = 0; s + 1 < na; ++s) {
+          const uint64_t at = ch[a].at(s - 1);  // its own chunk first
+          for (int64_t p = 0; p < ch[a].P; ++p) {
+            if (s > 0) wait("dma", ag[a], (s - 1) * ch[a].P + p + 1);
+            else if (last) wait("dma", added[a], (na - 2) * ch[a].P + p + 1);  // the piece is combined
+            r.send(*this, ch[a].piece(at, p), ch[a].piece(at, p), ch[a].piece_bytes(p), ag[a]);
+          }
+          store(at);
+        }
+        wait("dma", ag[a], ag[a].produced);
+        store(ch[a].at(na - 2));
+      }
+      std::vector<Counter*> all = {&ld, &st};
+      for (size_t a = 0; a < axes.size(); ++a) all.insert(all.end(), {&rs[a], &added[a], &ag[a]});
+      drain(all);
     });
+  }
+
+  // A ring of an all-reduce: its members in ring order and this chip's place.
+  struct Axis {
+    std::vector<int64_t> members;
+    int64_t pos = 0;
+  };
+  // The rings of this chip's all-reduce: one per axis of the ICI grid when
+  // the group is the whole system in chip order and the grid has several
+  // axes; otherwise the group itself. Rings of one member are left out.
+  std::vector<Axis> ring_axes(const Kernel& k) const {
+    const auto [grp, n, pos] = group_of(k);
+    bool whole = n == nchips_;
+    for (int64_t i = 0; whole && i < n; ++i) whole = (*grp)[size_t(i)] == i;
+    const auto shape = m_.ici_shape();
+    std::vector<Axis> axes;
+    if (whole && int64_t(shape[0]) * shape[1] * shape[2] == n && (shape[1] > 1 || shape[2] > 1)) {
+      const int64_t stride[3] = {1, int64_t(shape[0]), int64_t(shape[0]) * shape[1]};
+      for (int a = 0; a < 3; ++a) {
+        if (shape[size_t(a)] < 2) continue;
+        Axis x;
+        x.pos = chip_ / stride[a] % int64_t(shape[size_t(a)]);
+        const int64_t first = chip_ - x.pos * stride[a];
+        for (int64_t i = 0; i < int64_t(shape[size_t(a)]); ++i) x.members.push_back(first + i * stride[a]);
+        axes.push_back(std::move(x));
+      }
+    } else if (n > 1) {
+      axes.push_back({*grp, pos});
+    }
+    return axes;
   }
 
   // ---- reduce-scatter across chips: member p keeps piece p of the
@@ -1354,7 +1434,7 @@ class Emitter {
   template <typename F>
   void in_blocks(int64_t e0, int64_t e1, uint64_t per, int64_t nchunks, int esz, F body) {
     if (e1 == e0) return drain({});
-    const uint64_t top = vmem_top_, slack = 2 * (uint64_t(L_) * 4 + 64) + uint64_t(nchunks * L_ * esz);
+    const uint64_t top = vmem_top_, slack = 4 * (uint64_t(L_) * 4 + 64) + uint64_t(nchunks * L_ * esz);  // up to 4 buffers
     const uint64_t room = vmem_budget() > slack ? vmem_budget() - slack : 0;
     const int64_t most = std::max<int64_t>(L_, int64_t(room / per) / L_ * L_);
     for (int64_t b0 = e0; b0 < e1; b0 += most) {
@@ -1411,7 +1491,8 @@ class Emitter {
   // at(s + 1), so after the last step chunk at(n - 1) = pos + shift + 1 is
   // the group's combination. `rs` counts pieces arriving, `added` pieces
   // combined.
-  void ring_reduce(const Ring& r, const Chunks& ch, uint64_t recv, DType dt, Combiner c, Counter& rs, Counter& added) {
+  void ring_reduce(const Ring& r, const Chunks& ch, uint64_t recv, DType dt, Combiner c, Counter& rs, Counter& added,
+                   Counter* loaded = nullptr) {
     const int esz = dtype_bytes(dt);
     const bool bf = dt == DType::bf16;
     const char* op = c == Combiner::add ? "vadd" : c == Combiner::multiply ? "vmul" : c == Combiner::maximum ? "vmax" : "vmin";
@@ -1422,6 +1503,7 @@ class Emitter {
         r.send(*this, ch.piece(in, p), ch.piece(ch.at(s), p), ch.piece_bytes(p), rs);
       }
       for (int64_t p = 0; p < ch.P; ++p) {
+        if (loaded && s == 0 && p == 0) wait("vpu", *loaded, loaded->produced);  // the chunks it combines into are in
         wait("vpu", rs, s * ch.P + p + 1);
         const int64_t a = int64_t(ch.lo(p)) / esz, b = int64_t(ch.lo(p + 1)) / esz;
         constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
