@@ -159,6 +159,8 @@ class Parser {
     for (auto& c : m_.computations)
       if (c.name == *entry_) c.entry = true;
     m_.name = module_name_.empty() ? "stablehlo" : module_name_;
+    if (!meshes_.empty())  // the first mesh, as XLA writes it in HLO text
+      m_.attributes.emplace_back("frontend_attributes", fmt::format("{{xla.sdy.meshes={{mesh = #sdy.mesh{}}}}}", meshes_[0].second));
     return std::move(m_);
   }
 
@@ -639,9 +641,12 @@ class Parser {
       } else if (starts_with("\"func.func\"")) {
         generic_function();
       } else if (keyword("sdy.mesh")) {
-        symbol();
+        const std::string name = symbol();
         expect('=');
+        ws();
+        const size_t b = pos_;
         value(true);
+        meshes_.emplace_back(name, std::string(s_.substr(b, pos_ - b)));  // <["i"=4]>
         ws();
         if (peek() == '{') dict();
       } else {
@@ -833,6 +838,10 @@ class Parser {
         pretty_return(sc, op);
         return true;
       }
+      if (op.name == "sdy.manual_computation") {
+        manual_computation(sc, op);
+        return false;
+      }
       pretty_op(sc, op);
     }
     op.source = opt_loc();
@@ -846,6 +855,103 @@ class Parser {
       malformed(op, "an operand, a region or an attribute's value is missing");
     }
     return false;
+  }
+
+  // sdy.manual_computation(%x, ...) in_shardings=[...] out_shardings=[...]
+  // manual_axes={...} (%a: local, ...) { body; sdy.return ... } : (global,
+  // ...) -> global: written as XLA writes it in HLO text, which the importer
+  // reads (docs/compiler.md): a GlobalToLocalShape custom call, a call of the
+  // body (its own computation; nothing from outside it is visible), and a
+  // LocalToGlobalShape custom call.
+  void manual_computation(Scope& sc, Op& op) {
+    if (meshes_.empty()) unsupported(op, "sdy.manual_computation without an sdy.mesh");
+    expect('(');
+    std::vector<Value> in;
+    if (!accept(')')) {
+      do in.push_back(lookup(sc, value_name(), op));
+      while (accept(','));
+      expect(')');
+    }
+    std::string in_sh, out_sh;
+    for (;;) {
+      ws();
+      if (keyword("in_shardings")) expect('='), in_sh = balanced('[', ']');
+      else if (keyword("out_shardings")) expect('='), out_sh = balanced('[', ']');
+      else if (keyword("manual_axes")) expect('='), balanced('{', '}');
+      else break;
+    }
+    auto body = std::make_unique<Scope>();
+    body->comp.name = fmt::format("xla.sdy.manual_computation_body.{}", ++region_counter_);
+    body->comp.line = op.line;
+    std::vector<Shape> locals;
+    expect('(');
+    if (!accept(')')) {
+      do {
+        const size_t aat = pos_;
+        const std::string v = value_name();
+        expect(':');
+        locals.push_back(type());
+        opt_loc();
+        add_parameter(*body, v, locals.back(), int(locals.size()) - 1, aat);
+      } while (accept(','));
+      expect(')');
+    }
+    if (locals.size() != in.size()) malformed(op, fmt::format("takes {} operands, its body {}", in.size(), locals.size()));
+    expect('{');
+    block(*body, '}');
+    expect('}');
+    const std::vector<Shape> local_results = last_return_types_;
+    expect(':');
+    type_list_in_parens();
+    expect("->");
+    ws();
+    const std::vector<Shape> globals = peek() == '(' ? type_list_in_parens() : std::vector<Shape>{type()};
+    op.source = opt_loc();
+    if (globals.size() != local_results.size() || size_t(op.nresults()) != globals.size())
+      malformed(op, "results do not match its body's");
+    m_.computations.push_back(std::move(body->comp));
+    auto shardings = [](const char* key, const std::string& list) {
+      std::string t;  // the attribute's value, quoted
+      for (char c : list) t += c == '"' ? std::string("\\\"") : std::string(1, c);
+      return fmt::format("{{{}=\"#sdy.sharding_per_value<{}>\"}}", key, t);
+    };
+    Instruction g = make("custom-call", tuple_of(locals), 0, op);
+    g.name = fresh(sc, op, "global_to_local");
+    for (const auto& v : in) g.operands.push_back(v.name);
+    g.attributes.emplace_back("custom_call_target", "\"xla.sdy.GlobalToLocalShape\"");
+    g.attributes.emplace_back("frontend_attributes", shardings("xla.sdy.in_shardings", in_sh));
+    const std::vector<Value> args = unpack(sc, op, g);
+    Instruction c = make("call", tuple_of(local_results), 0, op);
+    c.name = fresh(sc, op, "manual");
+    for (const auto& v : args) c.operands.push_back(v.name);
+    c.attributes.emplace_back("to_apply", m_.computations.back().name);
+    const std::vector<Value> res = unpack(sc, op, c);
+    Instruction o = make("custom-call", tuple_of(globals), 0, op);
+    o.name = fresh(sc, op, "local_to_global");
+    for (const auto& v : res) o.operands.push_back(v.name);
+    o.attributes.emplace_back("custom_call_target", "\"xla.sdy.LocalToGlobalShape\"");
+    o.attributes.emplace_back("frontend_attributes", shardings("xla.sdy.out_shardings", out_sh));
+    define(sc, op, unpack(sc, op, o));
+  }
+  // The text of a bracketed attribute from `open` to its matching `close`.
+  std::string balanced(char open, char close) {
+    ws();
+    const size_t b = pos_;
+    if (peek() != open) fail(fmt::format("expected '{}', found {}", open, found()));
+    int depth = 0;
+    for (; pos_ < s_.size(); ++pos_) {
+      const char ch = s_[pos_];
+      if (ch == '"') {
+        string_lit();
+        --pos_;
+      } else if (ch == open) {
+        ++depth;
+      } else if (ch == close && --depth == 0) {
+        ++pos_;
+        return std::string(s_.substr(b, pos_ - b));
+      }
+    }
+    fail(fmt::format("'{}' without its '{}'", open, close));
   }
 
   void pretty_return(Scope& sc, Op& op) {
@@ -1012,9 +1118,6 @@ class Parser {
   // ---- pretty forms ----
   void pretty_op(Scope& sc, Op& op) {
     const std::string& n = op.name;
-    if (n == "sdy.manual_computation")
-      unsupported(op, fmt::format("multi-device program: sdy.manual_computation{} (the multi-chip work adds SPMD)",
-                                  devices_.empty() ? "" : " with " + devices_));
     static const char* special[] = {"call", "func.call", "stablehlo.custom_call", "stablehlo.composite", "stablehlo.constant",
                                     "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
                                     "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh"};
@@ -1675,7 +1778,15 @@ class Parser {
     } else if (n == "stablehlo.all_reduce" || n == "stablehlo.all_gather" || n == "stablehlo.reduce_scatter" ||
                n == "stablehlo.all_to_all" || n == "stablehlo.collective_permute") {
       if (const Attr* g = op.attr("replica_groups")) at.emplace_back("replica_groups", replica_groups(op, *g));
-      else if (op.attr("source_target_pairs")) at.emplace_back("replica_groups", "source_target_pairs");
+      if (const Attr* g = op.attr("source_target_pairs")) at.emplace_back("source_target_pairs", replica_groups(op, *g));
+      for (const char* k : {"all_gather_dim", "scatter_dimension"})
+        if (op.attr(k)) at.emplace_back("dimensions", ints_text(ints(op, k)));
+      if (op.attr("split_dimension")) {
+        if (ints(op, "split_dimension") != ints(op, "concat_dimension"))
+          unsupported(op, "all_to_all with split_dimension and concat_dimension apart (tpuc splits and joins along one)");
+        at.emplace_back("dimensions", ints_text(ints(op, "split_dimension")));
+      }
+      if (!op.regions.empty()) at.emplace_back("to_apply", op.regions.at(0));
     } else {
       check_attrs({});
     }
@@ -1797,6 +1908,22 @@ class Parser {
 
   // dense<[[0, 1], [2, 3]]> : tensor<2x2xi64> -> "{{0,1},{2,3}}".
   std::string replica_groups(const Op& op, const Attr& g) const {
+    if (g.kind == Attr::dialect && g.name.find("replica_group_mesh_axes") != std::string::npos) {
+      // #stablehlo.replica_group_mesh_axes<mesh = @m, axes = [#stablehlo.axis_ref<name = "i">]>
+      // -> HLO's mesh['i'=4] {'i'}
+      const Attr* m = g.field("mesh");
+      const Attr* axes = g.field("axes");
+      std::string sizes;
+      for (const auto& [name, text] : meshes_)
+        if (m && name == m->text) sizes = text;
+      if (sizes.empty()) malformed(op, "replica_groups name no sdy.mesh");
+      std::string names;
+      for (const auto& a : axes ? axes->items : std::vector<Attr>{})
+        if (const Attr* nm = a.field("name")) names += fmt::format("{}'{}'", names.empty() ? "" : ",", nm->text);
+      std::string mesh;
+      for (char ch : sizes.substr(2, sizes.size() >= 4 ? sizes.size() - 4 : 0)) mesh += ch == '"' ? '\'' : ch;
+      return fmt::format("mesh[{}] {{{}}}", mesh, names);
+    }
     if (g.kind != Attr::dense || !g.type || g.type->dims.size() != 2) return "mesh[" + g.text + "]";
     const auto v = ints(op, g);
     const size_t per = size_t(g.type->dims[1]);
@@ -1997,6 +2124,7 @@ class Parser {
   Module m_;
   std::string module_name_;
   std::string devices_;  // "mhlo.num_partitions = 4" for a multi-device module
+  std::vector<std::pair<std::string, std::string>> meshes_;  // sdy.mesh @name = <["i"=4]>: name, "<[...]>"
   std::optional<std::string> entry_;
   std::vector<std::string> public_;
   std::map<std::string, std::vector<Shape>> functions_;  // name -> result types

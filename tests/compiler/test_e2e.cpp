@@ -141,8 +141,7 @@ TEST_CASE("corpus: every program has a test") {
 // the detailed one's timing also depends on where each buffer lies, which
 // parameter order may change).
 TEST_CASE("corpus: StableHLO and HLO text give identical outputs and cycles") {
-  for (const std::string& name : test::corpus_programs()) {
-    if (test::multi_device(name)) continue;
+  for (const std::string& name : test::corpus_programs()) {  // SPMD ones too (sdy.manual_computation)
     const CorpusCase h = load_corpus(name, "module.hlo");
     const CorpusCase s = load_corpus(name, "module.stablehlo.mlir");
     for (const std::string preset : {"tiny", "v5e"}) {

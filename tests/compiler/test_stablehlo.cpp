@@ -48,7 +48,6 @@ std::string module(const std::string& lines) { return std::regex_replace(kModule
 
 TEST_CASE("stablehlo: every corpus program imports with the interface of its HLO text") {
   for (const std::string& name : test::corpus_programs()) {
-    if (test::multi_device(name)) continue;
     INFO(name);
     const ir::Function h = compiler::load_module(test::kCorpus + name + "/module.hlo");
     const ir::Function s = compiler::load_module(test::kCorpus + name + "/module.stablehlo.mlir");
@@ -56,12 +55,61 @@ TEST_CASE("stablehlo: every corpus program imports with the interface of its HLO
     for (size_t i = 0; i < h.params().size(); ++i) CHECK(h.ops[h.params()[i]].type == s.ops[s.params()[i]].type);
     REQUIRE(h.results.size() == s.results.size());
     for (size_t i = 0; i < h.results.size(); ++i) CHECK(h.ops[h.results[i]].type == s.ops[s.results[i]].type);
+    // SPMD programs (sdy.manual_computation): the same devices and tiles.
+    CHECK(h.devices == s.devices);
+    CHECK(h.param_tiles == s.param_tiles);
+    CHECK(h.result_tiles == s.result_tiles);
   }
 }
 
-TEST_CASE("stablehlo: a multi-device program stops at its manual computation") {
-  CHECK_THROWS_WITH(compiler::load_module(test::kCorpus + "pmap_psum_4/module.stablehlo.mlir"),
-                    Catch::Contains("module.stablehlo.mlir:5:5: unsupported multi-device program: sdy.manual_computation"));
+// shard_map as JAX writes it in StableHLO: the manual computation's body
+// sees its tiles; collectives in the generic form with dense replica groups
+// or Shardy's mesh axes.
+TEST_CASE("stablehlo: a manual computation and its collectives import as XLA's HLO text of them does") {
+  const ir::Function f = import(R"(module @m attributes {mhlo.num_partitions = 4 : i32} {
+  sdy.mesh @mesh = <["i"=4]>
+  func.func public @main(%arg0: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i"}, {}]>}) -> (tensor<64x8xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+    %0:5 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"i"}, {}]>] out_shardings=[<@mesh, [{"i"}, {}]>, <@mesh, [{"i"}, {}]>, <@mesh, [{"i"}, {}]>, <@mesh, [{"i"}, {}]>, <@mesh, [{"i"}, {}]>] manual_axes={"i"} (%arg1: tensor<4x8xf32>) {
+      %1 = "stablehlo.all_gather"(%arg1) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids}> : (tensor<4x8xf32>) -> tensor<16x8xf32>
+      %2 = "stablehlo.reduce_scatter"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, scatter_dimension = 0 : i64, use_global_device_ids}> ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %m = stablehlo.maximum %a, %b : tensor<f32>
+        stablehlo.return %m : tensor<f32>
+      }) : (tensor<4x8xf32>) -> tensor<1x8xf32>
+      %3 = "stablehlo.all_to_all"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 3, type = 1>, concat_dimension = 0 : i64, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, split_count = 4 : i64, split_dimension = 0 : i64}> : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      %4 = "stablehlo.collective_permute"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 4, type = 1>, source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0]]> : tensor<4x2xi64>}> : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      %5 = "stablehlo.all_reduce"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 5, type = 1>, replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "i">]>, use_global_device_ids}> ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      }) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      sdy.return %1, %2, %3, %4, %5 : tensor<16x8xf32>, tensor<1x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+    } : (tensor<16x8xf32>) -> (tensor<64x8xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
+    return %0#0, %0#1, %0#2, %0#3, %0#4 : tensor<64x8xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+  }
+})");
+  CHECK(f.devices == 4);
+  CHECK(f.param_tiles == std::vector<std::vector<int64_t>>{{4, 1}});
+  CHECK(f.result_tiles == std::vector<std::vector<int64_t>>(5, {4, 1}));
+  const std::string t = body(f);
+  INFO(t);
+  CHECK(t.find("all-gather(%0) {dimension=0, groups=[[0,1,2,3]]} : f32[16,8]") != std::string::npos);
+  CHECK(t.find("reduce-scatter(%0) {dimension=0, groups=[[0,1,2,3]], combiner=maximum} : f32[1,8]") != std::string::npos);
+  CHECK(t.find("all-to-all(%0) {dimension=0, groups=[[0,1,2,3]]} : f32[4,8]") != std::string::npos);
+  CHECK(t.find("collective-permute(%0) {pairs=[[0,1],[1,2],[2,3],[3,0]]} : f32[4,8]") != std::string::npos);
+  CHECK(t.find("all-reduce(%0) {groups=[[0,1,2,3]], combiner=add} : f32[4,8]") != std::string::npos);
+  // Split and joined along different dimensions: one line, naming it.
+  CHECK_THROWS_WITH(import(R"(module @m {
+  sdy.mesh @mesh = <["i"=2]>
+  func.func public @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"i"}, {}]>] out_shardings=[<@mesh, [{"i"}, {}]>] manual_axes={"i"} (%arg1: tensor<2x4xf32>) {
+      %1 = "stablehlo.all_to_all"(%arg1) <{concat_dimension = 1 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_count = 2 : i64, split_dimension = 0 : i64}> : (tensor<2x4xf32>) -> tensor<1x8xf32>
+      sdy.return %1 : tensor<1x8xf32>
+    } : (tensor<4x4xf32>) -> tensor<2x8xf32>
+    return %0 : tensor<2x8xf32>
+  }
+})"),
+                    Catch::Contains("t.mlir:5:7: unsupported all_to_all with split_dimension and concat_dimension apart"));
 }
 
 TEST_CASE("stablehlo: the pretty and the generic form of an op import alike") {
