@@ -65,7 +65,7 @@ bool TensorCore::finished(uint64_t now) const {
 }
 
 bool TensorCore::in_flight(uint64_t now) const {
-  if (dma.outstanding() > 0 || vpu.in_flight(now)) return true;
+  if (dma.outstanding() > 0 || dma.receiving() || vpu.in_flight(now)) return true;
   for (const auto& m : mxus)
     if (m->in_flight(now)) return true;
   return false;

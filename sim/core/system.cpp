@@ -19,7 +19,8 @@ System::System(sc_core::sc_module_name name, const MachineConfig& cfg, const Dec
     }
     chips.push_back(std::make_unique<Chip>(fmt::format("chip{}", c).c_str(), c, cfg, program, opts, *chip_rc.back(), sink, clk));
     for (auto& core : chips.back()->cores) {
-      ici.attach(c, core->index, &core->vmem, &core->sems);
+      DmaEngine* dma = &core->dma;
+      ici.attach(c, core->index, &core->vmem, &core->sems, [dma](IciPacket& p) { return dma->accept_remote(p); });
       core->dma.connect_ici(&ici, c);
     }
   }

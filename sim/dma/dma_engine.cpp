@@ -32,6 +32,11 @@ void DmaEngine::complete(uint64_t now) {
     b.data.clear();
     free_slots_.push_back(landed->tag);
   }
+  // Writes from other chips are done once their bursts have landed.
+  while (!incoming_.empty() && incoming_.front().t.emitted_all() && incoming_.front().t.in_flight == 0) {
+    if (incoming_.front().sender) --*incoming_.front().sender;
+    incoming_.pop_front();
+  }
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
@@ -50,44 +55,67 @@ void DmaEngine::complete(uint64_t now) {
 }
 
 void DmaEngine::emit(uint64_t now) {
-  const uint64_t burst = cfg_.dma.burst_bytes;
   uint32_t sent = 0;
+  for (Incoming& in : incoming_) {  // other chips' writes to this chip's HBM first
+    emit_bursts(in.t, &in.data, now, sent);
+    if (sent == cfg_.dma.bursts_per_cycle) return;
+  }
   for (Transfer& t : transfers_) {
-    if (t.chip >= 0) {  // dma.rcp: packets to the router, as many as it takes
+    if (t.chip >= 0) {  // dma.rcp, dma.rst: packets to the router, as many as it takes
       for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle && send_packet(t); ++sent) {
       }
       if (sent == cfg_.dma.bursts_per_cycle || !t.emitted_all()) return;  // in order: later transfers wait for the router
       continue;
     }
-    for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle; ++sent) {
-      const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
-      const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
-      const uint64_t n = std::min(t.row_bytes - t.offset, burst - hbm % burst);
-      HbmBurst b;
-      b.write = t.store;
-      b.hbm_addr = hbm;
-      b.vmem_addr = vmem;
-      b.bytes = uint32_t(n);
-      if (t.store) {
-        b.data.resize(n);
-        vmem_.read(vmem, b.data.data(), n);
-      }
-      t.offset += n;
-      if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
-      ++t.in_flight;
-      size_t slot = bursts_.size();
-      if (!free_slots_.empty()) {
-        slot = free_slots_.back();
-        free_slots_.pop_back();
-        bursts_[slot] = {&t, std::move(b)};
-      } else {
-        bursts_.push_back({&t, std::move(b)});
-      }
-      bursts_[slot].hbm.tag = slot;
-      hbm_.request(core_, now, &bursts_[slot].hbm);
-    }
+    emit_bursts(t, nullptr, now, sent);
     if (sent == cfg_.dma.bursts_per_cycle) return;
   }
+}
+
+// HBM bursts of t while the cycle's budget lasts; a store's bytes come from
+// VMEM, or from `data` (one row) for a write that came over ICI.
+void DmaEngine::emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent) {
+  const uint64_t burst = cfg_.dma.burst_bytes;
+  for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle; ++sent) {
+    const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
+    const uint64_t vmem = t.vmem + t.row * t.vmem_stride + t.offset;
+    const uint64_t n = std::min(t.row_bytes - t.offset, burst - hbm % burst);
+    HbmBurst b;
+    b.write = t.store;
+    b.hbm_addr = hbm;
+    b.vmem_addr = vmem;
+    b.bytes = uint32_t(n);
+    if (t.store) {
+      b.data.resize(n);
+      if (data) std::copy_n(data->begin() + long(t.offset), n, b.data.begin());
+      else vmem_.read(vmem, b.data.data(), n);
+    }
+    t.offset += n;
+    if (t.offset == t.row_bytes) t.offset = 0, ++t.row;
+    ++t.in_flight;
+    size_t slot = bursts_.size();
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+      bursts_[slot] = {&t, std::move(b)};
+    } else {
+      bursts_.push_back({&t, std::move(b)});
+    }
+    bursts_[slot].hbm.tag = slot;
+    hbm_.request(core_, now, &bursts_[slot].hbm);
+  }
+}
+
+bool DmaEngine::accept_remote(IciPacket& p) {
+  if (incoming_.size() >= cfg_.ici.buffer_packets) return false;
+  Incoming in;
+  in.t.store = true;
+  in.t.hbm = p.addr;
+  in.t.row_bytes = p.data.size();
+  in.data = std::move(p.data);
+  in.sender = p.in_flight;
+  incoming_.push_back(std::move(in));
+  return true;
 }
 
 bool DmaEngine::send_packet(Transfer& t) {
@@ -96,7 +124,8 @@ bool DmaEngine::send_packet(Transfer& t) {
   p.src = chip_, p.dst = t.chip, p.core = core_;
   const uint64_t n = std::min<uint64_t>(t.row_bytes - t.offset, cfg_.ici.packet_bytes);
   p.bytes = uint32_t(n);
-  p.vmem_addr = t.hbm + t.offset;  // the destination's VMEM address
+  p.addr = t.hbm + t.offset;  // the destination's VMEM or HBM address
+  p.to_hbm = t.to_hbm;
   p.data.resize(n);
   vmem_.read(t.vmem + t.offset, p.data.data(), n);
   p.in_flight = &t.in_flight;
@@ -108,10 +137,10 @@ bool DmaEngine::send_packet(Transfer& t) {
   return true;
 }
 
-// dma.rcp: local VMEM to another chip's VMEM.
+// dma.rcp, dma.rst: local VMEM to another chip's VMEM or HBM.
 bool DmaEngine::remote(const Issued& is, Transfer& t) {
   auto fail = [&](const std::string& msg) {
-    rc_.fault(fmt::format("core {} dma: pc {}: dma.rcp: {}", core_, is.pc, msg));
+    rc_.fault(fmt::format("core {} dma: pc {}: {}: {}", core_, is.pc, isa::spec(is.insn.op).mnemonic, msg));
     return false;
   };
   const uint64_t chip = is[DMAR::rchip];
@@ -120,12 +149,15 @@ bool DmaEngine::remote(const Issued& is, Transfer& t) {
   t.chip = int(chip);
   t.row_bytes = is[DMAR::rbytes];
   t.vmem = is[DMAR::rsrc];
-  t.hbm = is[DMAR::rdst];  // for a remote copy: the destination's VMEM address
+  t.hbm = is[DMAR::rdst];  // for a remote copy: the destination's VMEM or HBM address
   t.sem = int(is.insn[DMAR::sem]);
   t.target = &ici_->sems(t.chip, core_);
+  t.to_hbm = is.insn.op == Opcode::DMA_RST;
   if (t.row_bytes > 0) {
     if (auto err = vmem_.check_range(t.vmem, t.row_bytes, 1, "VMEM")) return fail(*err);
-    if (auto err = ici_->vmem(t.chip, core_).check_range(t.hbm, t.row_bytes, 1, fmt::format("chip {}'s VMEM", t.chip).c_str()))
+    // Every chip's HBM is as large as this one's.
+    const SparseMemory& there = t.to_hbm ? hbm_.memory() : ici_->vmem(t.chip, core_);
+    if (auto err = there.check_range(t.hbm, t.row_bytes, 1, fmt::format("chip {}'s {}", t.chip, t.to_hbm ? "HBM" : "VMEM").c_str()))
       return fail(*err);
   }
   return true;
@@ -161,6 +193,7 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
       t.vmem_stride = t.store ? is[DMA2::rsstride] : is[DMA2::rdstride];
       break;
     case Opcode::DMA_RCP:
+    case Opcode::DMA_RST:
       if (!remote(is, t)) return false;
       break;
     default:

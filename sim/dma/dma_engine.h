@@ -40,6 +40,12 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   void connect_ici(IciNetwork* ici, int chip) { ici_ = ici, chip_ = chip; }
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
   uint32_t outstanding() const { return uint32_t(transfers_.size() - markers_); }
+  // A packet another chip's dma.rst sent to this chip's HBM: written in
+  // bursts like a store, ahead of this core's own transfers, at most
+  // ici.buffer_packets packets at a time (false: full; it waits in the
+  // router).
+  bool accept_remote(IciPacket& p);
+  bool receiving() const { return !incoming_.empty(); }
   uint64_t bytes_moved() const { return bytes_moved_; }
 
  private:
@@ -54,7 +60,8 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint32_t count = 1;               // added to sem on completion
     SemaphoreFile* target = nullptr;  // whose sem (another core's for dma.csig); null: this core's
     bool marker = false;              // a signal: no data
-    int chip = -1;                    // dma.rcp, dma.rsig: the destination chip
+    int chip = -1;                    // dma.rcp, dma.rst, dma.rsig: the destination chip
+    bool to_hbm = false;              // dma.rst
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -73,11 +80,18 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   IciNetwork* ici_ = nullptr;
   int chip_ = 0;
   std::deque<Transfer> transfers_;  // in flight and markers, oldest first
+  struct Incoming {
+    Transfer t;                  // a store of the packet's bytes to HBM
+    std::vector<uint8_t> data;   // (not in VMEM: they came over ICI)
+    uint32_t* sender = nullptr;  // the sending transfer's count, decremented once written
+  };
+  std::deque<Incoming> incoming_;
   uint32_t markers_ = 0;
   struct Burst {
     Transfer* transfer;
     HbmBurst hbm;
   };
+  void emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent);
   // In flight, by slot (HbmBurst::tag; a deque keeps them in place); they
   // may land in any order.
   std::deque<Burst> bursts_;

@@ -37,7 +37,9 @@ IciNetwork::IciNetwork(const MachineConfig& cfg)
   }
 }
 
-void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems) { endpoint(chip, core) = {vmem, sems}; }
+void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_hbm) {
+  endpoint(chip, core) = {vmem, sems, std::move(to_hbm)};
+}
 
 void IciNetwork::inject(int chip, IciPacket p) {
   if (!can_inject(chip)) throw std::logic_error("internal error: ICI injection queue full");
@@ -58,16 +60,23 @@ int IciNetwork::route(int node, const IciPacket& p) const {
   return -1;
 }
 
-void IciNetwork::deliver(IciPacket& p) {
+bool IciNetwork::deliver(IciPacket& p) {
   Endpoint& e = endpoint(p.dst, p.core);
   if (p.sem >= 0) {
     e.sems->signal(p.sem, p.count);
+  } else if (p.to_hbm) {
+    const size_t bytes = p.data.size();
+    if (!e.to_hbm(p)) return false;  // it decrements the sender's count once written
+    bytes_delivered_ += bytes;
+    --packets_;
+    return true;
   } else {
-    e.vmem->write(p.vmem_addr, p.data.data(), p.data.size());
+    e.vmem->write(p.addr, p.data.data(), p.data.size());
     bytes_delivered_ += p.data.size();
   }
   if (p.in_flight) --*p.in_flight;
   --packets_;
+  return true;
 }
 
 bool IciNetwork::tick(uint64_t now) {
@@ -98,7 +107,7 @@ bool IciNetwork::tick(uint64_t now) {
       for (int vc = 0; vc < (in == kPorts ? 1 : kVcs); ++vc) {
         auto& q = input(n, in, vc);
         while (!q.empty() && q.front().dst == int(i)) {
-          deliver(q.front());
+          if (!deliver(q.front())) break;
           q.pop_front();
           free_slot(n, in, vc);
         }

@@ -23,6 +23,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,15 @@ struct IciPacket {
   int src = 0, dst = 0;  // chips
   int core = 0;          // the TensorCore of dst it reaches
   uint32_t bytes = 0;    // on the wire
-  // Data: written to dst's VMEM at vmem_addr. A signal (sem >= 0): count
-  // added to semaphore sem of dst's core.
-  uint64_t vmem_addr = 0;
+  // Data: written to dst's VMEM at addr, or with to_hbm handed to the
+  // core's DMA engine, which writes it to HBM at addr. A signal (sem >= 0):
+  // count added to semaphore sem of dst's core.
+  uint64_t addr = 0;
+  bool to_hbm = false;
   std::vector<uint8_t> data;
   int sem = -1;
   uint32_t count = 0;
-  uint32_t* in_flight = nullptr;  // decremented on delivery (the sender's transfer)
+  uint32_t* in_flight = nullptr;  // decremented once delivered (written to HBM, for to_hbm): the sender's transfer
   // Routing state: the axis it travels along and its virtual channel there.
   int dim = -1, vc = 0;
 };
@@ -54,8 +57,10 @@ class IciNetwork {
  public:
   explicit IciNetwork(const MachineConfig& cfg);
 
-  // The VMEM and semaphores of core `core` of chip `chip`, for deliveries.
-  void attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems);
+  // The VMEM and semaphores of core `core` of chip `chip`, for deliveries,
+  // and what takes its packets for HBM (false: not now; the packet waits at
+  // the head of its buffer, holding its credit).
+  void attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_hbm);
   SparseMemory& vmem(int chip, int core) { return *endpoint(chip, core).vmem; }
   SemaphoreFile& sems(int chip, int core) { return *endpoint(chip, core).sems; }
   int chips() const { return int(nodes_.size()); }
@@ -84,6 +89,7 @@ class IciNetwork {
   struct Endpoint {
     SparseMemory* vmem = nullptr;
     SemaphoreFile* sems = nullptr;
+    std::function<bool(IciPacket&)> to_hbm;
   };
   struct Link {
     int to = -1;  // neighbour chip; -1: no link
@@ -105,7 +111,7 @@ class IciNetwork {
   Endpoint& endpoint(int chip, int core) { return endpoints_[size_t(chip) * cores_ + size_t(core)]; }
   // The output port a packet at `node` takes next; -1 when it has arrived.
   int route(int node, const IciPacket& p) const;
-  void deliver(IciPacket& p);
+  bool deliver(IciPacket& p);  // false: the HBM side cannot take it yet
   std::deque<IciPacket>& input(Node& n, int in, int vc) { return in == kPorts ? n.inject : n.in[size_t(in)][size_t(vc)]; }
 
   std::array<uint32_t, 3> shape_;

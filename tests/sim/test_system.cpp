@@ -235,3 +235,48 @@ TEST_CASE("system: tiled inputs go to their chips and tiled outputs are gathered
   CHECK(from_bytes<int32_t>(r.outputs[1]) == w);
   CHECK(r.stats["per_chip"][3]["hbm_bytes_read"] == 64);
 }
+
+// dma.rst: chip c writes its tile of x into chip c + 1's HBM (the tile of
+// y there), over ICI, written by that chip's DMA engine; each chip waits
+// for the write it receives. Gathered, y is x turned by one tile. A large
+// one takes the link's time; past the end of the other chip's HBM is a
+// fault naming it.
+TEST_CASE("system: dma.rst writes another chip's HBM", "[system]") {
+  const auto cfg = system_config("tiny", 4);
+  const std::string src =
+      ".input x, f32[32], 0, tiles [4]\n.output y, f32[32], 256, tiles [4]\n"
+      "    li s1, 32\n    dma.ld s0, s0, s1, sem0\n    wait dma, sem0, 1\n"
+      "    csrr s2, chip\n    addi s3, s2, 1\n    li s4, 4\n    bne s3, s4, go\n    li s3, 0\ngo:\n"
+      "    li s5, 256\n    dma.rst s3, s5, s0, s1, sem3\n    wait sc, sem3, 1\n    halt\n";
+  std::vector<float> x(32);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k) * 1.5f - 7.0f;
+  const auto r = simulate(assemble_with(src, cfg), cfg, {to_bytes(x)});
+  REQUIRE(r.fault.value_or("") == "");
+  std::vector<float> want(32);
+  for (size_t k = 0; k < 32; ++k) want[(k + 8) % 32] = x[k];
+  CHECK(from_bytes<float>(r.outputs[0]) == want);
+  for (int c = 0; c < 4; ++c) CHECK(r.stats["per_chip"][size_t(c)]["hbm_bytes_written"] == 32);
+  CHECK(r.stats["ici"]["bytes_delivered"] == 4 * 32);
+
+  // 64 KiB from chip 0 to chip 1 of a ring of 2: the link's time and a hop.
+  const auto two = system_config("tiny", 2);
+  const uint64_t bytes = 65536;
+  const auto big = simulate(assemble_with(fmt::format("    csrr s2, chip\n    bne s2, s0, recv\n    li s1, {}\n    li s3, 1\n"
+                                                      "    dma.rst s3, s0, s0, s1, sem3\n    halt\nrecv:\n    wait sc, sem3, 1\n    halt\n",
+                                                      bytes),
+                                          two),
+                            two, {});
+  REQUIRE(big.fault.value_or("") == "");
+  const double link = double(bytes) * double(two.clock_hz) / double(two.ici.link_bandwidth_bytes_per_s);
+  INFO(big.cycles << " cycles, the link alone " << link);
+  CHECK(double(big.cycles) >= link);
+  CHECK(double(big.cycles) <= 1.1 * link + double(two.ici_hop_cycles()) + 200);
+  CHECK(big.stats["per_chip"][1]["hbm_bytes_written"] == bytes);
+
+  const auto bad = simulate(assemble_with(fmt::format("    li s1, 1\n    li s2, 64\n    li s3, {}\n    dma.rst s1, s3, s0, s2, sem0\n    halt\n",
+                                                      cfg.target.hbm_bytes - 32),
+                                          cfg),
+                            cfg, {});
+  REQUIRE(bad.fault);
+  CHECK_THAT(*bad.fault, Catch::Contains("dma.rst") && Catch::Contains("chip 1's HBM"));
+}
