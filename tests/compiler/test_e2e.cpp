@@ -372,6 +372,21 @@ TEST_CASE("spmd: psum over one axis of a 2x4 mesh on 8 chips") {
   }
 }
 
+// f compiled for, and run on, `preset` chips in the ICI grid `topology`
+// (tpuc picks its rings for the grid it compiles for), with `set` besides.
+test::SimRun run_on_grid(const Function& f, const std::string& preset, const std::string& topology, const std::vector<Tensor>& inputs,
+                         std::vector<std::string> set = {}) {
+  const auto shape = isa::parse_topology(topology);
+  set.push_back(fmt::format("target.chips={}", uint64_t(shape[0]) * shape[1] * shape[2]));
+  for (size_t a = 0; a < 3; ++a) set.push_back(fmt::format("ici.{}={}", "xyz"[a], shape[a]));
+  compiler::CompileOptions o;
+  o.machine = isa::load_config(preset, set);
+  const compiler::Compiled c = compiler::compile(f, o);
+  std::vector<std::vector<uint8_t>> in;
+  for (const Tensor& t : inputs) in.push_back(ir::to_bytes(t));
+  return test::simulate(c.program, isa::load_config(preset, set), in);
+}
+
 // A compiled psum of 1 MiB per chip (shard_map over n v5e chips, compiled
 // and run on the same ICI grid): the all-reduce kernel's cycles, against
 // the alpha-beta model of the rings tpuc uses (docs/system.md), and the
@@ -398,12 +413,7 @@ Psum compiled_psum(const std::string& topology) {
   REQUIRE(f.devices == n);
   Tensor x{f.param_global_type(0), {}};
   for (int64_t i = 0; i < x.type.elements(); ++i) x.v.push_back(double(i % 61 - 30));
-  const std::vector<std::string> set = {"hbm.model=simple", fmt::format("target.chips={}", n), fmt::format("ici.x={}", shape[0]),
-                                        fmt::format("ici.y={}", shape[1]), fmt::format("ici.z={}", shape[2])};
-  compiler::CompileOptions o;
-  o.machine = isa::load_config("v5e", set);
-  const compiler::Compiled c = compiler::compile(f, o);
-  const test::SimRun r = test::simulate(c.program, isa::load_config("v5e", set), {ir::to_bytes(x)});
+  const test::SimRun r = run_on_grid(f, "v5e", topology, {x}, {"hbm.model=simple"});
   REQUIRE_FALSE(r.fault);
   const Tensor got = ir::from_bytes(f.result_global_type(0), r.outputs[0]);
   for (int64_t e = 0; e < rows * cols; ++e) {
@@ -539,14 +549,7 @@ TEST_CASE("spmd: every collective on rings and tori of 2 to 64 chips matches the
           w[5][d].push_back(m);
         }
     }
-    // Compiled for the grid it runs on (tpuc's all-reduce takes a ring per axis of a torus).
-    const auto shape = isa::parse_topology(cc.topology);
-    const std::vector<std::string> set = {fmt::format("target.chips={}", n), fmt::format("ici.x={}", shape[0]),
-                                          fmt::format("ici.y={}", shape[1]), fmt::format("ici.z={}", shape[2])};
-    compiler::CompileOptions o;
-    o.machine = isa::load_config("tiny", set);
-    const compiler::Compiled comp = compiler::compile(f, o);
-    const test::SimRun r = test::simulate(comp.program, isa::load_config("tiny", set), {ir::to_bytes(x)});
+    const test::SimRun r = run_on_grid(f, "tiny", cc.topology, {x});
     REQUIRE_FALSE(r.fault);
     static const char* const names[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "reduce-scatter max"};
     for (size_t k = 0; k < 6; ++k) {
