@@ -55,6 +55,7 @@
 `define TPU_OP_DMA_RCP 8'h4C
 `define TPU_OP_DMA_RSIG 8'h4D
 `define TPU_OP_DMA_CSIG 8'h4E
+`define TPU_OP_DMA_RLD 8'h47
 `define TPU_OP_DMA_RST 8'h4F
 `define TPU_OP_MXU_LW 8'h50
 `define TPU_OP_MXU_LWT 8'h51

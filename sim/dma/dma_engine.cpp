@@ -20,7 +20,9 @@ void DmaEngine::complete(uint64_t now) {
   while (HbmBurst* landed = hbm_.next_landed(core_, now)) {
     Burst& burst = bursts_[landed->tag];
     HbmBurst& b = burst.hbm;
-    if (b.write) {
+    if (burst.read) {
+      reply(*burst.read, b);
+    } else if (b.write) {
       hbm_.memory().write(b.hbm_addr, b.data.data(), b.bytes);
     } else {
       landing_.resize(b.bytes);
@@ -36,6 +38,14 @@ void DmaEngine::complete(uint64_t now) {
   while (!incoming_.empty() && incoming_.front().t.emitted_all() && incoming_.front().t.in_flight == 0) {
     if (incoming_.front().sender) --*incoming_.front().sender;
     incoming_.pop_front();
+  }
+  // Reads for other chips: replies go to the router as it has room; a read
+  // is done when every reply is on its way.
+  for (Read& r : reads_)
+    for (; !r.out.empty() && ici_->can_inject(chip_); r.out.pop_front()) ici_->inject(chip_, std::move(r.out.front()));
+  while (!reads_.empty() && reads_.front().t.emitted_all() && reads_.front().t.in_flight == 0 && reads_.front().out.empty()) {
+    if (reads_.front().reply.in_flight) --*reads_.front().reply.in_flight;
+    reads_.pop_front();
   }
   // Transfers finish in order of their last burst; the oldest finished ones retire.
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
@@ -60,7 +70,24 @@ void DmaEngine::emit(uint64_t now) {
     emit_bursts(in.t, &in.data, now, sent);
     if (sent == cfg_.dma.bursts_per_cycle) return;
   }
+  for (Read& r : reads_) {  // and their reads of it
+    emit_bursts(r.t, nullptr, now, sent, &r);
+    if (sent == cfg_.dma.bursts_per_cycle) return;
+  }
   for (Transfer& t : transfers_) {
+    if (t.from_hbm) {  // dma.rld: one request packet to the other chip
+      if (t.emitted_all()) continue;
+      if (!ici_->can_inject(chip_)) return;
+      IciPacket p;
+      p.src = chip_, p.dst = t.chip, p.core = core_, p.bytes = kIciSignalBytes;
+      p.addr = t.hbm, p.read_bytes = t.row_bytes, p.reply_addr = t.vmem;
+      p.in_flight = &t.in_flight;
+      ++t.in_flight;
+      t.row = t.rows;
+      ici_->inject(chip_, std::move(p));
+      if (++sent == cfg_.dma.bursts_per_cycle) return;
+      continue;
+    }
     if (t.chip >= 0) {  // dma.rcp, dma.rst: packets to the router, as many as it takes
       for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle && send_packet(t); ++sent) {
       }
@@ -74,7 +101,7 @@ void DmaEngine::emit(uint64_t now) {
 
 // HBM bursts of t while the cycle's budget lasts; a store's bytes come from
 // VMEM, or from `data` (one row) for a write that came over ICI.
-void DmaEngine::emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent) {
+void DmaEngine::emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent, Read* read) {
   const uint64_t burst = cfg_.dma.burst_bytes;
   for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle; ++sent) {
     const uint64_t hbm = t.hbm + t.row * t.hbm_stride + t.offset;
@@ -97,9 +124,9 @@ void DmaEngine::emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint6
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
       free_slots_.pop_back();
-      bursts_[slot] = {&t, std::move(b)};
+      bursts_[slot] = {&t, std::move(b), read};
     } else {
-      bursts_.push_back({&t, std::move(b)});
+      bursts_.push_back({&t, std::move(b), read});
     }
     bursts_[slot].hbm.tag = slot;
     hbm_.request(core_, now, &bursts_[slot].hbm);
@@ -107,6 +134,17 @@ void DmaEngine::emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint6
 }
 
 bool DmaEngine::accept_remote(IciPacket& p) {
+  if (p.read_bytes > 0) {
+    if (reads_.size() >= cfg_.ici.buffer_packets) return false;
+    Read r;
+    r.t.hbm = p.addr;
+    r.t.row_bytes = p.read_bytes;
+    r.reply.src = chip_, r.reply.dst = p.src, r.reply.core = core_;
+    r.reply.addr = p.reply_addr;
+    r.reply.in_flight = p.in_flight;
+    reads_.push_back(std::move(r));
+    return true;
+  }
   if (incoming_.size() >= cfg_.ici.buffer_packets) return false;
   Incoming in;
   in.t.store = true;
@@ -137,7 +175,23 @@ bool DmaEngine::send_packet(Transfer& t) {
   return true;
 }
 
-// dma.rcp, dma.rst: local VMEM to another chip's VMEM or HBM.
+// A burst read for another chip has landed: its bytes go back in packets.
+void DmaEngine::reply(Read& r, const HbmBurst& b) {
+  const uint64_t offset = b.hbm_addr - r.t.hbm;
+  for (uint64_t k = 0; k < b.bytes; k += cfg_.ici.packet_bytes) {
+    IciPacket p = r.reply;
+    const uint64_t n = std::min<uint64_t>(b.bytes - k, cfg_.ici.packet_bytes);
+    p.addr = r.reply.addr + offset + k;
+    p.bytes = uint32_t(n);
+    p.data.resize(n);
+    hbm_.memory().read(b.hbm_addr + k, p.data.data(), n);
+    if (p.in_flight) ++*p.in_flight;
+    r.out.push_back(std::move(p));
+  }
+}
+
+// dma.rcp, dma.rst: local VMEM to another chip's VMEM or HBM; dma.rld:
+// another chip's HBM to local VMEM.
 bool DmaEngine::remote(const Issued& is, Transfer& t) {
   auto fail = [&](const std::string& msg) {
     rc_.fault(fmt::format("core {} dma: pc {}: {}: {}", core_, is.pc, isa::spec(is.insn.op).mnemonic, msg));
@@ -148,16 +202,19 @@ bool DmaEngine::remote(const Issued& is, Transfer& t) {
     return fail(fmt::format("chip {} does not exist (the system has {})", chip, ici_ ? ici_->chips() : 1));
   t.chip = int(chip);
   t.row_bytes = is[DMAR::rbytes];
-  t.vmem = is[DMAR::rsrc];
-  t.hbm = is[DMAR::rdst];  // for a remote copy: the destination's VMEM or HBM address
-  t.sem = int(is.insn[DMAR::sem]);
-  t.target = &ici_->sems(t.chip, core_);
+  t.from_hbm = is.insn.op == Opcode::DMA_RLD;
   t.to_hbm = is.insn.op == Opcode::DMA_RST;
+  // hbm: the other chip's address (VMEM for dma.rcp), vmem: this chip's.
+  t.vmem = t.from_hbm ? is[DMAR::rdst] : is[DMAR::rsrc];
+  t.hbm = t.from_hbm ? is[DMAR::rsrc] : is[DMAR::rdst];
+  t.sem = int(is.insn[DMAR::sem]);
+  t.target = t.from_hbm ? nullptr : &ici_->sems(t.chip, core_);  // dma.rld signals here
   if (t.row_bytes > 0) {
     if (auto err = vmem_.check_range(t.vmem, t.row_bytes, 1, "VMEM")) return fail(*err);
     // Every chip's HBM is as large as this one's.
-    const SparseMemory& there = t.to_hbm ? hbm_.memory() : ici_->vmem(t.chip, core_);
-    if (auto err = there.check_range(t.hbm, t.row_bytes, 1, fmt::format("chip {}'s {}", t.chip, t.to_hbm ? "HBM" : "VMEM").c_str()))
+    const bool hbm = t.to_hbm || t.from_hbm;
+    const SparseMemory& there = hbm ? hbm_.memory() : ici_->vmem(t.chip, core_);
+    if (auto err = there.check_range(t.hbm, t.row_bytes, 1, fmt::format("chip {}'s {}", t.chip, hbm ? "HBM" : "VMEM").c_str()))
       return fail(*err);
   }
   return true;
@@ -193,6 +250,7 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
       t.vmem_stride = t.store ? is[DMA2::rsstride] : is[DMA2::rdstride];
       break;
     case Opcode::DMA_RCP:
+    case Opcode::DMA_RLD:
     case Opcode::DMA_RST:
       if (!remote(is, t)) return false;
       break;

@@ -40,12 +40,13 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   void connect_ici(IciNetwork* ici, int chip) { ici_ = ici, chip_ = chip; }
   bool idle() const { return !head_ && queue_.num_available() == 0 && transfers_.empty(); }
   uint32_t outstanding() const { return uint32_t(transfers_.size() - markers_); }
-  // A packet another chip's dma.rst sent to this chip's HBM: written in
-  // bursts like a store, ahead of this core's own transfers, at most
-  // ici.buffer_packets packets at a time (false: full; it waits in the
-  // router).
+  // A packet another chip's dma.rst sent to this chip's HBM (written in
+  // bursts like a store), or a read request of its dma.rld (read in bursts
+  // like a load, each sent back in packets as it lands); both ahead of this
+  // core's own transfers, at most ici.buffer_packets of each at a time
+  // (false: full; the packet waits in the router).
   bool accept_remote(IciPacket& p);
-  bool receiving() const { return !incoming_.empty(); }
+  bool receiving() const { return !incoming_.empty() || !reads_.empty(); }
   uint64_t bytes_moved() const { return bytes_moved_; }
 
  private:
@@ -62,6 +63,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     bool marker = false;              // a signal: no data
     int chip = -1;                    // dma.rcp, dma.rst, dma.rsig: the destination chip
     bool to_hbm = false;              // dma.rst
+    bool from_hbm = false;            // dma.rld: hbm is the other chip's
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -86,12 +88,20 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint32_t* sender = nullptr;  // the sending transfer's count, decremented once written
   };
   std::deque<Incoming> incoming_;
+  struct Read {
+    Transfer t;                  // a load of the requested bytes from HBM
+    IciPacket reply;             // what every reply packet shares: its destination, counter
+    std::deque<IciPacket> out;   // landed, waiting for the router
+  };
+  std::deque<Read> reads_;
+  void reply(Read& r, const HbmBurst& b);
   uint32_t markers_ = 0;
   struct Burst {
     Transfer* transfer;
     HbmBurst hbm;
+    Read* read = nullptr;  // a burst read for another chip
   };
-  void emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent);
+  void emit_bursts(Transfer& t, const std::vector<uint8_t>* data, uint64_t now, uint32_t& sent, Read* read = nullptr);
   // In flight, by slot (HbmBurst::tag; a deque keeps them in place); they
   // may land in any order.
   std::deque<Burst> bursts_;

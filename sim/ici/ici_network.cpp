@@ -37,8 +37,8 @@ IciNetwork::IciNetwork(const MachineConfig& cfg)
   }
 }
 
-void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_hbm) {
-  endpoint(chip, core) = {vmem, sems, std::move(to_hbm)};
+void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_dma) {
+  endpoint(chip, core) = {vmem, sems, std::move(to_dma)};
 }
 
 void IciNetwork::inject(int chip, IciPacket p) {
@@ -64,9 +64,9 @@ bool IciNetwork::deliver(IciPacket& p) {
   Endpoint& e = endpoint(p.dst, p.core);
   if (p.sem >= 0) {
     e.sems->signal(p.sem, p.count);
-  } else if (p.to_hbm) {
+  } else if (p.to_hbm || p.read_bytes > 0) {
     const size_t bytes = p.data.size();
-    if (!e.to_hbm(p)) return false;  // it decrements the sender's count once written
+    if (!e.to_dma(p)) return false;  // it decrements the sender's count once done
     bytes_delivered_ += bytes;
     --packets_;
     return true;

@@ -38,14 +38,20 @@ struct IciPacket {
   int core = 0;          // the TensorCore of dst it reaches
   uint32_t bytes = 0;    // on the wire
   // Data: written to dst's VMEM at addr, or with to_hbm handed to the
-  // core's DMA engine, which writes it to HBM at addr. A signal (sem >= 0):
-  // count added to semaphore sem of dst's core.
+  // core's DMA engine, which writes it to HBM at addr. A read request
+  // (read_bytes > 0, no data): handed to that DMA engine, which sends
+  // read_bytes of its HBM from addr back to chip src's VMEM at reply_addr.
+  // A signal (sem >= 0): count added to semaphore sem of dst's core.
   uint64_t addr = 0;
   bool to_hbm = false;
+  uint64_t read_bytes = 0, reply_addr = 0;
   std::vector<uint8_t> data;
   int sem = -1;
   uint32_t count = 0;
-  uint32_t* in_flight = nullptr;  // decremented once delivered (written to HBM, for to_hbm): the sender's transfer
+  // The sending transfer's count of what is on its way: decremented once
+  // delivered (written to HBM, for to_hbm; a read request's once all of
+  // its replies are on their way, each counted).
+  uint32_t* in_flight = nullptr;
   // Routing state: the axis it travels along and its virtual channel there.
   int dim = -1, vc = 0;
 };
@@ -58,9 +64,10 @@ class IciNetwork {
   explicit IciNetwork(const MachineConfig& cfg);
 
   // The VMEM and semaphores of core `core` of chip `chip`, for deliveries,
-  // and what takes its packets for HBM (false: not now; the packet waits at
-  // the head of its buffer, holding its credit).
-  void attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_hbm);
+  // and its DMA engine, which takes packets for HBM and read requests
+  // (false: not now; the packet waits at the head of its buffer, holding
+  // its credit).
+  void attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* sems, std::function<bool(IciPacket&)> to_dma);
   SparseMemory& vmem(int chip, int core) { return *endpoint(chip, core).vmem; }
   SemaphoreFile& sems(int chip, int core) { return *endpoint(chip, core).sems; }
   int chips() const { return int(nodes_.size()); }
@@ -89,7 +96,7 @@ class IciNetwork {
   struct Endpoint {
     SparseMemory* vmem = nullptr;
     SemaphoreFile* sems = nullptr;
-    std::function<bool(IciPacket&)> to_hbm;
+    std::function<bool(IciPacket&)> to_dma;
   };
   struct Link {
     int to = -1;  // neighbour chip; -1: no link

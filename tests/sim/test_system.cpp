@@ -280,3 +280,46 @@ TEST_CASE("system: dma.rst writes another chip's HBM", "[system]") {
   REQUIRE(bad.fault);
   CHECK_THAT(*bad.fault, Catch::Contains("dma.rst") && Catch::Contains("chip 1's HBM"));
 }
+
+// dma.rld: chip c reads chip c + 1's tile of x from that chip's HBM (its
+// DMA engine reads it and sends it back) and stores it as its tile of y.
+// Gathered, y is x turned back by one tile. A large read takes the link's
+// time (the request is one small packet); a range past the end of the
+// other chip's HBM is a fault naming it.
+TEST_CASE("system: dma.rld reads another chip's HBM", "[system]") {
+  const auto cfg = system_config("tiny", 4);
+  const std::string src =
+      ".input x, f32[32], 0, tiles [4]\n.output y, f32[32], 256, tiles [4]\n"
+      "    csrr s2, chip\n    addi s3, s2, 1\n    li s4, 4\n    bne s3, s4, go\n    li s3, 0\ngo:\n"
+      "    li s1, 32\n    dma.rld s3, s0, s0, s1, sem3\n    wait dma, sem3, 1\n"
+      "    li s5, 256\n    dma.st s5, s0, s1, sem4\n    wait sc, sem4, 1\n    halt\n";
+  std::vector<float> x(32);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = float(k) * 0.25f + 3.0f;
+  const auto r = simulate(assemble_with(src, cfg), cfg, {to_bytes(x)});
+  REQUIRE(r.fault.value_or("") == "");
+  std::vector<float> want(32);
+  for (size_t k = 0; k < 32; ++k) want[k] = x[(k + 8) % 32];
+  CHECK(from_bytes<float>(r.outputs[0]) == want);
+  for (int c = 0; c < 4; ++c) CHECK(r.stats["per_chip"][size_t(c)]["hbm_bytes_read"] == 32);
+
+  const auto two = system_config("tiny", 2);
+  const uint64_t bytes = 65536;
+  const auto big = simulate(assemble_with(fmt::format("    csrr s2, chip\n    bne s2, s0, end\n    li s1, {}\n    li s3, 1\n"
+                                                      "    dma.rld s3, s0, s0, s1, sem3\n    wait sc, sem3, 1\nend:\n    halt\n",
+                                                      bytes),
+                                          two),
+                            two, {});
+  REQUIRE(big.fault.value_or("") == "");
+  const double link = double(bytes) * double(two.clock_hz) / double(two.ici.link_bandwidth_bytes_per_s);
+  INFO(big.cycles << " cycles, the link alone " << link);
+  CHECK(double(big.cycles) >= link);
+  CHECK(double(big.cycles) <= 1.1 * link + 2.0 * double(two.ici_hop_cycles()) + 300);
+  CHECK(big.stats["per_chip"][1]["hbm_bytes_read"] == bytes);
+
+  const auto bad = simulate(assemble_with(fmt::format("    li s1, 1\n    li s2, 64\n    li s3, {}\n    dma.rld s1, s0, s3, s2, sem0\n    halt\n",
+                                                      cfg.target.hbm_bytes - 32),
+                                          cfg),
+                            cfg, {});
+  REQUIRE(bad.fault);
+  CHECK_THAT(*bad.fault, Catch::Contains("dma.rld") && Catch::Contains("chip 1's HBM"));
+}
