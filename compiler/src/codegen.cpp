@@ -1303,30 +1303,31 @@ class Emitter {
     int64_t n = 1;
     for (const Axis& x : axes) n *= int64_t(x.members.size());
     in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n, esz, [&](int64_t b0, int64_t b1) {
-      Counter ld = counter(), st = counter();
+      Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunk's load; the rest's
       std::vector<Counter> rs, added, ag;
       for (size_t a = 0; a < axes.size(); ++a) rs.push_back(counter()), added.push_back(counter()), ag.push_back(counter());
       const int64_t mine = b1 - b0, M = ceil_div(mine, L_ * n) * L_ * n;  // whole vectors in every chunk of every axis
       const uint64_t buf = vmem(uint64_t(M * esz)), bytes = uint64_t(mine * esz);
       const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz), dst = p_.addr[k.out] + uint64_t(b0 * esz);
-      // Bytes [from, to) of the block (those that are not padding) loaded or stored.
-      auto move = [&](bool load, uint64_t from, uint64_t to) {
+      // Bytes [from, to) of the block (those that are not padding) loaded
+      // (counted on c) or stored.
+      auto move = [&](bool load, uint64_t from, uint64_t to, Counter& c) {
         to = std::min(to, bytes);
-        if (from < to) load ? dma_ld(buf + from, src + from, to - from, ld) : dma_st(dst + from, buf + from, to - from, st);
+        if (from < to) load ? dma_ld(buf + from, src + from, to - from, c) : dma_st(dst + from, buf + from, to - from, c);
       };
       chip_barrier();
       std::vector<Chunks> ch;
       if (axes.empty()) {
-        move(true, 0, bytes);
+        move(true, 0, bytes, ld);
         wait("dma", ld, ld.produced);
-        move(false, 0, bytes);
+        move(false, 0, bytes, st);
       } else {  // the chunk the first ring sends first is loaded first, and sent as soon as it is in
         ch.push_back(chunks(buf, M / int64_t(axes[0].members.size()), dt, int64_t(axes[0].members.size()), axes[0].pos, -1));
         const uint64_t first = ch[0].at(0) - buf;
-        move(true, first, first + ch[0].cb);
-        move(true, 0, first);
-        move(true, first + ch[0].cb, bytes);
-        if (ld.produced > 0) wait("dma", ld, 1);
+        move(true, first, first + ch[0].cb, first_ld);
+        move(true, 0, first, ld);
+        move(true, first + ch[0].cb, bytes, ld);
+        wait("dma", first_ld, first_ld.produced);  // the VPU waits for the rest (it never combines into that chunk)
       }
       uint64_t region = buf;
       int64_t size = M;  // elements of the region the axis's ring cuts
@@ -1347,7 +1348,7 @@ class Emitter {
         if (!last) wait("dma", ag[a + 1], ag[a + 1].produced);  // its own chunk is whole again
         const Ring r(*this, &x.members, x.pos);
         // On the first axis each chunk goes to HBM once it is whole here.
-        auto store = [&](uint64_t chunk) { if (a == 0) move(false, chunk - buf, chunk - buf + ch[a].cb); };
+        auto store = [&](uint64_t chunk) { if (a == 0) move(false, chunk - buf, chunk - buf + ch[a].cb, st); };
         for (int64_t s = 0; s + 1 < na; ++s) {
           const uint64_t at = ch[a].at(s - 1);  // its own chunk first
           for (int64_t p = 0; p < ch[a].P; ++p) {
@@ -1360,7 +1361,7 @@ class Emitter {
         wait("dma", ag[a], ag[a].produced);
         store(ch[a].at(na - 2));
       }
-      std::vector<Counter*> all = {&ld, &st};
+      std::vector<Counter*> all = {&first_ld, &ld, &st};
       for (size_t a = 0; a < axes.size(); ++a) all.insert(all.end(), {&rs[a], &added[a], &ag[a]});
       drain(all);
     });
@@ -1503,7 +1504,7 @@ class Emitter {
         r.send(*this, ch.piece(in, p), ch.piece(ch.at(s), p), ch.piece_bytes(p), rs);
       }
       for (int64_t p = 0; p < ch.P; ++p) {
-        if (loaded && s == 0 && p == 0) wait("vpu", *loaded, loaded->produced);  // the chunks it combines into are in
+        if (loaded && s == 0 && p == 0) wait("vpu", *loaded, loaded->produced);  // the chunks it combines into have landed
         wait("vpu", rs, s * ch.P + p + 1);
         const int64_t a = int64_t(ch.lo(p)) / esz, b = int64_t(ch.lo(p + 1)) / esz;
         constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
