@@ -42,7 +42,7 @@ void DmaEngine::complete(uint64_t now) {
   // Reads for other chips: replies go to the router as it has room; a read
   // is done when every reply is on its way.
   for (Read& r : reads_)
-    for (; !r.out.empty() && ici_->can_inject(chip_); r.out.pop_front()) ici_->inject(chip_, std::move(r.out.front()));
+    for (; !r.out.empty() && ici_->can_inject(chip_, r.reply.dst); r.out.pop_front()) ici_->inject(chip_, std::move(r.out.front()));
   while (!reads_.empty() && reads_.front().t.emitted_all() && reads_.front().t.in_flight == 0 && reads_.front().out.empty()) {
     if (reads_.front().reply.in_flight) --*reads_.front().reply.in_flight;
     reads_.pop_front();
@@ -51,7 +51,7 @@ void DmaEngine::complete(uint64_t now) {
   while (!transfers_.empty() && transfers_.front().emitted_all() && transfers_.front().in_flight == 0) {
     const Transfer& t = transfers_.front();
     if (t.marker && t.chip >= 0) {  // dma.rsig: its count travels to the other chip
-      if (!ici_->can_inject(chip_)) break;
+      if (!ici_->can_inject(chip_, t.chip)) break;
       IciPacket p;
       p.src = chip_, p.dst = t.chip, p.core = core_, p.bytes = kIciSignalBytes, p.sem = t.sem, p.count = t.count;
       ici_->inject(chip_, std::move(p));
@@ -77,7 +77,7 @@ void DmaEngine::emit(uint64_t now) {
   for (Transfer& t : transfers_) {
     if (t.from_hbm) {  // dma.rld: one request packet to the other chip
       if (t.emitted_all()) continue;
-      if (!ici_->can_inject(chip_)) return;
+      if (!ici_->can_inject(chip_, t.chip)) continue;
       IciPacket p;
       p.src = chip_, p.dst = t.chip, p.core = core_, p.bytes = kIciSignalBytes;
       p.addr = t.hbm, p.read_bytes = t.row_bytes, p.reply_addr = t.vmem;
@@ -91,8 +91,8 @@ void DmaEngine::emit(uint64_t now) {
     if (t.chip >= 0) {  // dma.rcp, dma.rst: packets to the router, as many as it takes
       for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle && send_packet(t); ++sent) {
       }
-      if (sent == cfg_.dma.bursts_per_cycle || !t.emitted_all()) return;  // in order: later transfers wait for the router
-      continue;
+      if (sent == cfg_.dma.bursts_per_cycle) return;
+      continue;  // a full queue holds up only the transfers for its link
     }
     emit_bursts(t, nullptr, now, sent);
     if (sent == cfg_.dma.bursts_per_cycle) return;
@@ -157,7 +157,7 @@ bool DmaEngine::accept_remote(IciPacket& p) {
 }
 
 bool DmaEngine::send_packet(Transfer& t) {
-  if (!ici_->can_inject(chip_)) return false;
+  if (!ici_->can_inject(chip_, t.chip)) return false;
   IciPacket p;
   p.src = chip_, p.dst = t.chip, p.core = core_;
   const uint64_t n = std::min<uint64_t>(t.row_bytes - t.offset, cfg_.ici.packet_bytes);

@@ -42,15 +42,15 @@ void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* s
 }
 
 void IciNetwork::inject(int chip, IciPacket p) {
-  if (!can_inject(chip)) throw std::logic_error("internal error: ICI injection queue full");
+  if (!can_inject(chip, p.dst)) throw std::logic_error("internal error: ICI injection queue full");
   p.dim = -1, p.vc = 0;
-  nodes_[size_t(chip)].inject.push_back(std::move(p));
+  nodes_[size_t(chip)].inject[size_t(first_port(chip, p.dst))].push_back(std::move(p));
   ++packets_;
 }
 
-int IciNetwork::route(int node, const IciPacket& p) const {
+int IciNetwork::route(int node, int dst) const {
   const auto& here = nodes_[size_t(node)].at;
-  const auto& there = nodes_[size_t(p.dst)].at;
+  const auto& there = nodes_[size_t(dst)].at;
   for (int d = 0; d < 3; ++d) {
     const uint32_t a = here[size_t(d)], b = there[size_t(d)], len = shape_[size_t(d)];
     if (a == b) continue;
@@ -105,7 +105,7 @@ bool IciNetwork::tick(uint64_t now) {
     // Deliveries: the head of every buffer that has arrived.
     for (int in = 0; in <= kPorts; ++in)
       for (int vc = 0; vc < (in == kPorts ? 1 : kVcs); ++vc) {
-        auto& q = input(n, in, vc);
+        auto& q = input(n, in, vc, kPorts);
         while (!q.empty() && q.front().dst == int(i)) {
           if (!deliver(q.front())) break;
           q.pop_front();
@@ -120,7 +120,7 @@ bool IciNetwork::tick(uint64_t now) {
       for (int k = 0; k < kInputs; ++k) {
         const int slot = (n.rr[size_t(port)] + k) % kInputs, in = slot / kVcs, vc = slot % kVcs;
         if (in == kPorts && vc > 0) continue;
-        auto& q = input(n, in, vc);
+        auto& q = input(n, in, vc, port);
         if (q.empty() || route(int(i), q.front()) != port) continue;
         IciPacket& p = q.front();
         const int dim = port / 2;

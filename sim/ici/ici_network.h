@@ -4,7 +4,9 @@
 //
 // Packets, per cycle:
 // - A router per chip holds an input buffer per link and virtual channel,
-//   and an injection queue its DMA engines fill.
+//   and an injection queue per output link (and one for the chip itself)
+//   its DMA engines fill, so packets for one link never wait behind those
+//   for another.
 // - Dimension-order routing: x first, then y, then z; on a wrapped axis the
 //   shorter way round (ties go the positive way).
 // - Two virtual channels break the cycles of a ring: a packet travels on
@@ -72,7 +74,8 @@ class IciNetwork {
   SemaphoreFile& sems(int chip, int core) { return *endpoint(chip, core).sems; }
   int chips() const { return int(nodes_.size()); }
 
-  bool can_inject(int chip) const { return nodes_[size_t(chip)].inject.size() < buffer_; }
+  // Room in chip's injection queue for the link towards dst.
+  bool can_inject(int chip, int dst) const { return nodes_[size_t(chip)].inject[size_t(first_port(chip, dst))].size() < buffer_; }
   void inject(int chip, IciPacket p);
   // One cycle: packets land, credits return, packets are delivered and
   // sent. True if a packet was delivered (its semaphore count or bytes are
@@ -91,7 +94,7 @@ class IciNetwork {
   uint64_t bytes_delivered() const { return bytes_delivered_; }
 
  private:
-  static constexpr int kPorts = 6;  // +x -x +y -y +z -z; input kPorts is the injection queue
+  static constexpr int kPorts = 6;  // +x -x +y -y +z -z; input kPorts is the injection queues
   static constexpr int kVcs = 2;
   struct Endpoint {
     SparseMemory* vmem = nullptr;
@@ -111,15 +114,18 @@ class IciNetwork {
     std::array<uint32_t, 3> at{};
     std::array<Link, kPorts> out;
     std::array<std::array<std::deque<IciPacket>, kVcs>, kPorts> in;  // from the neighbour on that port
-    std::deque<IciPacket> inject;
+    std::array<std::deque<IciPacket>, kPorts + 1> inject;  // by the first link taken; kPorts: to this chip
     std::array<int, kPorts> rr{};  // round-robin: the input to look at first
   };
 
   Endpoint& endpoint(int chip, int core) { return endpoints_[size_t(chip) * cores_ + size_t(core)]; }
   // The output port a packet at `node` takes next; -1 when it has arrived.
-  int route(int node, const IciPacket& p) const;
+  int route(int node, int dst) const;
+  int route(int node, const IciPacket& p) const { return route(node, p.dst); }
+  int first_port(int chip, int dst) const { const int r = route(chip, dst); return r < 0 ? kPorts : r; }
   bool deliver(IciPacket& p);  // false: the HBM side cannot take it yet
-  std::deque<IciPacket>& input(Node& n, int in, int vc) { return in == kPorts ? n.inject : n.in[size_t(in)][size_t(vc)]; }
+  // Input `in` (kPorts: injection) as output `port` sees it.
+  std::deque<IciPacket>& input(Node& n, int in, int vc, int port) { return in == kPorts ? n.inject[size_t(port)] : n.in[size_t(in)][size_t(vc)]; }
 
   std::array<uint32_t, 3> shape_;
   bool wrap_;

@@ -281,6 +281,30 @@ TEST_CASE("system: dma.rst writes another chip's HBM", "[system]") {
   CHECK_THAT(*bad.fault, Catch::Contains("dma.rst") && Catch::Contains("chip 1's HBM"));
 }
 
+// Copies to both neighbours of a ring go out at once: chip 0 of a ring of
+// 4 sends 64 KiB to chip 1 (over +x) and then 64 KiB to chip 3 (over -x).
+// The router has an injection queue per link, so the second copy does not
+// wait behind the first: both take one link's time and a hop, not two.
+TEST_CASE("system: copies to the two neighbours of a ring use both links at once", "[system]") {
+  const auto cfg = system_config("tiny", 4);
+  const uint64_t bytes = 65536;
+  const auto r = simulate(assemble_with(fmt::format("    csrr s2, chip\n    bne s2, s0, recv\n    li s1, {}\n    li s3, 1\n    li s4, 3\n"
+                                                    "    dma.rcp s3, s0, s0, s1, sem3\n    dma.rcp s4, s0, s0, s1, sem3\n    halt\n"
+                                                    "recv:\n    li s5, 2\n    beq s2, s5, done\n    wait sc, sem3, 1\ndone:\n    halt\n",
+                                                    bytes),
+                                        cfg),
+                          cfg, {});
+  REQUIRE(r.fault.value_or("") == "");
+  const double link = double(bytes) * double(cfg.clock_hz) / double(cfg.ici.link_bandwidth_bytes_per_s);
+  INFO(r.cycles << " cycles, one link's time " << link << ", a hop " << cfg.ici_hop_cycles());
+  CHECK(double(r.cycles) >= link);
+  CHECK(double(r.cycles) <= 1.1 * link + double(cfg.ici_hop_cycles()) + 200);
+  uint64_t sent = 0;
+  for (const auto& l : r.stats["ici"]["links"])
+    if (l["from"] == 0) sent += l["bytes"].get<uint64_t>();
+  CHECK(sent == 2 * bytes);
+}
+
 // dma.rld: chip c reads chip c + 1's tile of x from that chip's HBM (its
 // DMA engine reads it and sends it back) and stores it as its tile of y.
 // Gathered, y is x turned back by one tile. A large read takes the link's
