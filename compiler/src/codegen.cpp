@@ -1260,28 +1260,33 @@ class Emitter {
     return at;
   }
 
-  // A ring's sends: each send of `bytes` to the next member counts on
-  // `arrivals` there, and the previous member's send to this chip is
-  // expected alike.
+  // A ring's sends: each send of `bytes` to the next member (dir +1: the
+  // next in the group, -1: the one before) counts on `arrivals` there, and
+  // the previous member's send to this chip is expected alike. With `ways`
+  // rings sending at once (each its own link), a send holds the DMA engine
+  // for 1/ways of its time on the link.
   struct Ring {
     uint64_t next = 0;
     double bytes_per_cycle = 0, hop = 0;
-    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos)
-        : next(uint64_t((*grp)[size_t((pos + 1) % int64_t(grp->size()))])),
+    int ways = 1;
+    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos, int ways = 1, int dir = 1)
+        : next(uint64_t((*grp)[size_t(((pos + dir) % int64_t(grp->size()) + int64_t(grp->size())) % int64_t(grp->size()))])),
           bytes_per_cycle(double(em.m_.ici.link_bandwidth_bytes_per_s) / double(em.m_.clock_hz)),
-          hop(double(em.m_.ici_hop_cycles())) {}
+          hop(double(em.m_.ici_hop_cycles())),
+          ways(ways) {}
     void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
       const double cost = double(bytes) / bytes_per_cycle;
-      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost, cost + hop);
+      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost / ways, cost + hop);
       arrivals.produce(t + cost + hop);
     }
   };
-
   // ---- all-reduce across chips. Each core of the chip reduces its share
   // of the elements with the same core of the other chips, ring by ring:
   // over a whole system laid out as a torus (or mesh) of several axes, one
   // ring per axis (x, then y, then z), each between neighbours; otherwise
-  // one ring over the group, in group order (docs/system.md).
+  // one ring over the group, in group order (docs/system.md). Where a ring
+  // has more than two members, half the data goes each way round it, so
+  // both links to each neighbour carry it (a bidirectional ring).
   // - Reduce-scatter, axis by axis: the ring of axis a cuts what the
   //   previous axes left this chip into one chunk per member, and n_a - 1
   //   steps (ring_reduce) leave each member its own chunk combined over
@@ -1294,20 +1299,27 @@ class Emitter {
   // reduce-scatter on a ring ends only after the next member's first send
   // on it, which follows that member's work on every earlier axis; and its
   // all-gather step s follows (through the ring's data) the next member's
-  // combining at step s - 1, the last use of the chunk it overwrites.
+  // combining at step s - 1, the last use of the chunk it overwrites. Each
+  // way round is a ring of its own, with its own buffers and counters.
   void all_reduce(const Kernel& k) {
     const DType dt = check_combinable(k);
     const int esz = dtype_bytes(dt);
     const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
-    const std::vector<Axis> axes = ring_axes(k);
-    int64_t n = 1;
-    for (const Axis& x : axes) n *= int64_t(x.members.size());
-    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n, esz, [&](int64_t b0, int64_t b1) {
-      Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunk's load; the rest's
-      std::vector<Counter> rs, added, ag;
-      for (size_t a = 0; a < axes.size(); ++a) rs.push_back(counter()), added.push_back(counter()), ag.push_back(counter());
-      const int64_t mine = b1 - b0, M = ceil_div(mine, L_ * n) * L_ * n;  // whole vectors in every chunk of every axis
-      const uint64_t buf = vmem(uint64_t(M * esz)), bytes = uint64_t(mine * esz);
+    std::vector<std::vector<Axis>> ways = {ring_axes(k)};  // per way round: its rings, axis by axis
+    int64_t n = 1, widest = 1;
+    for (const Axis& x : ways[0]) n *= int64_t(x.members.size()), widest = std::max(widest, int64_t(x.members.size()));
+    if (widest > 2) {  // the other way round: each ring reversed
+      ways.push_back(ways[0]);
+      for (Axis& x : ways[1]) {
+        std::reverse(x.members.begin(), x.members.end());
+        x.pos = int64_t(x.members.size()) - 1 - x.pos;
+      }
+    }
+    const int64_t W = int64_t(ways.size()), naxes = int64_t(ways[0].size());
+    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n * W, esz, [&](int64_t b0, int64_t b1) {
+      Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunks' loads; the rest's
+      const int64_t mine = b1 - b0, H = ceil_div(mine, L_ * n * W) * L_ * n;  // each way's elements: whole vectors in every chunk
+      const uint64_t buf = vmem(uint64_t(W * H * esz)), bytes = uint64_t(mine * esz);
       const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz), dst = p_.addr[k.out] + uint64_t(b0 * esz);
       // Bytes [from, to) of the block (those that are not padding) loaded
       // (counted on c) or stored.
@@ -1316,53 +1328,66 @@ class Emitter {
         if (from < to) load ? dma_ld(buf + from, src + from, to - from, c) : dma_st(dst + from, buf + from, to - from, c);
       };
       chip_barrier();
-      std::vector<Chunks> ch;
-      if (axes.empty()) {
+      // lanes[a][w]: way w's ring on axis a; the region of its way it cuts.
+      std::vector<std::vector<Lane>> lanes(static_cast<size_t>(naxes));
+      std::vector<uint64_t> region(static_cast<size_t>(W));
+      int64_t size = H;
+      for (int64_t w = 0; w < W; ++w) region[size_t(w)] = buf + uint64_t(w * H * esz);
+      if (naxes == 0) {
         move(true, 0, bytes, ld);
         wait("dma", ld, ld.produced);
         move(false, 0, bytes, st);
-      } else {  // the chunk the first ring sends first is loaded first, and sent as soon as it is in
-        ch.push_back(chunks(buf, M / int64_t(axes[0].members.size()), dt, int64_t(axes[0].members.size()), axes[0].pos, -1));
-        const uint64_t first = ch[0].at(0) - buf;
-        move(true, first, first + ch[0].cb, first_ld);
-        move(true, 0, first, ld);
-        move(true, first + ch[0].cb, bytes, ld);
-        wait("dma", first_ld, first_ld.produced);  // the VPU waits for the rest (it never combines into that chunk)
       }
-      uint64_t region = buf;
-      int64_t size = M;  // elements of the region the axis's ring cuts
-      for (size_t a = 0; a < axes.size(); ++a) {
-        const Axis& x = axes[a];
-        const int64_t na = int64_t(x.members.size());
-        if (a > 0) ch.push_back(chunks(region, size / na, dt, na, x.pos, -1));
-        const uint64_t recv = vmem(uint64_t(na - 1) * ch[a].cb);  // its own: a neighbour may send before this chip is done with the last axis
-        if (a > 0) wait("dma", added[a - 1], added[a - 1].produced);  // the region is combined over the previous axis
-        const Ring r(*this, &x.members, x.pos);
-        ring_reduce(r, ch[a], recv, dt, k.combiner, rs[a], added[a], a == 0 ? &ld : nullptr);
-        region = ch[a].at(na - 1), size /= na;
-      }
-      for (size_t a = axes.size(); a-- > 0;) {
-        const Axis& x = axes[a];
-        const int64_t na = int64_t(x.members.size());
-        const bool last = a + 1 == axes.size();
-        if (!last) wait("dma", ag[a + 1], ag[a + 1].produced);  // its own chunk is whole again
-        const Ring r(*this, &x.members, x.pos);
-        // On the first axis each chunk goes to HBM once it is whole here.
-        auto store = [&](uint64_t chunk) { if (a == 0) move(false, chunk - buf, chunk - buf + ch[a].cb, st); };
-        for (int64_t s = 0; s + 1 < na; ++s) {
-          const uint64_t at = ch[a].at(s - 1);  // its own chunk first
-          for (int64_t p = 0; p < ch[a].P; ++p) {
-            if (s > 0) wait("dma", ag[a], (s - 1) * ch[a].P + p + 1);
-            else if (last) wait("dma", added[a], (na - 2) * ch[a].P + p + 1);  // the piece is combined
-            r.send(*this, ch[a].piece(at, p), ch[a].piece(at, p), ch[a].piece_bytes(p), ag[a]);
-          }
-          store(at);
+      for (int64_t a = 0; a < naxes; ++a) {
+        const int64_t na = int64_t(ways[0][size_t(a)].members.size());
+        for (int64_t w = 0; w < W; ++w) {
+          const Axis& x = ways[size_t(w)][size_t(a)];
+          Chunks ch = chunks(region[size_t(w)], size / na, dt, na, x.pos, -1);
+          // Its own receive buffer: a neighbour may send before this chip is done with the last axis.
+          const uint64_t recv = vmem(uint64_t(na - 1) * ch.cb);
+          lanes[size_t(a)].push_back({Ring(*this, &x.members, x.pos, int(W)), ch, recv, counter(), counter(), counter()});
         }
-        wait("dma", ag[a], ag[a].produced);
-        store(ch[a].at(na - 2));
+        if (a == 0) {  // the chunks the first rings send first are loaded first, and sent as soon as they are in
+          uint64_t from = 0;
+          for (const Lane& l : lanes[0]) move(true, l.ch.at(0) - buf, l.ch.at(0) - buf + l.ch.cb, first_ld);
+          for (const Lane& l : lanes[0]) move(true, from, l.ch.at(0) - buf, ld), from = l.ch.at(0) - buf + l.ch.cb;
+          move(true, from, bytes, ld);
+          wait("dma", first_ld, first_ld.produced);  // the VPU waits for the rest (it never combines into those chunks)
+        } else {
+          for (Lane& l : lanes[size_t(a - 1)]) wait("dma", l.added, l.added.produced);  // the region is combined over the previous axis
+        }
+        ring_reduce(lanes[size_t(a)], dt, k.combiner, a == 0 ? &ld : nullptr);
+        for (int64_t w = 0; w < W; ++w) region[size_t(w)] = lanes[size_t(a)][size_t(w)].ch.at(na - 1);
+        size /= na;
+      }
+      for (int64_t a = naxes; a-- > 0;) {
+        const int64_t na = int64_t(ways[0][size_t(a)].members.size());
+        const bool last = a + 1 == naxes;
+        if (!last)
+          for (Lane& l : lanes[size_t(a + 1)]) wait("dma", l.ag, l.ag.produced);  // its own chunks are whole again
+        // On the first axis each chunk goes to HBM once it is whole here.
+        auto store = [&](const Lane& l, uint64_t chunk) {
+          if (a == 0) move(false, chunk - buf, chunk - buf + l.ch.cb, st);
+        };
+        const int64_t P = lanes[size_t(a)][0].ch.P;
+        for (int64_t s = 0; s + 1 < na; ++s) {
+          for (int64_t p = 0; p < P; ++p)
+            for (Lane& l : lanes[size_t(a)]) {
+              const uint64_t at = l.ch.at(s - 1);  // its own chunk first
+              if (s > 0) wait("dma", l.ag, (s - 1) * P + p + 1);
+              else if (last) wait("dma", l.added, (na - 2) * P + p + 1);  // the piece is combined
+              l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
+            }
+          for (const Lane& l : lanes[size_t(a)]) store(l, l.ch.at(s - 1));
+        }
+        for (Lane& l : lanes[size_t(a)]) {
+          wait("dma", l.ag, l.ag.produced);
+          store(l, l.ch.at(na - 2));
+        }
       }
       std::vector<Counter*> all = {&first_ld, &ld, &st};
-      for (size_t a = 0; a < axes.size(); ++a) all.insert(all.end(), {&rs[a], &added[a], &ag[a]});
+      for (auto& axis : lanes)
+        for (Lane& l : axis) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
       drain(all);
     });
   }
@@ -1401,7 +1426,9 @@ class Emitter {
   // combination along the dimension. Only where every dimension before it
   // is 1, so the pieces are contiguous. The all-reduce's first half, with
   // chunk p the core's share of piece p, shifted so member p ends with its
-  // own.
+  // own. On a ring of more than two members, the first half of every
+  // chunk goes forward round it and the rest backward (a bidirectional
+  // ring, each way its own buffers and counters).
   void reduce_scatter(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
     const DType dt = check_combinable(k);
@@ -1409,21 +1436,37 @@ class Emitter {
     const int64_t E = p_.type(k.out).elements();  // elements per piece
     require_contiguous(k, p_.type(k.inputs[0]));
     const auto [e0, e1] = share(E, L_);
-    in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
-      Counter ld = counter(), rs = counter(), added = counter(), st = counter();
-      const int64_t mine = b1 - b0, C = ceil_div(mine, L_) * L_;
-      const uint64_t cb = uint64_t(C * esz);
-      const uint64_t buf = vmem(uint64_t(n) * cb), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1)) * cb);
-      chip_barrier();
-      dma_2d(true, buf, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), uint64_t(n), uint64_t(mine * esz), cb, uint64_t(E * esz), ld);
-      wait("dma", ld, ld.produced);
-      const Chunks ch = chunks(buf, C, dt, n, pos, -1);
-      if (n > 1) {
-        ring_reduce(Ring(*this, grp, pos), ch, recv, dt, k.combiner, rs, added);
-        wait("dma", added, added.produced);
+    const int64_t W = n > 2 ? 2 : 1;
+    in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * W, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+      Counter ld = counter(), st = counter();
+      const int64_t mine = b1 - b0, half = ceil_div(mine, 2 * L_) * L_;
+      const std::vector<int64_t> cut = W == 2 && mine > half ? std::vector<int64_t>{0, half, mine} : std::vector<int64_t>{0, mine};
+      const int64_t ways = int64_t(cut.size()) - 1;
+      std::vector<Lane> lanes;
+      for (int64_t w = 0; w < ways; ++w) {  // way w: elements [cut[w], cut[w + 1]) of every piece
+        const int64_t C = ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_;
+        const uint64_t buf = vmem(uint64_t(n * C * esz)), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1) * C * esz));
+        Chunks ch = chunks(buf, C, dt, n, w ? n - 1 - pos : pos, -1);
+        ch.rev = w == 1;
+        lanes.push_back({Ring(*this, grp, pos, int(ways), w ? -1 : 1), ch, recv, counter(), counter(), counter()});
       }
-      dma_st(p_.addr[k.out] + uint64_t(b0 * esz), ch.at(n - 1), uint64_t(mine * esz), st);
-      drain({&ld, &rs, &added, &st});
+      chip_barrier();
+      auto bytes = [&](int64_t w) { return uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz); };
+      for (int64_t w = 0; w < ways; ++w)
+        dma_2d(true, lanes[size_t(w)].ch.buf, p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), uint64_t(n), bytes(w),
+               lanes[size_t(w)].ch.cb, uint64_t(E * esz), ld);
+      wait("dma", ld, ld.produced);
+      if (n > 1) {
+        ring_reduce(lanes, dt, k.combiner);
+        for (Lane& l : lanes) wait("dma", l.added, l.added.produced);
+      }
+      std::vector<Counter*> all = {&ld, &st};
+      for (int64_t w = 0; w < ways; ++w) {
+        Lane& l = lanes[size_t(w)];
+        dma_st(p_.addr[k.out] + uint64_t((b0 + cut[size_t(w)]) * esz), l.ch.at(n - 1), bytes(w), st);
+        all.insert(all.end(), {&l.rs, &l.added, &l.ag});
+      }
+      drain(all);
     });
   }
 
@@ -1463,14 +1506,20 @@ class Emitter {
 
   // A member's n chunks of cb bytes in VMEM, as a ring sees them: chunk
   // at(s) is the one this member sends at step s, from its own chunk
-  // pos + shift at step 0. A chunk goes in P pieces of whole vectors, each
-  // sent on as soon as it is ready, so the VPU's work overlaps the links.
+  // pos + shift at step 0 (counted from the end of the buffer with rev, for
+  // a ring that runs through the group backwards). A chunk goes in P
+  // pieces of whole vectors, each sent on as soon as it is ready, so the
+  // VPU's work overlaps the links.
   struct Chunks {
     uint64_t buf = 0, cb = 0;
     int64_t n = 1, pos = 0, shift = 0;
+    bool rev = false;
     int64_t P = 1;        // pieces a chunk
     uint64_t V = 1, vb = 0;  // vectors a chunk, bytes a vector
-    uint64_t at(int64_t s) const { return buf + uint64_t((((pos + shift - s) % n) + n) % n) * cb; }
+    uint64_t at(int64_t s) const {
+      const int64_t c = (((pos + shift - s) % n) + n) % n;
+      return buf + uint64_t(rev ? n - 1 - c : c) * cb;
+    }
     uint64_t lo(int64_t p) const { return uint64_t(p) * V / uint64_t(P) * vb; }  // piece p's offset in a chunk
     uint64_t piece(uint64_t chunk, int64_t p) const { return chunk + lo(p); }
     uint64_t piece_bytes(int64_t p) const { return lo(p + 1) - lo(p); }
@@ -1487,39 +1536,57 @@ class Emitter {
     return c;
   }
 
-  // n - 1 reduce-scatter steps of a ring: at step s each member sends chunk
-  // at(s) to the next and combines the previous member's into chunk
-  // at(s + 1), so after the last step chunk at(n - 1) = pos + shift + 1 is
-  // the group's combination. `rs` counts pieces arriving, `added` pieces
-  // combined.
-  void ring_reduce(const Ring& r, const Chunks& ch, uint64_t recv, DType dt, Combiner c, Counter& rs, Counter& added,
-                   Counter* loaded = nullptr) {
+  // One ring's part in a step of several rings at once: its chunks, where
+  // it receives, and its counters (rs: pieces arrived, added: combined,
+  // ag: gathered).
+  struct Lane {
+    Ring ring;
+    Chunks ch;
+    uint64_t recv = 0;
+    Counter rs, added, ag;
+  };
+
+  // n - 1 reduce-scatter steps of rings that run at once (lanes of the
+  // same n): at step s each member sends chunk at(s) to the next
+  // and combines the previous member's into chunk at(s + 1), so after the
+  // last step chunk at(n - 1) = pos + shift + 1 is the group's
+  // combination. A lane's `rs` counts pieces arriving, `added` pieces
+  // combined; the rings take turns piece by piece. The VPU first waits for
+  // `loaded`, if given (the chunks it combines into).
+  void ring_reduce(std::vector<Lane>& lanes, DType dt, Combiner c, Counter* loaded = nullptr) {
     const int esz = dtype_bytes(dt);
     const bool bf = dt == DType::bf16;
     const char* op = c == Combiner::add ? "vadd" : c == Combiner::multiply ? "vmul" : c == Combiner::maximum ? "vmax" : "vmin";
-    for (int64_t s = 0; s + 1 < ch.n; ++s) {
-      const uint64_t in = recv + uint64_t(s) * ch.cb, got = ch.at(s + 1);
-      for (int64_t p = 0; p < ch.P; ++p) {
-        if (s > 0) wait("dma", added, (s - 1) * ch.P + p + 1);  // the piece's combination is in
-        r.send(*this, ch.piece(in, p), ch.piece(ch.at(s), p), ch.piece_bytes(p), rs);
-      }
-      for (int64_t p = 0; p < ch.P; ++p) {
-        if (loaded && s == 0 && p == 0) wait("vpu", *loaded, loaded->produced);  // the chunks it combines into have landed
-        wait("vpu", rs, s * ch.P + p + 1);
-        const int64_t a = int64_t(ch.lo(p)) / esz, b = int64_t(ch.lo(p + 1)) / esz;
-        constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
-        for (int64_t v = a; v < b; v += U * L_) {
-          const int64_t u = std::min<int64_t>(U, (b - v) / L_);
-          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
-          for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), U + j, in + uint64_t((v + j * L_) * esz));
-          for (int64_t j = 0; j < u; ++j) {
-            ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
-            if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
-          }
-          for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+    const int64_t n = lanes[0].ch.n;
+    int64_t P = 0;
+    for (const Lane& l : lanes) P = std::max(P, l.ch.P);
+    for (int64_t s = 0; s + 1 < n; ++s) {
+      for (int64_t p = 0; p < P; ++p)
+        for (Lane& l : lanes) {
+          if (p >= l.ch.P) continue;
+          if (s > 0) wait("dma", l.added, (s - 1) * P + p + 1);  // the piece's combination is in
+          l.ring.send(*this, l.ch.piece(l.recv + uint64_t(s) * l.ch.cb, p), l.ch.piece(l.ch.at(s), p), l.ch.piece_bytes(p), l.rs);
         }
-        signal("vpu", added);
-      }
+      for (int64_t p = 0; p < P; ++p)
+        for (Lane& l : lanes) {
+          if (p >= l.ch.P) continue;
+          if (loaded && s == 0 && p == 0 && &l == &lanes[0]) wait("vpu", *loaded, loaded->produced);
+          wait("vpu", l.rs, s * P + p + 1);
+          const uint64_t in = l.recv + uint64_t(s) * l.ch.cb, got = l.ch.at(s + 1);
+          const int64_t lo = int64_t(l.ch.lo(p)) / esz, hi = int64_t(l.ch.lo(p + 1)) / esz;
+          constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
+          for (int64_t v = lo; v < hi; v += U * L_) {
+            const int64_t u = std::min<int64_t>(U, (hi - v) / L_);
+            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), U + j, in + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) {
+              ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
+              if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
+            }
+            for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+          }
+          signal("vpu", l.added);
+        }
     }
   }
 
@@ -1528,7 +1595,9 @@ class Emitter {
   // 1, so each member's value is one contiguous piece of the result. A ring
   // as the all-reduce's second half: each chip starts with its own piece
   // and passes on the one that arrived; each core does its share of every
-  // piece with the same core of the other chips.
+  // piece with the same core of the other chips. On a ring of more than two
+  // members the first half of every piece goes forward round it and the
+  // rest backward.
   void all_gather(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
     const Type& it = p_.type(k.inputs[0]);
@@ -1537,23 +1606,33 @@ class Emitter {
     const int64_t E = it.elements();
     const auto [e0, e1] = share(E, L_);
     in_blocks(e0, e1, uint64_t(n * esz), 0, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
-      Counter ld = counter(), ag = counter(), st = counter();
+      Counter ld = counter(), st = counter();
       const uint64_t pb = uint64_t((b1 - b0) * esz);  // a piece of this block
       const uint64_t buf = vmem(uint64_t(n) * pb);
+      const uint64_t half = n > 2 ? uint64_t((b1 - b0) / 2 * esz) : 0;
+      // Way w moves bytes [lo[w], lo[w + 1]) of every piece; way 0 forward, way 1 backward.
+      const std::vector<uint64_t> lo = half > 0 ? std::vector<uint64_t>{0, half, pb} : std::vector<uint64_t>{0, pb};
+      const int64_t ways = int64_t(lo.size()) - 1;
+      std::vector<Counter> ag;
+      for (int64_t w = 0; w < ways; ++w) ag.push_back(counter());
       chip_barrier();
       dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), pb, ld);
       wait("dma", ld, ld.produced);
       if (n > 1) {
-        const Ring r(*this, grp, pos);
-        for (int64_t s = 0; s + 1 < n; ++s) {
-          if (s > 0) wait("dma", ag, s);
-          const uint64_t at = buf + uint64_t(((pos - s) % n + n) % n) * pb;
-          r.send(*this, at, at, pb, ag);
-        }
-        wait("dma", ag, n - 1);
+        const Ring ring[2] = {Ring(*this, grp, pos, int(ways), 1), Ring(*this, grp, pos, int(ways), -1)};
+        for (int64_t s = 0; s + 1 < n; ++s)
+          for (int64_t w = 0; w < ways; ++w) {
+            if (s > 0) wait("dma", ag[size_t(w)], s);
+            const int64_t piece = ((w ? pos + s : pos - s) % n + n) % n;
+            const uint64_t at = buf + uint64_t(piece) * pb + lo[size_t(w)];
+            ring[w].send(*this, at, at, lo[size_t(w + 1)] - lo[size_t(w)], ag[size_t(w)]);
+          }
+        for (Counter& c : ag) wait("dma", c, n - 1);
       }
       dma_2d(false, p_.addr[k.out] + uint64_t(b0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
-      drain({&ld, &ag, &st});
+      std::vector<Counter*> all = {&ld, &st};
+      for (Counter& c : ag) all.push_back(&c);
+      drain(all);
     });
   }
 

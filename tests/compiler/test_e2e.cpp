@@ -389,7 +389,8 @@ test::SimRun run_on_grid(const Function& f, const std::string& preset, const std
 
 // A compiled psum of 1 MiB per chip (shard_map over n v5e chips, compiled
 // and run on the same ICI grid): the all-reduce kernel's cycles, against
-// the alpha-beta model of the rings tpuc uses (docs/system.md), and the
+// the alpha-beta model of the (bidirectional) rings tpuc uses
+// (docs/system.md), and the
 // result checked exactly (small integers squared).
 struct Psum {
   double took = 0, model = 0, utilization = 0;
@@ -422,13 +423,20 @@ Psum compiled_psum(const std::string& topology) {
     for (int64_t d = 0; d < n; ++d)
       if (got.v[size_t(d * rows * cols + e)] != want) FAIL("element " << e << " of chip " << d << ": " << got.v[size_t(d * rows * cols + e)]);
   }
-  // One ring per axis of more than one chip: 2 (n-1)/n S/B + 2 sum(n_a - 1) alpha.
+  // One ring per axis of more than one chip, each taking what the axes
+  // before it left: 2 (n_a - 1)/n_a S_a/B + 2 (n_a - 1) alpha, where
+  // S_a = S / (n_0 ... n_{a-1}); a ring of more than two chips runs both
+  // ways round, which halves its bandwidth term.
   const auto cfg = isa::load_config("v5e");
-  const double S = double(rows * cols * 4), B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz);
-  double hops = 0;
-  for (uint32_t a : shape) hops += double(a) - 1;
+  const double B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz);
+  double S = double(rows * cols * 4);
   Psum p;
-  p.model = 2.0 * double(n - 1) / double(n) * S / B + 2.0 * hops * double(cfg.ici_hop_cycles());
+  for (uint32_t a : shape) {
+    if (a < 2) continue;
+    const double na = a;
+    p.model += 2.0 * (na - 1) / na * S / B / (a > 2 ? 2.0 : 1.0) + 2.0 * (na - 1) * double(cfg.ici_hop_cycles());
+    S /= na;
+  }
   for (const auto& k : r.stats["kernels"])
     if (k["name"].get<std::string>().find("all-reduce") != std::string::npos) p.took = k["cycles"].get<double>();
   p.utilization = r.stats["ici"]["max_link_utilization"].get<double>();
