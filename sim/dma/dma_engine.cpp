@@ -64,20 +64,25 @@ void DmaEngine::complete(uint64_t now) {
   }
 }
 
+// Each cycle the engine sends up to dma.bursts_per_cycle bursts to HBM and,
+// on its own port, up to as many packets to the ICI router, oldest transfer
+// first on each; a transfer that cannot go on holds up only those behind it
+// on the same path (HBM, or the router's queue for its link).
 void DmaEngine::emit(uint64_t now) {
-  uint32_t sent = 0;
+  const uint32_t most = cfg_.dma.bursts_per_cycle;
+  uint32_t sent = 0, packets = 0;  // HBM bursts, ICI packets this cycle
   for (Incoming& in : incoming_) {  // other chips' writes to this chip's HBM first
+    if (sent == most) break;
     emit_bursts(in.t, &in.data, now, sent);
-    if (sent == cfg_.dma.bursts_per_cycle) return;
   }
   for (Read& r : reads_) {  // and their reads of it
+    if (sent == most) break;
     emit_bursts(r.t, nullptr, now, sent, &r);
-    if (sent == cfg_.dma.bursts_per_cycle) return;
   }
   for (Transfer& t : transfers_) {
+    if (t.emitted_all()) continue;
     if (t.from_hbm) {  // dma.rld: one request packet to the other chip
-      if (t.emitted_all()) continue;
-      if (!ici_->can_inject(chip_, t.chip)) continue;
+      if (packets == most || !ici_->can_inject(chip_, t.chip)) continue;
       IciPacket p;
       p.src = chip_, p.dst = t.chip, p.core = core_, p.bytes = kIciSignalBytes;
       p.addr = t.hbm, p.read_bytes = t.row_bytes, p.reply_addr = t.vmem;
@@ -85,17 +90,15 @@ void DmaEngine::emit(uint64_t now) {
       ++t.in_flight;
       t.row = t.rows;
       ici_->inject(chip_, std::move(p));
-      if (++sent == cfg_.dma.bursts_per_cycle) return;
-      continue;
-    }
-    if (t.chip >= 0) {  // dma.rcp, dma.rst: packets to the router, as many as it takes
-      for (; !t.emitted_all() && sent < cfg_.dma.bursts_per_cycle && send_packet(t); ++sent) {
+      ++packets;
+    } else if (t.chip >= 0) {  // dma.rcp, dma.rst: packets to the router, as many as it takes
+      for (; !t.emitted_all() && packets < most && send_packet(t); ++packets) {
       }
-      if (sent == cfg_.dma.bursts_per_cycle) return;
-      continue;  // a full queue holds up only the transfers for its link
+    } else if (sent < most) {
+      emit_bursts(t, nullptr, now, sent);
+      if (!t.emitted_all()) sent = most;  // in order: later HBM transfers wait
     }
-    emit_bursts(t, nullptr, now, sent);
-    if (sent == cfg_.dma.bursts_per_cycle) return;
+    if (sent == most && packets == most) return;
   }
 }
 
