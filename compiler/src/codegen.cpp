@@ -1280,18 +1280,29 @@ class Emitter {
       arrivals.produce(t + cost + hop);
     }
   };
+  // A ring of an all-reduce: its members in ring order and this chip's place.
+  struct Axis {
+    std::vector<int64_t> members;
+    int64_t pos = 0;
+  };
   // ---- all-reduce across chips. Each core of the chip reduces its share
   // of the elements with the same core of the other chips, ring by ring:
   // over a whole system laid out as a torus (or mesh) of several axes, one
-  // ring per axis (x, then y, then z), each between neighbours; otherwise
-  // one ring over the group, in group order (docs/system.md). Where a ring
-  // has more than two members, half the data goes each way round it, so
-  // both links to each neighbour carry it (a bidirectional ring).
+  // ring per axis, each between neighbours; otherwise one ring over the
+  // group, in group order (docs/system.md). The share is cut into ways,
+  // each an all-reduce of its own (its buffers, counters and rings) that
+  // runs at the same time as the others:
+  // - where a ring has more than two members, half goes each way round it
+  //   (a bidirectional ring), so both links to each neighbour carry data;
+  // - over D axes, way r takes them in the order r, r + 1, ... (mod D), so
+  //   in every phase each axis carries some way's data.
+  // Ways are used only as far as each gets a whole vector a chunk.
+  // Each way:
   // - Reduce-scatter, axis by axis: the ring of axis a cuts what the
   //   previous axes left this chip into one chunk per member, and n_a - 1
   //   steps (ring_reduce) leave each member its own chunk combined over
-  //   the ring. After the last axis, each chip holds 1/n of the share
-  //   combined over the group.
+  //   the ring. After the last axis, each chip holds 1/n of the way's
+  //   share combined over the group.
   // - All-gather, axis by axis in reverse: n_a - 1 steps pass the combined
   //   chunks on round the same ring.
   // The chips meet first (chip_barrier), so the VMEM a chip sends to
@@ -1299,23 +1310,15 @@ class Emitter {
   // reduce-scatter on a ring ends only after the next member's first send
   // on it, which follows that member's work on every earlier axis; and its
   // all-gather step s follows (through the ring's data) the next member's
-  // combining at step s - 1, the last use of the chunk it overwrites. Each
-  // way round is a ring of its own, with its own buffers and counters.
+  // combining at step s - 1, the last use of the chunk it overwrites.
   void all_reduce(const Kernel& k) {
     const DType dt = check_combinable(k);
     const int esz = dtype_bytes(dt);
     const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
-    std::vector<std::vector<Axis>> ways = {ring_axes(k)};  // per way round: its rings, axis by axis
-    int64_t n = 1, widest = 1;
-    for (const Axis& x : ways[0]) n *= int64_t(x.members.size()), widest = std::max(widest, int64_t(x.members.size()));
-    if (widest > 2) {  // the other way round: each ring reversed
-      ways.push_back(ways[0]);
-      for (Axis& x : ways[1]) {
-        std::reverse(x.members.begin(), x.members.end());
-        x.pos = int64_t(x.members.size()) - 1 - x.pos;
-      }
-    }
-    const int64_t W = int64_t(ways.size()), naxes = int64_t(ways[0].size());
+    const std::vector<std::vector<Axis>> ways = all_reduce_ways(k, e1 - e0);  // per way: its rings, in order
+    int64_t n = 1;
+    for (const Axis& x : ways[0]) n *= int64_t(x.members.size());
+    const int64_t W = int64_t(ways.size()), phases = int64_t(ways[0].size());
     in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n * W, esz, [&](int64_t b0, int64_t b1) {
       Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunks' loads; the rest's
       const int64_t mine = b1 - b0, H = ceil_div(mine, L_ * n * W) * L_ * n;  // each way's elements: whole vectors in every chunk
@@ -1328,75 +1331,115 @@ class Emitter {
         if (from < to) load ? dma_ld(buf + from, src + from, to - from, c) : dma_st(dst + from, buf + from, to - from, c);
       };
       chip_barrier();
-      // lanes[a][w]: way w's ring on axis a; the region of its way it cuts.
-      std::vector<std::vector<Lane>> lanes(static_cast<size_t>(naxes));
+      // lanes[a][w]: way w's ring in phase a; region and size: what it cuts.
+      std::vector<std::vector<Lane>> lanes(static_cast<size_t>(phases));
       std::vector<uint64_t> region(static_cast<size_t>(W));
-      int64_t size = H;
+      std::vector<int64_t> size(static_cast<size_t>(W), H);
       for (int64_t w = 0; w < W; ++w) region[size_t(w)] = buf + uint64_t(w * H * esz);
-      if (naxes == 0) {
+      if (phases == 0) {
         move(true, 0, bytes, ld);
         wait("dma", ld, ld.produced);
         move(false, 0, bytes, st);
       }
-      for (int64_t a = 0; a < naxes; ++a) {
-        const int64_t na = int64_t(ways[0][size_t(a)].members.size());
+      for (int64_t a = 0; a < phases; ++a) {
         for (int64_t w = 0; w < W; ++w) {
           const Axis& x = ways[size_t(w)][size_t(a)];
-          Chunks ch = chunks(region[size_t(w)], size / na, dt, na, x.pos, -1);
-          // Its own receive buffer: a neighbour may send before this chip is done with the last axis.
+          const int64_t na = int64_t(x.members.size());
+          Chunks ch = chunks(region[size_t(w)], size[size_t(w)] / na, dt, na, x.pos, -1);
+          // Its own receive buffer: a neighbour may send before this chip is done with the last phase.
           const uint64_t recv = vmem(uint64_t(na - 1) * ch.cb);
           lanes[size_t(a)].push_back({Ring(*this, &x.members, x.pos, int(W)), ch, recv, counter(), counter(), counter()});
         }
-        if (a == 0) {  // the chunks the first rings send first are loaded first, and sent as soon as they are in
-          uint64_t from = 0;
-          for (const Lane& l : lanes[0]) move(true, l.ch.at(0) - buf, l.ch.at(0) - buf + l.ch.cb, first_ld);
+        if (a == 0) {  // the chunks the first rings send first are loaded first, piece by piece, each sent as soon as it is in
+          int64_t P = 0;
+          for (const Lane& l : lanes[0]) P = std::max(P, l.ch.P);
+          for (int64_t p = 0; p < P; ++p)
+            for (Lane& l : lanes[0]) {
+              if (p >= l.ch.P) continue;
+              const uint64_t at = l.ch.piece(l.ch.at(0), p) - buf;
+              move(true, at, at + l.ch.piece_bytes(p), first_ld);
+              l.first = &first_ld;
+              l.first_at.push_back(first_ld.produced);
+            }
+          uint64_t from = 0;  // the VPU waits for the rest (it never combines into those chunks)
           for (const Lane& l : lanes[0]) move(true, from, l.ch.at(0) - buf, ld), from = l.ch.at(0) - buf + l.ch.cb;
           move(true, from, bytes, ld);
-          wait("dma", first_ld, first_ld.produced);  // the VPU waits for the rest (it never combines into those chunks)
         } else {
-          for (Lane& l : lanes[size_t(a - 1)]) wait("dma", l.added, l.added.produced);  // the region is combined over the previous axis
+          for (Lane& l : lanes[size_t(a - 1)]) wait("dma", l.added, l.added.produced);  // the region is combined over the previous phase
         }
         ring_reduce(lanes[size_t(a)], dt, k.combiner, a == 0 ? &ld : nullptr);
-        for (int64_t w = 0; w < W; ++w) region[size_t(w)] = lanes[size_t(a)][size_t(w)].ch.at(na - 1);
-        size /= na;
+        for (int64_t w = 0; w < W; ++w) {
+          const Lane& l = lanes[size_t(a)][size_t(w)];
+          region[size_t(w)] = l.ch.at(l.ch.n - 1);
+          size[size_t(w)] /= l.ch.n;
+        }
       }
-      for (int64_t a = naxes; a-- > 0;) {
-        const int64_t na = int64_t(ways[0][size_t(a)].members.size());
-        const bool last = a + 1 == naxes;
+      for (int64_t a = phases; a-- > 0;) {
+        const bool last = a + 1 == phases;
         if (!last)
           for (Lane& l : lanes[size_t(a + 1)]) wait("dma", l.ag, l.ag.produced);  // its own chunks are whole again
-        // On the first axis each chunk goes to HBM once it is whole here.
+        // In the first phase each chunk goes to HBM once it is whole here;
+        // the last one piece by piece, as the pieces arrive.
         auto store = [&](const Lane& l, uint64_t chunk) {
           if (a == 0) move(false, chunk - buf, chunk - buf + l.ch.cb, st);
         };
-        const int64_t P = lanes[size_t(a)][0].ch.P;
-        for (int64_t s = 0; s + 1 < na; ++s) {
+        int64_t steps = 0, P = 0;
+        for (const Lane& l : lanes[size_t(a)]) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
+        for (int64_t s = 0; s < steps; ++s) {
           for (int64_t p = 0; p < P; ++p)
             for (Lane& l : lanes[size_t(a)]) {
+              if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
               const uint64_t at = l.ch.at(s - 1);  // its own chunk first
-              if (s > 0) wait("dma", l.ag, (s - 1) * P + p + 1);
-              else if (last) wait("dma", l.added, (na - 2) * P + p + 1);  // the piece is combined
+              if (s > 0) wait("dma", l.ag, (s - 1) * l.ch.P + p + 1);
+              else if (last) wait("dma", l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
               l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
             }
-          for (const Lane& l : lanes[size_t(a)]) store(l, l.ch.at(s - 1));
+          for (const Lane& l : lanes[size_t(a)])
+            if (s + 1 < l.ch.n) store(l, l.ch.at(s - 1));
         }
-        for (Lane& l : lanes[size_t(a)]) {
-          wait("dma", l.ag, l.ag.produced);
-          store(l, l.ch.at(na - 2));
-        }
+        for (int64_t p = 0; p < P; ++p)
+          for (Lane& l : lanes[size_t(a)]) {
+            if (p >= l.ch.P) continue;
+            wait("dma", l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
+            const uint64_t at = l.ch.piece(l.ch.at(l.ch.n - 2), p) - buf;
+            if (a == 0) move(false, at, at + l.ch.piece_bytes(p), st);
+          }
       }
       std::vector<Counter*> all = {&first_ld, &ld, &st};
-      for (auto& axis : lanes)
-        for (Lane& l : axis) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
+      for (auto& phase : lanes)
+        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
       drain(all);
     });
   }
 
-  // A ring of an all-reduce: its members in ring order and this chip's place.
-  struct Axis {
-    std::vector<int64_t> members;
-    int64_t pos = 0;
-  };
+  // The ways of an all-reduce of `elements` (this core's share): each its
+  // rings in the order it takes them. Both directions where a ring has more
+  // than two members, times every rotation of the axes' order; fewer where
+  // that would leave a way less than a vector a chunk.
+  std::vector<std::vector<Axis>> all_reduce_ways(const Kernel& k, int64_t elements) const {
+    const std::vector<Axis> axes = ring_axes(k);
+    int64_t n = 1, widest = 1;
+    for (const Axis& x : axes) n *= int64_t(x.members.size()), widest = std::max(widest, int64_t(x.members.size()));
+    int64_t turns = std::max<int64_t>(1, int64_t(axes.size())), dirs = widest > 2 ? 2 : 1;
+    if (turns * dirs * n * L_ > elements) turns = 1;
+    if (turns * dirs * n * L_ > elements) dirs = 1;
+    std::vector<std::vector<Axis>> ways;
+    for (int64_t r = 0; r < turns; ++r)
+      for (int64_t d = 0; d < dirs; ++d) {
+        std::vector<Axis> way;
+        for (size_t a = 0; a < axes.size(); ++a) {
+          Axis x = axes[(a + size_t(r)) % axes.size()];
+          if (d == 1) {  // the other way round
+            std::reverse(x.members.begin(), x.members.end());
+            x.pos = int64_t(x.members.size()) - 1 - x.pos;
+          }
+          way.push_back(std::move(x));
+        }
+        ways.push_back(std::move(way));
+      }
+    return ways;
+  }
+
   // The rings of this chip's all-reduce: one per axis of the ICI grid when
   // the group is the whole system in chip order and the grid has several
   // axes; otherwise the group itself. Rings of one member are left out.
@@ -1544,10 +1587,14 @@ class Emitter {
     Chunks ch;
     uint64_t recv = 0;
     Counter rs, added, ag;
+    // With `first`: step 0 sends piece p once first has counted first_at[p]
+    // (the piece's own load).
+    Counter* first = nullptr;
+    std::vector<int64_t> first_at = {};
   };
 
-  // n - 1 reduce-scatter steps of rings that run at once (lanes of the
-  // same n): at step s each member sends chunk at(s) to the next
+  // n - 1 reduce-scatter steps of rings that run at once (lanes, each of
+  // its own n): at step s each member sends chunk at(s) to the next
   // and combines the previous member's into chunk at(s + 1), so after the
   // last step chunk at(n - 1) = pos + shift + 1 is the group's
   // combination. A lane's `rs` counts pieces arriving, `added` pieces
@@ -1557,21 +1604,21 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     const bool bf = dt == DType::bf16;
     const char* op = c == Combiner::add ? "vadd" : c == Combiner::multiply ? "vmul" : c == Combiner::maximum ? "vmax" : "vmin";
-    const int64_t n = lanes[0].ch.n;
-    int64_t P = 0;
-    for (const Lane& l : lanes) P = std::max(P, l.ch.P);
-    for (int64_t s = 0; s + 1 < n; ++s) {
+    int64_t steps = 0, P = 0;
+    for (const Lane& l : lanes) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
+    for (int64_t s = 0; s < steps; ++s) {
       for (int64_t p = 0; p < P; ++p)
         for (Lane& l : lanes) {
-          if (p >= l.ch.P) continue;
-          if (s > 0) wait("dma", l.added, (s - 1) * P + p + 1);  // the piece's combination is in
+          if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
+          if (s > 0) wait("dma", l.added, (s - 1) * l.ch.P + p + 1);  // the piece's combination is in
+          else if (l.first) wait("dma", *l.first, l.first_at[size_t(p)]);  // the piece has landed
           l.ring.send(*this, l.ch.piece(l.recv + uint64_t(s) * l.ch.cb, p), l.ch.piece(l.ch.at(s), p), l.ch.piece_bytes(p), l.rs);
         }
       for (int64_t p = 0; p < P; ++p)
         for (Lane& l : lanes) {
-          if (p >= l.ch.P) continue;
+          if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
           if (loaded && s == 0 && p == 0 && &l == &lanes[0]) wait("vpu", *loaded, loaded->produced);
-          wait("vpu", l.rs, s * P + p + 1);
+          wait("vpu", l.rs, s * l.ch.P + p + 1);
           const uint64_t in = l.recv + uint64_t(s) * l.ch.cb, got = l.ch.at(s + 1);
           const int64_t lo = int64_t(l.ch.lo(p)) / esz, hi = int64_t(l.ch.lo(p + 1)) / esz;
           constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7

@@ -387,17 +387,16 @@ test::SimRun run_on_grid(const Function& f, const std::string& preset, const std
   return test::simulate(c.program, isa::load_config(preset, set), in);
 }
 
-// A compiled psum of 1 MiB per chip (shard_map over n v5e chips, compiled
+// A compiled psum of 4 MiB per chip (shard_map over n v5e chips, compiled
 // and run on the same ICI grid): the all-reduce kernel's cycles, against
-// the alpha-beta model of the (bidirectional) rings tpuc uses
-// (docs/system.md), and the
+// the alpha-beta model of the rings tpuc uses (docs/system.md), and the
 // result checked exactly (small integers squared).
 struct Psum {
   double took = 0, model = 0, utilization = 0;
 };
 Psum compiled_psum(const std::string& topology) {
   const auto shape = isa::parse_topology(topology);
-  const int64_t n = int64_t(shape[0]) * shape[1] * shape[2], rows = 256, cols = 1024;
+  const int64_t n = int64_t(shape[0]) * shape[1] * shape[2], rows = 1024, cols = 1024;
   const std::string shard = "#sdy.sharding_per_value<[<@mesh, [{\\\"i\\\"}, {}]>]>";
   const std::string g = fmt::format("f32[{},{}]{{1,0}}", n * rows, cols), l = fmt::format("f32[{},{}]{{1,0}}", rows, cols);
   const std::string text = fmt::format(
@@ -423,19 +422,30 @@ Psum compiled_psum(const std::string& topology) {
     for (int64_t d = 0; d < n; ++d)
       if (got.v[size_t(d * rows * cols + e)] != want) FAIL("element " << e << " of chip " << d << ": " << got.v[size_t(d * rows * cols + e)]);
   }
-  // One ring per axis of more than one chip, each taking what the axes
-  // before it left: 2 (n_a - 1)/n_a S_a/B + 2 (n_a - 1) alpha, where
-  // S_a = S / (n_0 ... n_{a-1}); a ring of more than two chips runs both
-  // ways round, which halves its bandwidth term.
+  // The alpha-beta model of the rings tpuc uses: one per axis of more than
+  // one chip; the data cut into ways that run at once, each taking the
+  // axes in its own order (one order per axis) and, where the rings have
+  // more than two chips, each direction. On these grids no two ways share
+  // a link. Phase a is the slowest way's ring:
+  // 2 (n_a - 1)/n_a S_w/B + 2 (n_a - 1) alpha, where S_w is what the
+  // way's earlier phases left of its S/W.
   const auto cfg = isa::load_config("v5e");
-  const double B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz);
-  double S = double(rows * cols * 4);
+  const double B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz), alpha = double(cfg.ici_hop_cycles());
+  std::vector<double> axes;
+  for (uint32_t a : shape)
+    if (a > 1) axes.push_back(a);
+  const size_t D = axes.size();
+  const size_t dirs = *std::max_element(axes.begin(), axes.end()) > 2 ? 2 : 1;
   Psum p;
-  for (uint32_t a : shape) {
-    if (a < 2) continue;
-    const double na = a;
-    p.model += 2.0 * (na - 1) / na * S / B / (a > 2 ? 2.0 : 1.0) + 2.0 * (na - 1) * double(cfg.ici_hop_cycles());
-    S /= na;
+  std::vector<double> left(D, double(rows * cols * 4) / double(D * dirs));  // per order of the axes
+  for (size_t a = 0; a < D; ++a) {
+    double slowest = 0;
+    for (size_t r = 0; r < D; ++r) {
+      const double na = axes[(a + r) % D];
+      slowest = std::max(slowest, 2.0 * (na - 1) / na * left[r] / B + 2.0 * (na - 1) * alpha);
+      left[r] /= na;
+    }
+    p.model += slowest;
   }
   for (const auto& k : r.stats["kernels"])
     if (k["name"].get<std::string>().find("all-reduce") != std::string::npos) p.took = k["cycles"].get<double>();
@@ -443,7 +453,7 @@ Psum compiled_psum(const std::string& topology) {
   return p;
 }
 
-TEST_CASE("spmd: a compiled 1 MiB psum on a ring of 4 chips and on 2x2 and 4x4 tori against the alpha-beta model") {
+TEST_CASE("spmd: a compiled 4 MiB psum on a ring of 4 chips and on 2x2 and 4x4 tori against the alpha-beta model") {
   for (const char* topology : {"4x1", "2x2", "4x4"}) {
     const Psum p = compiled_psum(topology);
     INFO(topology << ": all-reduce kernel " << p.took << " cycles, model " << p.model);
@@ -454,8 +464,11 @@ TEST_CASE("spmd: a compiled 1 MiB psum on a ring of 4 chips and on 2x2 and 4x4 t
 
 // Every collective tpuc compiles, in one SPMD program over a 1-D mesh of n
 // chips, run on rings and tori of 2 to 64 v5e chips against results
-// computed here. Each chip has x f32[4n, 8] (its tile of the global
-// f32[4n*n, 8]) holding small integers, so every sum is exact in any order.
+// computed here. Each chip has x f32[4n, 24] (its tile of the global
+// f32[4n*n, 24]) holding small integers, so every sum is exact in any
+// order. 24 columns give an all-reduce on tiny (8 lanes) enough vectors
+// to go every way tpuc has: both directions times 3 axis orders on a
+// 4x2x2 torus.
 // The program returns, all tiled along dimension 0:
 //   all-reduce (add) over all chips; all-gather along dimension 0;
 //   reduce-scatter (add) along dimension 0; all-to-all along dimension 0;
@@ -465,9 +478,10 @@ struct CollectiveCase {
   int64_t n;
   std::string topology;
 };
+constexpr int64_t kCollectiveCols = 24;
 
 std::string collectives_module(int64_t n) {
-  const int64_t R = 4 * n, C = 8, h = n >= 4 ? n / 2 : n;  // members of the maximum's groups
+  const int64_t R = 4 * n, C = kCollectiveCols, h = n >= 4 ? n / 2 : n;  // members of the maximum's groups
   auto shape = [&](int64_t rows) { return fmt::format("f32[{},{}]{{1,0}}", rows, C); };
   std::vector<std::string> all, even, odd, pairs;
   for (int64_t d = 0; d < n; ++d) {
@@ -515,12 +529,13 @@ std::string collectives_module(int64_t n) {
   return t;
 }
 
-TEST_CASE("spmd: every collective on rings and tori of 2 to 64 chips matches the host") {
+TEST_CASE("spmd: every collective on rings and 2-D and 3-D tori of 2 to 64 chips matches the host") {
   const uint64_t seed = test::test_seed(1313);
   std::mt19937_64 rng(seed);
   for (const CollectiveCase& cc : {CollectiveCase{2, "2x1"}, CollectiveCase{4, "4x1"}, CollectiveCase{4, "2x2"}, CollectiveCase{8, "8x1"},
-                                   CollectiveCase{8, "2x4"}, CollectiveCase{16, "4x4"}, CollectiveCase{64, "8x8"}}) {
-    const int64_t n = cc.n, R = 4 * n, C = 8, h = n >= 4 ? n / 2 : n;
+                                   CollectiveCase{8, "2x4"}, CollectiveCase{8, "2x2x2"}, CollectiveCase{16, "4x4"},
+                                   CollectiveCase{16, "4x2x2"}, CollectiveCase{64, "8x8"}}) {
+    const int64_t n = cc.n, R = 4 * n, C = kCollectiveCols, h = n >= 4 ? n / 2 : n;
     INFO("seed " << seed << ", " << n << " chips, topology " << cc.topology);
     const Function f = ir::import_hlo(hlo::parse(collectives_module(n), "collectives.hlo"), "collectives.hlo");
     REQUIRE(f.devices == n);
