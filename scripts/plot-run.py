@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import sys
 
 import matplotlib
@@ -39,24 +40,33 @@ def main():
         rows = list(csv.DictReader(open(series)))
         x = [(int(r["cycle_start"]) + int(r["cycle_end"])) / 2 for r in rows]
         span = [int(r["cycle_end"]) - int(r["cycle_start"]) for r in rows]
-        units = [c[: -len(".busy_cycles")] for c in rows[0] if c.endswith(".busy_cycles")]
+        # On a system of several chips every column is there per chip
+        # ("chipK." first): each unit is drawn as the mean over the chips,
+        # HBM traffic as all the chips' against their summed peak.
+        chips = s.get("chips", 1)
+
+        def total(r, name):
+            return sum(int(v) for c, v in r.items() if re.sub(r"^chip[0-9]+\.", "", c) == name)
+
+        units = list(dict.fromkeys(re.sub(r"^chip[0-9]+\.", "", c)[: -len(".busy_cycles")] for c in rows[0] if c.endswith(".busy_cycles")))
         fig, axes = plt.subplots(len(units), 1, figsize=(10, 0.55 * len(units) + 1), sharex=True, squeeze=False)
         for ax, u in zip(axes[:, 0], units):
-            y = [int(r[u + ".busy_cycles"]) / d for r, d in zip(rows, span)]
+            y = [total(r, u + ".busy_cycles") / d / chips for r, d in zip(rows, span)]
             ax.fill_between(x, y, step="mid", alpha=0.8)
             ax.set_ylim(0, 1)
             ax.set_yticks([])
             ax.set_ylabel(u, rotation=0, ha="right", va="center", fontsize=8)
         axes[-1, 0].set_xlabel("cycle")
-        fig.suptitle(f"Unit busy fraction over time ({s['cycles']} cycles on {s['config']})")
+        over = f", the mean over {chips} chips" if chips > 1 else ""
+        fig.suptitle(f"Unit busy fraction over time ({s['cycles']} cycles on {s['config']}{over})")
         fig.tight_layout()
         written.append(save(fig, out, "utilization.png"))
 
         fig, ax = plt.subplots(figsize=(10, 3))
-        y = [(int(r["hbm.bytes_read"]) + int(r["hbm.bytes_written"])) / d for r, d in zip(rows, span)]
+        y = [(total(r, "hbm.bytes_read") + total(r, "hbm.bytes_written")) / d for r, d in zip(rows, span)]
         ax.fill_between(x, y, step="mid", alpha=0.8, label="HBM traffic")
         if s["hbm"].get("peak_bandwidth_bytes_per_s"):
-            peak = s["hbm"]["peak_bandwidth_bytes_per_s"] / s["frequency_hz"]
+            peak = s["hbm"]["peak_bandwidth_bytes_per_s"] / s["frequency_hz"] * chips
             ax.axhline(peak, color="tab:red", linestyle="--", label=f"peak {peak:.0f} B/cycle")
         ax.set_xlabel("cycle")
         ax.set_ylabel("bytes per cycle")

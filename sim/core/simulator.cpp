@@ -47,14 +47,6 @@ Simulator::Simulator(MachineConfig config, isa::Program program, SimOptions opti
     : config_(std::move(config)), program_(std::move(program)), options_(std::move(options)) {
   if (auto why = target_mismatch(program_.target, config_.target); !why.empty()) throw Error(why);
   if (!options_.rtl_trace_path.empty() && !options_.rtl_mxu) throw Error("--rtl-trace needs --mxu=rtl");
-  if (config_.target.chips > 1) {
-    auto refuse = [&](bool set, const char* what) {
-      if (set) throw Error(fmt::format("{}: not yet for systems of several chips (this one has {})", what, config_.target.chips));
-    };
-    refuse(!options_.report_dir.empty(), "--report");
-    refuse(options_.stats_interval > 0 || !options_.intervals_path.empty(), "--stats-interval");
-    refuse(!options_.record_mxu_path.empty(), "--record-mxu");
-  }
   if (options_.rtl_mxu && !rtl_mxu_available(uint32_t(config_.target.mxu_dim)))
     throw Error(fmt::format("--mxu=rtl: the RTL MXU is built for N = {} only, the target has N = {} (configure with "
                             "-DTPU_RTL_SIZES=\"{}\" to add it)",
@@ -197,13 +189,45 @@ std::string profile_table(const nlohmann::json& kernels, const nlohmann::json& o
   return s + "(kernels overlap in time: the next kernel's loads run during this one)\n";
 }
 
+// The system's time series: the chip's own on one chip; on several, every
+// chip's columns as "chipK.<column>" (or, with `sum`, each column summed
+// over the chips). Every chip cuts the same rows: they all end every cycle
+// together.
+TimeSeries system_series(const System& sys, bool sum) {
+  const TimeSeries& first = sys.chips[0]->series();
+  if (sys.chips.size() == 1) return first;
+  TimeSeries s;
+  s.every = first.every;
+  for (const auto& c : sys.chips) {
+    if (c->series().rows.size() != first.rows.size()) throw std::logic_error("internal error: the chips' time series differ in rows");
+    if (!sum)
+      for (const auto& col : c->series().columns) s.columns.push_back(fmt::format("chip{}.{}", c->index, col));
+  }
+  if (sum) s.columns = first.columns;
+  for (size_t r = 0; r < first.rows.size(); ++r) {
+    TimeSeries::Row row{first.rows[r].start, first.rows[r].end, {}};
+    if (sum) row.values.assign(first.columns.size(), 0);
+    for (const auto& c : sys.chips) {
+      const auto& v = c->series().rows[r].values;
+      if (sum)
+        for (size_t k = 0; k < v.size(); ++k) row.values[k] += v[k];
+      else
+        row.values.insert(row.values.end(), v.begin(), v.end());
+    }
+    s.rows.push_back(std::move(row));
+  }
+  return s;
+}
+
 // DIR/index.html, linking the run's other files by paths relative to DIR.
-void write_report(const SimOptions& options, const MachineConfig& config, const Chip& chip, const nlohmann::json& stats) {
+void write_report(const SimOptions& options, const MachineConfig& config, const System& sys, const nlohmann::json& stats) {
   namespace fs = std::filesystem;
   ReportInput in;
   in.stats = stats;
   in.config = config.to_json();
-  in.series = &chip.series();
+  const TimeSeries series = system_series(sys, true);
+  in.series = &series;
+  in.chips = int(sys.chips.size());
   in.peak_hbm_bytes_per_cycle = config.hbm_peak_bytes_per_s() / double(config.clock_hz);
   auto link = [&](const char* label, const std::string& path) {
     if (path.empty()) return;
@@ -287,7 +311,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   // The time series: --stats-interval's fixed rows, or rows for the trace's
   // counters and the report that widen as the run grows.
   const uint64_t every = options_.stats_interval ? options_.stats_interval : (trace || !options_.report_dir.empty()) ? kTraceCounterInterval : 0;
-  if (every) chip.attach_series(every, options_.stats_interval > 0);
+  if (every)
+    for (auto& c : sys.chips) c->attach_series(every, options_.stats_interval > 0);
 
   std::unique_ptr<VcdWriter> vcd;
   if (!options_.vcd_path.empty()) {
@@ -319,16 +344,16 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     }
     r.outputs.push_back(std::move(bytes));
   }
-  chip.finish_series(r.cycles);
+  for (auto& c : sys.chips) c->finish_series(r.cycles);
   if (!options_.intervals_path.empty()) {
-    const auto& s = chip.series();
+    const TimeSeries s = system_series(sys, false);
     std::string csv = "cycle_start,cycle_end," + fmt::format("{}", fmt::join(s.columns, ",")) + "\n";
     for (const auto& row : s.rows) csv += fmt::format("{},{},{}\n", row.start, row.end, fmt::join(row.values, ","));
     isa::write_file(options_.intervals_path, csv);
   }
   const nlohmann::json stats = stats_json(config_, sys, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
   r.stats_json = stats.dump(2) + "\n";
-  if (!options_.report_dir.empty()) write_report(options_, config_, chip, stats);
+  if (!options_.report_dir.empty()) write_report(options_, config_, sys, stats);
   r.profile = profile_table(stats["kernels"], stats["ops"], r.cycles, 10);
   if (vcd) vcd->close(r.cycles);
   if (trace) {

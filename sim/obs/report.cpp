@@ -23,7 +23,8 @@ std::string esc(const std::string& s) {
 const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 // Busy fraction of each unit over time: one band per unit, its fill the
-// fraction of every row's cycles the unit was busy.
+// fraction of every row's cycles the unit was busy (on a system, the mean
+// over the chips of that unit's fraction).
 std::string units_chart(const ReportInput& in) {
   std::vector<size_t> cols;
   for (size_t c = 0; c < in.series->columns.size(); ++c)
@@ -40,28 +41,29 @@ std::string units_chart(const ReportInput& in) {
     std::string pts = fmt::format("{:.1f},{:.1f} ", x(0), y0 + h);
     uint64_t busy = 0;
     for (const auto& r : in.series->rows) {
-      const double f = double(r.values[cols[i]]) / double(r.end - r.start);
+      const double f = double(r.values[cols[i]]) / double(r.end - r.start) / in.chips;
       pts += fmt::format("{:.1f},{:.1f} {:.1f},{:.1f} ", x(double(r.start)), y0 + h * (1 - f), x(double(r.end)), y0 + h * (1 - f));
       busy += r.values[cols[i]];
     }
     pts += fmt::format("{:.1f},{:.1f}", x(total), y0 + h);
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f3f3f3\"/>", left, y0, W - left - right, h);
     s += fmt::format("<polygon points=\"{}\" fill=\"{}\" opacity=\"0.8\"/>", pts, kColors[i % 10]);
-    s += fmt::format("<text x=\"4\" y=\"{:.1f}\">{} {:.0f}%</text>", y0 + h / 2 + 4, esc(name), 100.0 * double(busy) / total);
+    s += fmt::format("<text x=\"4\" y=\"{:.1f}\">{} {:.0f}%</text>", y0 + h / 2 + 4, esc(name), 100.0 * double(busy) / total / in.chips);
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} cycles</text>", left, H - 6,
                    W - right, H - 6, in.series->rows.back().end);
   return s + "</svg>";
 }
 
-// HBM bytes per cycle in each row against the peak.
+// HBM bytes per cycle in each row against the peak (on a system, of all
+// the chips together).
 std::string hbm_chart(const ReportInput& in) {
   std::vector<size_t> cols;
   for (size_t c = 0; c < in.series->columns.size(); ++c)
     if (in.series->columns[c] == "hbm.bytes_read" || in.series->columns[c] == "hbm.bytes_written") cols.push_back(c);
   if (in.series->rows.empty() || cols.empty() || in.peak_hbm_bytes_per_cycle <= 0) return "<p>No time series.</p>";
   const double W = 900, H = 180, left = 60, right = 10, top = 10, bottom = 25;
-  const double total = double(in.series->rows.back().end), peak = in.peak_hbm_bytes_per_cycle;
+  const double total = double(in.series->rows.back().end), peak = in.peak_hbm_bytes_per_cycle * in.chips;
   auto x = [&](double c) { return left + (W - left - right) * c / total; };
   auto y = [&](double v) { return top + (H - top - bottom) * (1 - std::min(v / (peak * 1.1), 1.0)); };
   std::string s = fmt::format("<svg width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">", W, H);
@@ -136,6 +138,26 @@ std::string stalls_chart(const nlohmann::json& stalls) {
   return s + "</svg>";
 }
 
+// A system's ICI links, busiest first (stats.json's ici section).
+std::string links_table(const nlohmann::json& ici) {
+  std::vector<const nlohmann::json*> v;
+  for (const auto& l : ici["links"]) v.push_back(&l);
+  std::stable_sort(v.begin(), v.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
+    return (*a)["utilization"].get<double>() > (*b)["utilization"].get<double>();
+  });
+  std::string h = fmt::format("<p>{}, {} links; {} bytes sent; the busiest at {:.1f}% of its bandwidth ({:.3g} GB/s each way).</p>\n",
+                              esc(ici["topology"].get<std::string>()), v.size(), ici["bytes_sent"].get<uint64_t>(),
+                              100 * ici["max_link_utilization"].get<double>(), ici["link_bandwidth_bytes_per_s"].get<double>() / 1e9);
+  h += "<table><tr><th>from chip</th><th>to chip</th><th>axis</th><th>bytes</th><th>packets</th><th>utilization</th></tr>\n";
+  for (size_t i = 0; i < v.size() && i < 15; ++i) {
+    const auto& l = *v[i];
+    h += fmt::format("<tr><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.1f}%</td></tr>\n",
+                     l["from"].get<int>(), l["to"].get<int>(), esc(l["axis"].get<std::string>()), l["bytes"].get<uint64_t>(),
+                     l["packets"].get<uint64_t>(), 100 * l["utilization"].get<double>());
+  }
+  return h + "</table>\n";
+}
+
 }  // namespace
 
 std::string report_html(const ReportInput& in) {
@@ -147,7 +169,8 @@ std::string report_html(const ReportInput& in) {
 <style>body{font-family:sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}
 th{background:#eee}td.n{text-align:right}pre{background:#f6f6f6;padding:1em;font-size:12px;overflow:auto}h2{margin-top:1.5em}</style></head><body>
 )";
-  h += fmt::format("<h1>tpusim: {} cycles on {}</h1>\n", cycles, esc(st["config"].get<std::string>()));
+  const std::string chips = in.chips > 1 ? fmt::format(", {} chips", in.chips) : "";
+  h += fmt::format("<h1>tpusim: {} cycles on {}{}</h1>\n", cycles, esc(st["config"].get<std::string>()), chips);
   h += "<table>";
   auto row = [&](const std::string& k, const std::string& v) { h += fmt::format("<tr><th>{}</th><td>{}</td></tr>", k, v); };
   row("status", esc(st["status"].get<std::string>()));
@@ -168,6 +191,7 @@ th{background:#eee}td.n{text-align:right}pre{background:#f6f6f6;padding:1em;font
   if (top.empty()) {
     h += "<p>The program has no kernel table (tpuc writes one; hand-written assembly has none).</p>\n";
   } else {
+    if (in.chips > 1) h += "<p>As chip 0 ran them (every chip runs every kernel, on its own part of the data).</p>\n";
     h += "<p>Each kernel from its first instruction to the end of its last; kernels overlap (the next one's loads run during this one). "
          "Bound: what came nearest its peak (docs/stats.md).</p>\n<table><tr><th>#</th><th>kernel</th><th>cycles</th><th>% of run</th>"
          "<th>MXU MACs</th><th>HBM bw</th><th>bound</th><th>of the roofline</th><th>HLO ops</th></tr>\n";
@@ -190,8 +214,9 @@ th{background:#eee}td.n{text-align:right}pre{background:#f6f6f6;padding:1em;font
                        ops[i]["cycles"].get<double>(), pct(cycles ? ops[i]["cycles"].get<double>() / double(cycles) : 0), ops[i]["kernels"].dump());
     h += "</table>\n";
   }
-  h += "<h2>Unit busy fraction over time</h2>\n" + units_chart(in) + "\n";
-  h += "<h2>HBM bandwidth against its peak</h2>\n" + hbm_chart(in) + "\n";
+  h += fmt::format("<h2>Unit busy fraction over time{}</h2>\n", in.chips > 1 ? ", the mean over the chips" : "") + units_chart(in) + "\n";
+  h += fmt::format("<h2>HBM bandwidth against its peak{}</h2>\n", in.chips > 1 ? ", all the chips together" : "") + hbm_chart(in) + "\n";
+  if (st.contains("ici")) h += "<h2>ICI links</h2>\n" + links_table(st["ici"]);
   h += "<h2>Roofline (MXU): every kernel with MACs</h2>\n" + roofline_chart(ks) + "\n";
   h += "<h2>Stalls by cause</h2>\n" + stalls_chart(st["stall_cycles_by_cause"]) + "\n";
   if (!in.links.empty()) {

@@ -16,8 +16,11 @@ namespace tpu::sim {
 struct ReportInput {
   nlohmann::json stats;   // stats.json
   std::string config;     // the resolved config (JSON text)
-  const TimeSeries* series = nullptr;  // the run's (Chip::series)
-  double peak_hbm_bytes_per_cycle = 0;
+  // The run's (Chip::series); on a system of several chips each column
+  // summed over the chips.
+  const TimeSeries* series = nullptr;
+  int chips = 1;
+  double peak_hbm_bytes_per_cycle = 0;  // one chip's
   std::vector<std::pair<std::string, std::string>> links;  // (label, path relative to the report)
 };
 

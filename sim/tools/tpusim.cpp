@@ -137,7 +137,7 @@ int sc_main(int argc, char* argv[]) {
       ->check(CLI::IsMember({"fast", "pe", "rtl"}));
   app.add_option("--rtl-trace", rtl_trace, "with --mxu=rtl: the RTL's own waveform (VCD), on the time base of --vcd");
   app.add_option("--record-mxu", record_mxu,
-                 "core 0 MXU 0's command stream with the VMEM rows it reads, for the RTL lockstep harness");
+                 "core 0 MXU 0's command stream (chip 0's) with the VMEM rows it reads, for the RTL lockstep harness");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   app.add_flag("--profile", profile,
                "print the 10 kernels and HLO ops that took the most cycles (stats.json has all of them: docs/stats.md)");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -273,9 +274,34 @@ TEST_CASE("tpusim runs a program for four chips on the topology it is given", "[
   for (int k = 1; k < 4; ++k) CHECK(events[k] >= 3 + 3 * k);  // csrr, beq, addi, then k + 1 rounds of dma.rsig, addi, bne
   const std::string vcd = isa::read_text_file((dir / "w.vcd").string());
   for (int k = 0; k < 4; ++k) CHECK(vcd.find(fmt::format("$scope module chip{} $end", k)) != std::string::npos);
-  c = run(fmt::format("{}tpusim sys.tpu --report r", kBin), dir);
-  CHECK(c.status != 0);
-  CHECK(c.err.find("--report: not yet for systems of several chips") != std::string::npos);
+  // The time series has every chip's columns, each adding up to its unit's
+  // busy cycles in stats.json; the report covers the system and its links.
+  c = run(fmt::format("{}tpusim sys.tpu --stats s.json --stats-interval 16 --report r", kBin), dir);
+  INFO(c.err);
+  REQUIRE(c.status == 0);
+  const auto st = nlohmann::json::parse(isa::read_text_file((dir / "s.json").string()));
+  std::istringstream csv(isa::read_text_file((dir / "s.intervals.csv").string()));
+  std::string line;
+  std::getline(csv, line);
+  std::vector<std::string> cols;
+  for (std::istringstream h(line); std::getline(h, line, ',');) cols.push_back(line);
+  std::vector<uint64_t> sums(cols.size(), 0);
+  size_t rows = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream r(line);
+    for (size_t k = 0; k < cols.size() && std::getline(r, line, ','); ++k) sums[k] += std::stoull(line);
+    ++rows;
+  }
+  CHECK(rows == (st["cycles"].get<uint64_t>() + 15) / 16);
+  for (int k = 0; k < 4; ++k) {
+    const std::string unit = fmt::format("chip{}.core0.scalar", k);
+    const auto at = std::find(cols.begin(), cols.end(), unit + ".busy_cycles");
+    REQUIRE(at != cols.end());
+    CHECK(sums[size_t(at - cols.begin())] == st["units"][unit]["busy_cycles"].get<uint64_t>());
+  }
+  const std::string html = isa::read_text_file((dir / "r/index.html").string());
+  CHECK(html.find(", 4 chips</h1>") != std::string::npos);
+  CHECK(html.find("<h2>ICI links</h2>") != std::string::npos);
 }
 
 TEST_CASE("tpusim with the RTL MXU writes the same outputs and its own waveform", "[cli]") {
