@@ -1280,150 +1280,56 @@ class Emitter {
       arrivals.produce(t + cost + hop);
     }
   };
-  // A ring of an all-reduce: its members in ring order and this chip's place.
+  // A ring of a collective: its members in ring order and this chip's
+  // place. Group member p sits at coord(p) along it: its place in the
+  // group for a ring over the group, its coordinate for a ring along an
+  // axis of the ICI grid (p / stride, modulo the ring's size). A reversed
+  // ring runs through its members backwards.
   struct Axis {
     std::vector<int64_t> members;
-    int64_t pos = 0;
+    int64_t pos = 0, stride = 1;
+    bool reversed = false;
+    int64_t size() const { return int64_t(members.size()); }
+    int64_t coord(int64_t p) const { return p / stride % size(); }
   };
-  // ---- all-reduce across chips. Each core of the chip reduces its share
-  // of the elements with the same core of the other chips, ring by ring:
-  // over a whole system laid out as a torus (or mesh) of several axes, one
-  // ring per axis, each between neighbours; otherwise one ring over the
-  // group, in group order (docs/system.md). The share is cut into ways,
-  // each an all-reduce of its own (its buffers, counters and rings) that
-  // runs at the same time as the others:
-  // - where a ring has more than two members, half goes each way round it
-  //   (a bidirectional ring), so both links to each neighbour carry data;
-  // - over D axes, way r takes them in the order r, r + 1, ... (mod D), so
-  //   in every phase each axis carries some way's data.
-  // Ways are used only as far as each gets a whole vector a chunk.
-  // Each way:
-  // - Reduce-scatter, axis by axis: the ring of axis a cuts what the
-  //   previous axes left this chip into one chunk per member, and n_a - 1
-  //   steps (ring_reduce) leave each member its own chunk combined over
-  //   the ring. After the last axis, each chip holds 1/n of the way's
-  //   share combined over the group.
-  // - All-gather, axis by axis in reverse: n_a - 1 steps pass the combined
-  //   chunks on round the same ring.
-  // The chips meet first (chip_barrier), so the VMEM a chip sends to
-  // belongs to this kernel. No more handshakes are needed: a member's
-  // reduce-scatter on a ring ends only after the next member's first send
-  // on it, which follows that member's work on every earlier axis; and its
-  // all-gather step s follows (through the ring's data) the next member's
-  // combining at step s - 1, the last use of the chunk it overwrites.
-  void all_reduce(const Kernel& k) {
-    const DType dt = check_combinable(k);
-    const int esz = dtype_bytes(dt);
-    const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
-    const std::vector<std::vector<Axis>> ways = all_reduce_ways(k, e1 - e0);  // per way: its rings, in order
-    int64_t n = 1;
-    for (const Axis& x : ways[0]) n *= int64_t(x.members.size());
-    const int64_t W = int64_t(ways.size()), phases = int64_t(ways[0].size());
-    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n * W, esz, [&](int64_t b0, int64_t b1) {
-      Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunks' loads; the rest's
-      const int64_t mine = b1 - b0, H = ceil_div(mine, L_ * n * W) * L_ * n;  // each way's elements: whole vectors in every chunk
-      const uint64_t buf = vmem(uint64_t(W * H * esz)), bytes = uint64_t(mine * esz);
-      const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz), dst = p_.addr[k.out] + uint64_t(b0 * esz);
-      // Bytes [from, to) of the block (those that are not padding) loaded
-      // (counted on c) or stored.
-      auto move = [&](bool load, uint64_t from, uint64_t to, Counter& c) {
-        to = std::min(to, bytes);
-        if (from < to) load ? dma_ld(buf + from, src + from, to - from, c) : dma_st(dst + from, buf + from, to - from, c);
-      };
-      chip_barrier();
-      // lanes[a][w]: way w's ring in phase a; region and size: what it cuts.
-      std::vector<std::vector<Lane>> lanes(static_cast<size_t>(phases));
-      std::vector<uint64_t> region(static_cast<size_t>(W));
-      std::vector<int64_t> size(static_cast<size_t>(W), H);
-      for (int64_t w = 0; w < W; ++w) region[size_t(w)] = buf + uint64_t(w * H * esz);
-      if (phases == 0) {
-        move(true, 0, bytes, ld);
-        wait("dma", ld, ld.produced);
-        move(false, 0, bytes, st);
-      }
-      for (int64_t a = 0; a < phases; ++a) {
-        for (int64_t w = 0; w < W; ++w) {
-          const Axis& x = ways[size_t(w)][size_t(a)];
-          const int64_t na = int64_t(x.members.size());
-          Chunks ch = chunks(region[size_t(w)], size[size_t(w)] / na, dt, na, x.pos, -1);
-          // Its own receive buffer: a neighbour may send before this chip is done with the last phase.
-          const uint64_t recv = vmem(uint64_t(na - 1) * ch.cb);
-          lanes[size_t(a)].push_back({Ring(*this, &x.members, x.pos, int(W)), ch, recv, counter(), counter(), counter()});
-        }
-        if (a == 0) {  // the chunks the first rings send first are loaded first, piece by piece, each sent as soon as it is in
-          int64_t P = 0;
-          for (const Lane& l : lanes[0]) P = std::max(P, l.ch.P);
-          for (int64_t p = 0; p < P; ++p)
-            for (Lane& l : lanes[0]) {
-              if (p >= l.ch.P) continue;
-              const uint64_t at = l.ch.piece(l.ch.at(0), p) - buf;
-              move(true, at, at + l.ch.piece_bytes(p), first_ld);
-              l.first = &first_ld;
-              l.first_at.push_back(first_ld.produced);
-            }
-          uint64_t from = 0;  // the VPU waits for the rest (it never combines into those chunks)
-          for (const Lane& l : lanes[0]) move(true, from, l.ch.at(0) - buf, ld), from = l.ch.at(0) - buf + l.ch.cb;
-          move(true, from, bytes, ld);
-        } else {
-          for (Lane& l : lanes[size_t(a - 1)]) wait("dma", l.added, l.added.produced);  // the region is combined over the previous phase
-        }
-        ring_reduce(lanes[size_t(a)], dt, k.combiner, a == 0 ? &ld : nullptr);
-        for (int64_t w = 0; w < W; ++w) {
-          const Lane& l = lanes[size_t(a)][size_t(w)];
-          region[size_t(w)] = l.ch.at(l.ch.n - 1);
-          size[size_t(w)] /= l.ch.n;
-        }
-      }
-      for (int64_t a = phases; a-- > 0;) {
-        const bool last = a + 1 == phases;
-        if (!last)
-          for (Lane& l : lanes[size_t(a + 1)]) wait("dma", l.ag, l.ag.produced);  // its own chunks are whole again
-        // In the first phase each chunk goes to HBM once it is whole here;
-        // the last one piece by piece, as the pieces arrive.
-        auto store = [&](const Lane& l, uint64_t chunk) {
-          if (a == 0) move(false, chunk - buf, chunk - buf + l.ch.cb, st);
-        };
-        int64_t steps = 0, P = 0;
-        for (const Lane& l : lanes[size_t(a)]) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
-        for (int64_t s = 0; s < steps; ++s) {
-          for (int64_t p = 0; p < P; ++p)
-            for (Lane& l : lanes[size_t(a)]) {
-              if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
-              const uint64_t at = l.ch.at(s - 1);  // its own chunk first
-              if (s > 0) wait("dma", l.ag, (s - 1) * l.ch.P + p + 1);
-              else if (last) wait("dma", l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
-              l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
-            }
-          for (const Lane& l : lanes[size_t(a)])
-            if (s + 1 < l.ch.n) store(l, l.ch.at(s - 1));
-        }
-        for (int64_t p = 0; p < P; ++p)
-          for (Lane& l : lanes[size_t(a)]) {
-            if (p >= l.ch.P) continue;
-            wait("dma", l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
-            const uint64_t at = l.ch.piece(l.ch.at(l.ch.n - 2), p) - buf;
-            if (a == 0) move(false, at, at + l.ch.piece_bytes(p), st);
-          }
-      }
-      std::vector<Counter*> all = {&first_ld, &ld, &st};
-      for (auto& phase : lanes)
-        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
-      drain(all);
-    });
-  }
-
-  // The ways of an all-reduce of `elements` (this core's share): each its
-  // rings in the order it takes them. Both directions where a ring has more
-  // than two members, times every rotation of the axes' order; fewer where
-  // that would leave a way less than a vector a chunk.
-  std::vector<std::vector<Axis>> all_reduce_ways(const Kernel& k, int64_t elements) const {
+  // The ways of a collective: its data is cut into ways, each a collective
+  // of its own (its buffers, counters and rings) that runs at the same time
+  // as the others.
+  // - Where a ring has more than two members, half the ways go each way
+  //   round it (bidirectional rings), so both links to each neighbour
+  //   carry data.
+  // - Over D axes of the grid, way r takes them in the order r, r + 1, ...
+  //   (mod D), so in every phase each axis carries some way's data.
+  // Each way's buffer holds a chunk per member. Its reduce-scatter cuts it
+  // phase by phase, by each ring's coordinate, and leaves member p with the
+  // chunk at slot(w, p): the coordinates as digits, the first phase's the
+  // most significant (with a reversed ring's chunks counted from the end of
+  // the buffer, the same slots).
+  struct Ways {
+    std::vector<std::vector<Axis>> rings;  // per way, its rings phase by phase
+    int64_t count() const { return int64_t(rings.size()); }
+    int64_t phases() const { return int64_t(rings[0].size()); }
+    int64_t slot(int64_t w, int64_t p) const {
+      int64_t s = 0;
+      for (const Axis& x : rings[size_t(w)]) s = s * x.size() + x.coord(p);
+      return s;
+    }
+    bool in_order(int64_t w, int64_t n) const {  // slot(w, p) = p for every member
+      for (int64_t p = 0; p < n; ++p)
+        if (slot(w, p) != p) return false;
+      return true;
+    }
+  };
+  // The ways of k's collective: up to `fit` of them (so each gets enough
+  // data), dropping the axis orders first, then the directions.
+  Ways collective_ways(const Kernel& k, int64_t fit) const {
     const std::vector<Axis> axes = ring_axes(k);
-    int64_t n = 1, widest = 1;
-    for (const Axis& x : axes) n *= int64_t(x.members.size()), widest = std::max(widest, int64_t(x.members.size()));
+    int64_t widest = 1;
+    for (const Axis& x : axes) widest = std::max(widest, x.size());
     int64_t turns = std::max<int64_t>(1, int64_t(axes.size())), dirs = widest > 2 ? 2 : 1;
-    if (turns * dirs * n * L_ > elements) turns = 1;
-    if (turns * dirs * n * L_ > elements) dirs = 1;
-    std::vector<std::vector<Axis>> ways;
+    if (turns * dirs > fit) turns = 1;
+    if (turns * dirs > fit) dirs = 1;
+    Ways ws;
     for (int64_t r = 0; r < turns; ++r)
       for (int64_t d = 0; d < dirs; ++d) {
         std::vector<Axis> way;
@@ -1431,16 +1337,16 @@ class Emitter {
           Axis x = axes[(a + size_t(r)) % axes.size()];
           if (d == 1) {  // the other way round
             std::reverse(x.members.begin(), x.members.end());
-            x.pos = int64_t(x.members.size()) - 1 - x.pos;
+            x.pos = x.size() - 1 - x.pos;
+            x.reversed = true;
           }
           way.push_back(std::move(x));
         }
-        ways.push_back(std::move(way));
+        ws.rings.push_back(std::move(way));
       }
-    return ways;
+    return ws;
   }
-
-  // The rings of this chip's all-reduce: one per axis of the ICI grid when
+  // The rings of this chip's collective: one per axis of the ICI grid when
   // the group is the whole system in chip order and the grid has several
   // axes; otherwise the group itself. Rings of one member are left out.
   std::vector<Axis> ring_axes(const Kernel& k) const {
@@ -1454,6 +1360,7 @@ class Emitter {
       for (int a = 0; a < 3; ++a) {
         if (shape[size_t(a)] < 2) continue;
         Axis x;
+        x.stride = stride[a];
         x.pos = chip_ / stride[a] % int64_t(shape[size_t(a)]);
         const int64_t first = chip_ - x.pos * stride[a];
         for (int64_t i = 0; i < int64_t(shape[size_t(a)]); ++i) x.members.push_back(first + i * stride[a]);
@@ -1464,51 +1371,125 @@ class Emitter {
     }
     return axes;
   }
+  // A block of `mine` elements (of each piece) cut among up to W ways:
+  // [cut[w], cut[w + 1]) is way w's, whole vectors but the last, every way
+  // at least one element.
+  std::vector<int64_t> way_cuts(int64_t mine, int64_t W) const {
+    const int64_t V = ceil_div(mine, L_), ways = std::min(W, V);
+    std::vector<int64_t> cut = {0};
+    for (int64_t w = 0; w < ways; ++w) cut.push_back(std::min(mine, cut.back() + L_ * (V / ways + (w < V % ways ? 1 : 0))));
+    return cut;
+  }
+
+  // ---- all-reduce across chips. Each core of the chip reduces its share
+  // of the elements with the same core of the other chips, in ways (above)
+  // of rings. Each way:
+  // - Reduce-scatter, phase by phase: the ring of the phase cuts what the
+  //   earlier phases left this chip into one chunk per member, and n_a - 1
+  //   steps (ring_reduce) leave each member its own chunk combined over
+  //   the ring. After the last phase, each chip holds 1/n of the way's
+  //   share combined over the group.
+  // - All-gather, phase by phase in reverse: n_a - 1 steps pass the
+  //   combined chunks on round the same ring.
+  // The chips meet first (chip_barrier), so the VMEM a chip sends to
+  // belongs to this kernel. No more handshakes are needed: a member's
+  // reduce-scatter on a ring ends only after the next member's first send
+  // on it, which follows that member's work on every earlier phase; and its
+  // all-gather step s follows (through the ring's data) the next member's
+  // combining at step s - 1, the last use of the chunk it overwrites.
+  void all_reduce(const Kernel& k) {
+    const DType dt = check_combinable(k);
+    const int esz = dtype_bytes(dt);
+    const int64_t n = std::get<1>(group_of(k));
+    const auto [e0, e1] = share(p_.type(k.out).elements(), L_);
+    const Ways ws = collective_ways(k, (e1 - e0) / (L_ * n));  // each way at least a vector a chunk
+    const int64_t W = ws.count();
+    in_blocks(e0, e1, 2 * uint64_t(esz), 2 * n * W, esz, [&](int64_t b0, int64_t b1) {
+      Counter first_ld = counter(), ld = counter(), st = counter();  // the first chunks' loads; the rest's
+      const int64_t mine = b1 - b0, H = ceil_div(mine, L_ * n * W) * L_ * n;  // each way's elements: whole vectors in every chunk
+      const uint64_t buf = vmem(uint64_t(W * H * esz)), bytes = uint64_t(mine * esz);
+      const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz), dst = p_.addr[k.out] + uint64_t(b0 * esz);
+      // Bytes [from, to) of the block (those that are not padding) loaded
+      // (counted on c) or stored.
+      auto move = [&](bool load, uint64_t from, uint64_t to, Counter& c) {
+        to = std::min(to, bytes);
+        if (from < to) load ? dma_ld(buf + from, src + from, to - from, c) : dma_st(dst + from, buf + from, to - from, c);
+      };
+      std::vector<uint64_t> base;
+      for (int64_t w = 0; w < W; ++w) base.push_back(buf + uint64_t(w * H * esz));
+      auto lanes = phase_lanes(ws, base, std::vector<int64_t>(size_t(W), H), dt, true);
+      chip_barrier();
+      if (lanes.empty()) {
+        move(true, 0, bytes, ld);
+        wait("dma", ld, ld.produced);
+        move(false, 0, bytes, st);
+      } else {
+        load_first(lanes[0], first_ld, [&](uint64_t at, uint64_t n_bytes) { move(true, at - buf, at - buf + n_bytes, first_ld); });
+        uint64_t from = 0;  // the rest (the VPU waits for it; it never combines into the first chunks)
+        for (const Lane& l : lanes[0]) move(true, from, l.ch.at(0) - buf, ld), from = l.ch.at(0) - buf + l.ch.cb;
+        move(true, from, bytes, ld);
+        reduce_phases(lanes, dt, k.combiner, &ld);
+        // On the first phase's ring each chunk goes to HBM once it is
+        // whole here; the last piece by piece, as they arrive.
+        gather_phases(lanes, true, [&](uint64_t at, uint64_t n_bytes) { move(false, at - buf, at - buf + n_bytes, st); });
+      }
+      std::vector<Counter*> all = {&first_ld, &ld, &st};
+      for (auto& phase : lanes)
+        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
+      drain(all);
+    });
+  }
 
   // ---- reduce-scatter across chips: member p keeps piece p of the
   // combination along the dimension. Only where every dimension before it
-  // is 1, so the pieces are contiguous. The all-reduce's first half, with
-  // chunk p the core's share of piece p, shifted so member p ends with its
-  // own. On a ring of more than two members, the first half of every
-  // chunk goes forward round it and the rest backward (a bidirectional
-  // ring, each way its own buffers and counters).
+  // is 1, so the pieces are contiguous. The all-reduce's first half in
+  // ways (above): way w takes its part of this core's share of every
+  // piece, and puts piece p at slot(w, p) of its buffer, where member p
+  // ends.
   void reduce_scatter(const Kernel& k) {
-    const auto [grp, n, pos] = group_of(k);
+    const int64_t n = std::get<1>(group_of(k));
     const DType dt = check_combinable(k);
     const int esz = dtype_bytes(dt);
     const int64_t E = p_.type(k.out).elements();  // elements per piece
     require_contiguous(k, p_.type(k.inputs[0]));
     const auto [e0, e1] = share(E, L_);
-    const int64_t W = n > 2 ? 2 : 1;
-    in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * W, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
-      Counter ld = counter(), st = counter();
-      const int64_t mine = b1 - b0, half = ceil_div(mine, 2 * L_) * L_;
-      const std::vector<int64_t> cut = W == 2 && mine > half ? std::vector<int64_t>{0, half, mine} : std::vector<int64_t>{0, mine};
-      const int64_t ways = int64_t(cut.size()) - 1;
-      std::vector<Lane> lanes;
-      for (int64_t w = 0; w < ways; ++w) {  // way w: elements [cut[w], cut[w + 1]) of every piece
-        const int64_t C = ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_;
-        const uint64_t buf = vmem(uint64_t(n * C * esz)), recv = vmem(uint64_t(std::max<int64_t>(1, n - 1) * C * esz));
-        Chunks ch = chunks(buf, C, dt, n, w ? n - 1 - pos : pos, -1);
-        ch.rev = w == 1;
-        lanes.push_back({Ring(*this, grp, pos, int(ways), w ? -1 : 1), ch, recv, counter(), counter(), counter()});
+    const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
+    in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * all_ways.count(), esz, [&, n = n](int64_t b0, int64_t b1) {
+      Counter ld = counter(), in = counter(), st = counter();  // loads, for the DMA; their landing, for the VPU
+      const std::vector<int64_t> cut = way_cuts(b1 - b0, all_ways.count());
+      Ways ws = all_ways;
+      ws.rings.resize(cut.size() - 1);
+      const int64_t W = ws.count();
+      std::vector<uint64_t> base;
+      std::vector<int64_t> size;
+      for (int64_t w = 0; w < W; ++w) {
+        size.push_back(n * ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_);
+        base.push_back(vmem(uint64_t(size.back() * esz)));
       }
+      auto lanes = phase_lanes(ws, base, size, dt, true);
       chip_barrier();
-      auto bytes = [&](int64_t w) { return uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz); };
-      for (int64_t w = 0; w < ways; ++w)
-        dma_2d(true, lanes[size_t(w)].ch.buf, p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), uint64_t(n), bytes(w),
-               lanes[size_t(w)].ch.cb, uint64_t(E * esz), ld);
+      const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz);
+      for (int64_t w = 0; w < W; ++w) {  // piece p to slot(w, p)
+        const uint64_t C = uint64_t(size[size_t(w)] / n * esz), bytes = uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz);
+        const uint64_t from = src + uint64_t(cut[size_t(w)] * esz);
+        if (ws.in_order(w, n))
+          dma_2d(true, base[size_t(w)], from, uint64_t(n), bytes, C, uint64_t(E * esz), ld);
+        else
+          for (int64_t p = 0; p < n; ++p) dma_ld(base[size_t(w)] + uint64_t(ws.slot(w, p)) * C, from + uint64_t(p * E * esz), bytes, ld);
+      }
+      signal("dma", in);  // counts once the loads have landed
       wait("dma", ld, ld.produced);
-      if (n > 1) {
-        ring_reduce(lanes, dt, k.combiner);
-        for (Lane& l : lanes) wait("dma", l.added, l.added.produced);
+      if (!lanes.empty()) {
+        reduce_phases(lanes, dt, k.combiner, &in);
+        for (Lane& l : lanes.back()) wait("dma", l.added, l.added.produced);
       }
-      std::vector<Counter*> all = {&ld, &st};
-      for (int64_t w = 0; w < ways; ++w) {
-        Lane& l = lanes[size_t(w)];
-        dma_st(p_.addr[k.out] + uint64_t((b0 + cut[size_t(w)]) * esz), l.ch.at(n - 1), bytes(w), st);
-        all.insert(all.end(), {&l.rs, &l.added, &l.ag});
+      std::vector<Counter*> all = {&ld, &in, &st};
+      for (int64_t w = 0; w < W; ++w) {
+        const uint64_t mine = lanes.empty() ? base[size_t(w)] : lanes.back()[size_t(w)].ch.at(lanes.back()[size_t(w)].ch.n - 1);
+        dma_st(p_.addr[k.out] + uint64_t((b0 + cut[size_t(w)]) * esz), mine, uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz), st);
       }
+      for (auto& phase : lanes)
+        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
       drain(all);
     });
   }
@@ -1637,14 +1618,91 @@ class Emitter {
     }
   }
 
+  // Lanes for every phase of the ways: way w's buffer at base[w], of
+  // size[w] elements (whole vectors in every chunk of every phase), cut
+  // phase by phase; with `recv`, each lane has its own receive buffer (a
+  // neighbour may send before this chip is done with the phase before).
+  std::vector<std::vector<Lane>> phase_lanes(const Ways& ws, std::vector<uint64_t> base, std::vector<int64_t> size, DType dt, bool recv) {
+    std::vector<std::vector<Lane>> lanes(static_cast<size_t>(ws.phases()));
+    for (int64_t a = 0; a < ws.phases(); ++a)
+      for (int64_t w = 0; w < ws.count(); ++w) {
+        const Axis& x = ws.rings[size_t(w)][size_t(a)];
+        Chunks ch = chunks(base[size_t(w)], size[size_t(w)] / x.size(), dt, x.size(), x.pos, -1);
+        ch.rev = x.reversed;
+        const uint64_t r = recv ? vmem(uint64_t(x.size() - 1) * ch.cb) : 0;
+        lanes[size_t(a)].push_back({Ring(*this, &x.members, x.pos, int(ws.count())), ch, r, counter(), counter(), counter()});
+        base[size_t(w)] = ch.at(x.size() - 1);
+        size[size_t(w)] /= x.size();
+      }
+    return lanes;
+  }
+  // The chunks the first rings send first, loaded (load(at, bytes), each
+  // counting once on `first`) piece by piece, each piece sent as soon as
+  // it has landed.
+  template <typename F>
+  void load_first(std::vector<Lane>& first_phase, Counter& first, F load) {
+    int64_t P = 0;
+    for (const Lane& l : first_phase) P = std::max(P, l.ch.P);
+    for (int64_t p = 0; p < P; ++p)
+      for (Lane& l : first_phase) {
+        if (p >= l.ch.P) continue;
+        load(l.ch.piece(l.ch.at(0), p), l.ch.piece_bytes(p));
+        l.first = &first;
+        l.first_at.push_back(first.produced);
+      }
+  }
+  // The reduce-scatter phases of the ways, one after another: each ring
+  // cuts what the phase before left combined. The VPU first waits for
+  // `loaded` (the chunks it combines into).
+  void reduce_phases(std::vector<std::vector<Lane>>& lanes, DType dt, Combiner c, Counter* loaded) {
+    for (size_t a = 0; a < lanes.size(); ++a) {
+      if (a > 0)
+        for (Lane& l : lanes[a - 1]) wait("dma", l.added, l.added.produced);  // the region is combined over the phase before
+      ring_reduce(lanes[a], dt, c, a == 0 ? loaded : nullptr);
+    }
+  }
+  // The all-gather phases of the ways, the last first: n_a - 1 steps pass
+  // each member's chunks on round the phase's ring, its own first. With
+  // `combined`, the first steps wait for the combination (an all-reduce's);
+  // otherwise what they send is in already. In the first phase, each chunk
+  // that is whole here is handed to store(at, bytes): a chunk once sent,
+  // the last piece by piece as they arrive.
+  template <typename F>
+  void gather_phases(std::vector<std::vector<Lane>>& lanes, bool combined, F store) {
+    for (size_t a = lanes.size(); a-- > 0;) {
+      const bool last = a + 1 == lanes.size();
+      if (!last)
+        for (Lane& l : lanes[a + 1]) wait("dma", l.ag, l.ag.produced);  // its own chunks are whole again
+      int64_t steps = 0, P = 0;
+      for (const Lane& l : lanes[a]) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
+      for (int64_t s = 0; s < steps; ++s) {
+        for (int64_t p = 0; p < P; ++p)
+          for (Lane& l : lanes[a]) {
+            if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
+            const uint64_t at = l.ch.at(s - 1);  // its own chunk first
+            if (s > 0) wait("dma", l.ag, (s - 1) * l.ch.P + p + 1);
+            else if (last && combined) wait("dma", l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
+            l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
+          }
+        if (a == 0)
+          for (const Lane& l : lanes[a])
+            if (s + 1 < l.ch.n) store(l.ch.at(s - 1), l.ch.cb);
+      }
+      for (int64_t p = 0; p < P; ++p)
+        for (Lane& l : lanes[a]) {
+          if (p >= l.ch.P) continue;
+          wait("dma", l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
+          if (a == 0) store(l.ch.piece(l.ch.at(l.ch.n - 2), p), l.ch.piece_bytes(p));
+        }
+    }
+  }
+
   // ---- all-gather across chips: the group's values side by side along
   // the dimension, in group order. Only where every dimension before it is
-  // 1, so each member's value is one contiguous piece of the result. A ring
-  // as the all-reduce's second half: each chip starts with its own piece
-  // and passes on the one that arrived; each core does its share of every
-  // piece with the same core of the other chips. On a ring of more than two
-  // members the first half of every piece goes forward round it and the
-  // rest backward.
+  // 1, so each member's value is one contiguous piece of the result. The
+  // all-reduce's second half in ways: way w takes its part of this core's
+  // share of every piece; each chip starts with its own at slot(w, chip),
+  // and the phases fill the other slots.
   void all_gather(const Kernel& k) {
     const auto [grp, n, pos] = group_of(k);
     const Type& it = p_.type(k.inputs[0]);
@@ -1652,33 +1710,37 @@ class Emitter {
     const int esz = dtype_bytes(it.dtype);
     const int64_t E = it.elements();
     const auto [e0, e1] = share(E, L_);
-    in_blocks(e0, e1, uint64_t(n * esz), 0, esz, [&, grp = grp, n = n, pos = pos](int64_t b0, int64_t b1) {
+    const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
+    in_blocks(e0, e1, uint64_t(n * esz), n * all_ways.count(), esz, [&, n = n, pos = pos](int64_t b0, int64_t b1) {
       Counter ld = counter(), st = counter();
-      const uint64_t pb = uint64_t((b1 - b0) * esz);  // a piece of this block
-      const uint64_t buf = vmem(uint64_t(n) * pb);
-      const uint64_t half = n > 2 ? uint64_t((b1 - b0) / 2 * esz) : 0;
-      // Way w moves bytes [lo[w], lo[w + 1]) of every piece; way 0 forward, way 1 backward.
-      const std::vector<uint64_t> lo = half > 0 ? std::vector<uint64_t>{0, half, pb} : std::vector<uint64_t>{0, pb};
-      const int64_t ways = int64_t(lo.size()) - 1;
-      std::vector<Counter> ag;
-      for (int64_t w = 0; w < ways; ++w) ag.push_back(counter());
-      chip_barrier();
-      dma_ld(buf + uint64_t(pos) * pb, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), pb, ld);
-      wait("dma", ld, ld.produced);
-      if (n > 1) {
-        const Ring ring[2] = {Ring(*this, grp, pos, int(ways), 1), Ring(*this, grp, pos, int(ways), -1)};
-        for (int64_t s = 0; s + 1 < n; ++s)
-          for (int64_t w = 0; w < ways; ++w) {
-            if (s > 0) wait("dma", ag[size_t(w)], s);
-            const int64_t piece = ((w ? pos + s : pos - s) % n + n) % n;
-            const uint64_t at = buf + uint64_t(piece) * pb + lo[size_t(w)];
-            ring[w].send(*this, at, at, lo[size_t(w + 1)] - lo[size_t(w)], ag[size_t(w)]);
-          }
-        for (Counter& c : ag) wait("dma", c, n - 1);
+      const std::vector<int64_t> cut = way_cuts(b1 - b0, all_ways.count());
+      Ways ws = all_ways;
+      ws.rings.resize(cut.size() - 1);
+      const int64_t W = ws.count();
+      std::vector<uint64_t> base;
+      std::vector<int64_t> size;
+      for (int64_t w = 0; w < W; ++w) {
+        size.push_back(n * ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_);
+        base.push_back(vmem(uint64_t(size.back() * esz)));
       }
-      dma_2d(false, p_.addr[k.out] + uint64_t(b0 * esz), buf, uint64_t(n), pb, uint64_t(E * esz), pb, st);
+      auto lanes = phase_lanes(ws, base, size, it.dtype, false);
+      chip_barrier();
+      auto part = [&](int64_t w) { return uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz); };
+      auto slot = [&](int64_t w, int64_t p) { return base[size_t(w)] + uint64_t(ws.slot(w, p) * (size[size_t(w)] / n) * esz); };
+      for (int64_t w = 0; w < W; ++w) dma_ld(slot(w, pos), p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), part(w), ld);
+      wait("dma", ld, ld.produced);
+      gather_phases(lanes, false, [](uint64_t, uint64_t) {});
+      const uint64_t dst = p_.addr[k.out] + uint64_t(b0 * esz);
+      for (int64_t w = 0; w < W; ++w) {  // slot(w, p) to piece p
+        const uint64_t to = dst + uint64_t(cut[size_t(w)] * esz);
+        if (ws.in_order(w, n))
+          dma_2d(false, to, base[size_t(w)], uint64_t(n), part(w), uint64_t(E * esz), uint64_t(size[size_t(w)] / n * esz), st);
+        else
+          for (int64_t p = 0; p < n; ++p) dma_st(to + uint64_t(p * E * esz), slot(w, p), part(w), st);
+      }
       std::vector<Counter*> all = {&ld, &st};
-      for (Counter& c : ag) all.push_back(&c);
+      for (auto& phase : lanes)
+        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
       drain(all);
     });
   }
