@@ -1314,10 +1314,21 @@ class Emitter {
       for (const Axis& x : rings[size_t(w)]) s = s * x.size() + x.coord(p);
       return s;
     }
-    bool in_order(int64_t w, int64_t n) const {  // slot(w, p) = p for every member
-      for (int64_t p = 0; p < n; ++p)
-        if (slot(w, p) != p) return false;
-      return true;
+    // Calls f(slot, member, count, step) for runs of slots [s0, s1): slots
+    // slot .. slot + count - 1 hold members member, member + step, ... (the
+    // last ring's coordinates are the least significant digit).
+    template <typename F>
+    void runs(int64_t w, int64_t n, int64_t s0, int64_t s1, F f) const {
+      if (rings[size_t(w)].empty()) {
+        if (s0 < s1) f(s0, s0, s1 - s0, 1);
+        return;
+      }
+      const Axis& last = rings[size_t(w)].back();
+      for (int64_t p = 0; p < n; ++p) {
+        if (last.coord(p) != 0) continue;
+        const int64_t first = slot(w, p), lo = std::max(s0, first), hi = std::min(s1, first + last.size());
+        if (lo < hi) f(lo, p + (lo - first) * last.stride, hi - lo, last.stride);
+      }
     }
   };
   // The ways of k's collective: up to `fit` of them (so each gets enough
@@ -1431,7 +1442,7 @@ class Emitter {
         reduce_phases(lanes, dt, k.combiner, &ld);
         // On the first phase's ring each chunk goes to HBM once it is
         // whole here; the last piece by piece, as they arrive.
-        gather_phases(lanes, true, [&](uint64_t at, uint64_t n_bytes) { move(false, at - buf, at - buf + n_bytes, st); });
+        gather_phases(lanes, true, [&](int64_t, uint64_t at, uint64_t n_bytes) { move(false, at - buf, at - buf + n_bytes, st); });
       }
       std::vector<Counter*> all = {&first_ld, &ld, &st};
       for (auto& phase : lanes)
@@ -1455,7 +1466,7 @@ class Emitter {
     const auto [e0, e1] = share(E, L_);
     const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
     in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * all_ways.count(), esz, [&, n = n](int64_t b0, int64_t b1) {
-      Counter ld = counter(), in = counter(), st = counter();  // loads, for the DMA; their landing, for the VPU
+      Counter first_ld = counter(), ld = counter(), in = counter(), st = counter();  // loads; all landed, for the VPU
       const std::vector<int64_t> cut = way_cuts(b1 - b0, all_ways.count());
       Ways ws = all_ways;
       ws.rings.resize(cut.size() - 1);
@@ -1469,21 +1480,46 @@ class Emitter {
       auto lanes = phase_lanes(ws, base, size, dt, true);
       chip_barrier();
       const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz);
-      for (int64_t w = 0; w < W; ++w) {  // piece p to slot(w, p)
-        const uint64_t C = uint64_t(size[size_t(w)] / n * esz), bytes = uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz);
+      // Piece p to slot(w, p). The chunks the first rings send first come
+      // first, slot by slot (the ways in turn, counted on first_ld), and
+      // each of their pieces is sent once its slots are in; then the rest.
+      auto slot_bytes = [&](int64_t w) { return uint64_t(size[size_t(w)] / n * esz); };
+      auto load = [&](int64_t w, int64_t s0, int64_t s1, Counter& c) {  // slots [s0, s1)
+        const uint64_t C = slot_bytes(w), bytes = uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz);
         const uint64_t from = src + uint64_t(cut[size_t(w)] * esz);
-        if (ws.in_order(w, n))
-          dma_2d(true, base[size_t(w)], from, uint64_t(n), bytes, C, uint64_t(E * esz), ld);
-        else
-          for (int64_t p = 0; p < n; ++p) dma_ld(base[size_t(w)] + uint64_t(ws.slot(w, p)) * C, from + uint64_t(p * E * esz), bytes, ld);
-      }
-      signal("dma", in);  // counts once the loads have landed
-      wait("dma", ld, ld.produced);
+        ws.runs(w, n, s0, s1, [&](int64_t sl, int64_t p, int64_t count, int64_t step) {
+          dma_2d(true, base[size_t(w)] + uint64_t(sl) * C, from + uint64_t(p * E * esz), uint64_t(count), bytes, C, uint64_t(step * E * esz), c);
+        });
+      };
+      std::vector<int64_t> f0(size_t(W), 0), f1(size_t(W), n);  // the first chunk's slots, per way
       if (!lanes.empty()) {
+        std::vector<std::vector<int64_t>> landed(static_cast<size_t>(W));  // first_ld's count once slot f0 + j is in
+        for (int64_t w = 0; w < W; ++w) {
+          const Chunks& ch = lanes[0][size_t(w)].ch;
+          f0[size_t(w)] = int64_t((ch.at(0) - base[size_t(w)]) / slot_bytes(w));
+          f1[size_t(w)] = f0[size_t(w)] + int64_t(ch.cb / slot_bytes(w));
+        }
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t w = 0; w < W; ++w)
+            if (f0[size_t(w)] + j < f1[size_t(w)]) {
+              load(w, f0[size_t(w)] + j, f0[size_t(w)] + j + 1, first_ld);
+              landed[size_t(w)].push_back(first_ld.produced);
+            }
+        for (int64_t w = 0; w < W; ++w) {
+          Lane& l = lanes[0][size_t(w)];
+          l.first = &first_ld;
+          for (int64_t p = 0; p < l.ch.P; ++p) l.first_at.push_back(landed[size_t(w)][size_t((l.ch.lo(p + 1) - 1) / slot_bytes(w))]);
+        }
+      }
+      for (int64_t w = 0; w < W; ++w) load(w, 0, f0[size_t(w)], ld), load(w, f1[size_t(w)], n, ld);
+      signal("dma", in);  // counts once every load has landed, for the VPU
+      if (lanes.empty()) {
+        wait("dma", ld, ld.produced);
+      } else {
         reduce_phases(lanes, dt, k.combiner, &in);
         for (Lane& l : lanes.back()) wait("dma", l.added, l.added.produced);
       }
-      std::vector<Counter*> all = {&ld, &in, &st};
+      std::vector<Counter*> all = {&first_ld, &ld, &in, &st};
       for (int64_t w = 0; w < W; ++w) {
         const uint64_t mine = lanes.empty() ? base[size_t(w)] : lanes.back()[size_t(w)].ch.at(lanes.back()[size_t(w)].ch.n - 1);
         dma_st(p_.addr[k.out] + uint64_t((b0 + cut[size_t(w)]) * esz), mine, uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz), st);
@@ -1665,8 +1701,8 @@ class Emitter {
   // each member's chunks on round the phase's ring, its own first. With
   // `combined`, the first steps wait for the combination (an all-reduce's);
   // otherwise what they send is in already. In the first phase, each chunk
-  // that is whole here is handed to store(at, bytes): a chunk once sent,
-  // the last piece by piece as they arrive.
+  // that is whole here is handed to store(w, at, bytes), w its way: a chunk
+  // once sent, the last piece by piece as they arrive.
   template <typename F>
   void gather_phases(std::vector<std::vector<Lane>>& lanes, bool combined, F store) {
     for (size_t a = lanes.size(); a-- > 0;) {
@@ -1685,14 +1721,15 @@ class Emitter {
             l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
           }
         if (a == 0)
-          for (const Lane& l : lanes[a])
-            if (s + 1 < l.ch.n) store(l.ch.at(s - 1), l.ch.cb);
+          for (size_t w = 0; w < lanes[a].size(); ++w)
+            if (s + 1 < lanes[a][w].ch.n) store(int64_t(w), lanes[a][w].ch.at(s - 1), lanes[a][w].ch.cb);
       }
       for (int64_t p = 0; p < P; ++p)
-        for (Lane& l : lanes[a]) {
+        for (size_t w = 0; w < lanes[a].size(); ++w) {
+          Lane& l = lanes[a][w];
           if (p >= l.ch.P) continue;
           wait("dma", l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
-          if (a == 0) store(l.ch.piece(l.ch.at(l.ch.n - 2), p), l.ch.piece_bytes(p));
+          if (a == 0) store(int64_t(w), l.ch.piece(l.ch.at(l.ch.n - 2), p), l.ch.piece_bytes(p));
         }
     }
   }
@@ -1726,18 +1763,37 @@ class Emitter {
       auto lanes = phase_lanes(ws, base, size, it.dtype, false);
       chip_barrier();
       auto part = [&](int64_t w) { return uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz); };
-      auto slot = [&](int64_t w, int64_t p) { return base[size_t(w)] + uint64_t(ws.slot(w, p) * (size[size_t(w)] / n) * esz); };
-      for (int64_t w = 0; w < W; ++w) dma_ld(slot(w, pos), p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), part(w), ld);
-      wait("dma", ld, ld.produced);
-      gather_phases(lanes, false, [](uint64_t, uint64_t) {});
+      auto slot_bytes = [&](int64_t w) { return uint64_t(size[size_t(w)] / n * esz); };
+      std::vector<std::vector<int64_t>> piece_at(static_cast<size_t>(W), std::vector<int64_t>(size_t(n)));  // slot -> member
+      for (int64_t w = 0; w < W; ++w)
+        for (int64_t p = 0; p < n; ++p) piece_at[size_t(w)][size_t(ws.slot(w, p))] = p;
       const uint64_t dst = p_.addr[k.out] + uint64_t(b0 * esz);
-      for (int64_t w = 0; w < W; ++w) {  // slot(w, p) to piece p
+      // Bytes [at, at + bytes) of way w's buffer to HBM: each slot's part
+      // (not its padding) to its member's piece.
+      auto store = [&](int64_t w, uint64_t at, uint64_t bytes) {
+        const uint64_t C = slot_bytes(w), lo = at - base[size_t(w)], hi = lo + bytes;
         const uint64_t to = dst + uint64_t(cut[size_t(w)] * esz);
-        if (ws.in_order(w, n))
-          dma_2d(false, to, base[size_t(w)], uint64_t(n), part(w), uint64_t(E * esz), uint64_t(size[size_t(w)] / n * esz), st);
-        else
-          for (int64_t p = 0; p < n; ++p) dma_st(to + uint64_t(p * E * esz), slot(w, p), part(w), st);
-      }
+        auto partial = [&](uint64_t sl) {  // the part of slot sl in [lo, hi)
+          const uint64_t a = std::max(lo, sl * C) - sl * C, b = std::min({hi - sl * C, C, part(w)});
+          if (a < b) dma_st(to + uint64_t(piece_at[size_t(w)][size_t(sl)] * E * esz) + a, base[size_t(w)] + sl * C + a, b - a, st);
+        };
+        const uint64_t s0 = (lo + C - 1) / C, s1 = hi / C;  // whole slots
+        if (s0 >= s1) {
+          for (uint64_t sl = lo / C; sl * C < hi; ++sl) partial(sl);
+          return;
+        }
+        if (lo < s0 * C) partial(lo / C);
+        ws.runs(w, n, int64_t(s0), int64_t(s1), [&](int64_t sl, int64_t p, int64_t count, int64_t step) {
+          dma_2d(false, to + uint64_t(p * E * esz), base[size_t(w)] + uint64_t(sl) * C, uint64_t(count), part(w), uint64_t(step * E * esz), C, st);
+        });
+        if (s1 * C < hi) partial(s1);
+      };
+      for (int64_t w = 0; w < W; ++w) dma_ld(base[size_t(w)] + uint64_t(ws.slot(w, pos)) * slot_bytes(w),
+                                             p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), part(w), ld);
+      wait("dma", ld, ld.produced);
+      if (lanes.empty())
+        for (int64_t w = 0; w < W; ++w) store(w, base[size_t(w)], slot_bytes(w));
+      gather_phases(lanes, false, store);
       std::vector<Counter*> all = {&ld, &st};
       for (auto& phase : lanes)
         for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});

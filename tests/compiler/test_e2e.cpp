@@ -387,78 +387,103 @@ test::SimRun run_on_grid(const Function& f, const std::string& preset, const std
   return test::simulate(c.program, isa::load_config(preset, set), in);
 }
 
-// A compiled psum of 4 MiB per chip (shard_map over n v5e chips, compiled
-// and run on the same ICI grid): the all-reduce kernel's cycles, against
-// the alpha-beta model of the rings tpuc uses (docs/system.md), and the
-// result checked exactly (small integers squared).
-struct Psum {
+// A compiled collective of the squares of 4 MiB per chip (shard_map over n
+// v5e chips, compiled and run on the same ICI grid): the collective
+// kernel's cycles against the alpha-beta model of the ways and rings tpuc
+// uses (docs/system.md), and the result checked exactly (small integers
+// squared). `op` is all-reduce (a psum), all-gather or reduce-scatter,
+// along dimension 0 over all the chips.
+struct Measured {
   double took = 0, model = 0, utilization = 0;
 };
-Psum compiled_psum(const std::string& topology) {
+Measured compiled_collective(const std::string& op, const std::string& topology) {
   const auto shape = isa::parse_topology(topology);
   const int64_t n = int64_t(shape[0]) * shape[1] * shape[2], rows = 1024, cols = 1024;
+  const int64_t out_rows = op == "all-gather" ? n * rows : op == "reduce-scatter" ? rows / n : rows;
   const std::string shard = "#sdy.sharding_per_value<[<@mesh, [{\\\"i\\\"}, {}]>]>";
-  const std::string g = fmt::format("f32[{},{}]{{1,0}}", n * rows, cols), l = fmt::format("f32[{},{}]{{1,0}}", rows, cols);
+  auto f32 = [&](int64_t r) { return fmt::format("f32[{},{}]{{1,0}}", r, cols); };
+  const std::string args = op == "all-reduce" ? fmt::format("replica_groups=mesh['i'={}] {{'i'}}, to_apply=add.1", n)
+                           : op == "all-gather" ? fmt::format("replica_groups=mesh['i'={}] {{'i'}}, dimensions={{0}}, use_global_device_ids=true", n)
+                                                : fmt::format("replica_groups=[1,{0}]<=[{0}], dimensions={{0}}, use_global_device_ids=true, to_apply=add.1", n);
   const std::string text = fmt::format(
-      "HloModule psum, frontend_attributes={{xla.sdy.meshes={{mesh = #sdy.mesh<[\"i\"={0}]>}}}}\n\n"
+      "HloModule coll, frontend_attributes={{xla.sdy.meshes={{mesh = #sdy.mesh<[\"i\"={0}]>}}}}\n\n"
       "add.1 {{\n  a.1 = f32[] parameter(0)\n  b.1 = f32[] parameter(1)\n  ROOT s.1 = f32[] add(a.1, b.1)\n}}\n\n"
       "xla.sdy.manual_computation_body.2 {{\n  x.2 = {2} parameter(0)\n  m.2 = {2} multiply(x.2, x.2)\n"
-      "  ROOT r.2 = {2} all-reduce(m.2), channel_id=1, replica_groups=mesh['i'={0}] {{'i'}}, to_apply=add.1\n}}\n\n"
+      "  ROOT r.2 = {5} {6}(m.2), channel_id=1, {7}\n}}\n\n"
       "ENTRY main.3 {{\n  x.3 = {1} parameter(0), sharding={{devices=[{0},1]<=[{0}]}}\n"
       "  l.3 = ({2}) custom-call(x.3), custom_call_target=\"xla.sdy.GlobalToLocalShape\", frontend_attributes={{xla.sdy.in_shardings=\"{3}\"}}\n"
-      "  e.3 = {2} get-tuple-element(l.3), index=0\n  c.3 = {2} call(e.3), to_apply=xla.sdy.manual_computation_body.2\n"
-      "  ROOT o.3 = {1} custom-call(c.3), custom_call_target=\"xla.sdy.LocalToGlobalShape\", frontend_attributes={{xla.sdy.out_shardings=\"{3}\"}}\n}}\n",
-      n, g, l, shard);
-  const Function f = ir::import_hlo(hlo::parse(text, "psum.hlo"), "psum.hlo");
+      "  e.3 = {2} get-tuple-element(l.3), index=0\n  c.3 = {5} call(e.3), to_apply=xla.sdy.manual_computation_body.2\n"
+      "  ROOT o.3 = {4} custom-call(c.3), custom_call_target=\"xla.sdy.LocalToGlobalShape\", frontend_attributes={{xla.sdy.out_shardings=\"{3}\"}}\n}}\n",
+      n, f32(n * rows), f32(rows), shard, f32(n * out_rows), f32(out_rows), op, args);
+  const Function f = ir::import_hlo(hlo::parse(text, "coll.hlo"), "coll.hlo");
   REQUIRE(f.devices == n);
   Tensor x{f.param_global_type(0), {}};
   for (int64_t i = 0; i < x.type.elements(); ++i) x.v.push_back(double(i % 61 - 30));
   const test::SimRun r = run_on_grid(f, "v5e", topology, {x}, {"hbm.model=simple"});
   REQUIRE_FALSE(r.fault);
   const Tensor got = ir::from_bytes(f.result_global_type(0), r.outputs[0]);
-  for (int64_t e = 0; e < rows * cols; ++e) {
-    double want = 0;
-    for (int64_t d = 0; d < n; ++d) want += x.v[size_t(d * rows * cols + e)] * x.v[size_t(d * rows * cols + e)];
-    for (int64_t d = 0; d < n; ++d)
-      if (got.v[size_t(d * rows * cols + e)] != want) FAIL("element " << e << " of chip " << d << ": " << got.v[size_t(d * rows * cols + e)]);
-  }
-  // The alpha-beta model of the rings tpuc uses: one per axis of more than
-  // one chip; the data cut into ways that run at once, each taking the
-  // axes in its own order (one order per axis) and, where the rings have
-  // more than two chips, each direction. On these grids no two ways share
-  // a link. Phase a is the slowest way's ring:
-  // 2 (n_a - 1)/n_a S_w/B + 2 (n_a - 1) alpha, where S_w is what the
-  // way's earlier phases left of its S/W.
+  auto sq = [&](int64_t d, int64_t e) { return x.v[size_t(d * rows * cols + e)] * x.v[size_t(d * rows * cols + e)]; };
+  const int64_t local = out_rows * cols;
+  for (int64_t d = 0; d < n; ++d)
+    for (int64_t e = 0; e < local; ++e) {
+      double want = 0;
+      if (op == "all-gather") want = sq(e / (rows * cols), e % (rows * cols));
+      else
+        for (int64_t c = 0; c < n; ++c) want += sq(c, op == "reduce-scatter" ? d * local + e : e);
+      if (got.v[size_t(d * local + e)] != want) FAIL(op << ": element " << e << " of chip " << d << ": " << got.v[size_t(d * local + e)]);
+    }
+  // The model: the data cut into ways that run at once, each taking the
+  // axes of more than one chip in its own order (one order per axis) and,
+  // where the rings have more than two chips, each direction; on these
+  // grids no two ways share a link. Phase a is the slowest way's ring:
+  // (n_a - 1)/n_a S_w/B + (n_a - 1) alpha, twice for an all-reduce (its
+  // reduce-scatter and all-gather), where S_w is what the way's earlier
+  // phases left of its S/W and S the bytes a chip reduces (all-reduce,
+  // reduce-scatter) or ends with (all-gather). Every collective starts
+  // with a barrier of the chips: a signal from the farthest chip, the
+  // grid's diameter in hops.
   const auto cfg = isa::load_config("v5e");
   const double B = double(cfg.ici.link_bandwidth_bytes_per_s) / double(cfg.clock_hz), alpha = double(cfg.ici_hop_cycles());
+  const double halves = op == "all-reduce" ? 2 : 1, S = double((op == "all-gather" ? n : 1) * rows * cols * 4);
   std::vector<double> axes;
   for (uint32_t a : shape)
     if (a > 1) axes.push_back(a);
   const size_t D = axes.size();
   const size_t dirs = *std::max_element(axes.begin(), axes.end()) > 2 ? 2 : 1;
-  Psum p;
-  std::vector<double> left(D, double(rows * cols * 4) / double(D * dirs));  // per order of the axes
+  Measured m;
+  for (double a : axes) m.model += (a > 2 ? std::floor(a / 2) : a - 1) * alpha;
+  std::vector<double> left(D, S / double(D * dirs));  // per order of the axes
   for (size_t a = 0; a < D; ++a) {
     double slowest = 0;
-    for (size_t r = 0; r < D; ++r) {
-      const double na = axes[(a + r) % D];
-      slowest = std::max(slowest, 2.0 * (na - 1) / na * left[r] / B + 2.0 * (na - 1) * alpha);
-      left[r] /= na;
+    for (size_t o = 0; o < D; ++o) {
+      const double na = axes[(a + o) % D];
+      slowest = std::max(slowest, halves * ((na - 1) / na * left[o] / B + (na - 1) * alpha));
+      left[o] /= na;
     }
-    p.model += slowest;
+    m.model += slowest;
   }
   for (const auto& k : r.stats["kernels"])
-    if (k["name"].get<std::string>().find("all-reduce") != std::string::npos) p.took = k["cycles"].get<double>();
-  p.utilization = r.stats["ici"]["max_link_utilization"].get<double>();
-  return p;
+    if (k["name"].get<std::string>().find(op) != std::string::npos) m.took = k["cycles"].get<double>();
+  m.utilization = r.stats["ici"]["max_link_utilization"].get<double>();
+  return m;
 }
 
 TEST_CASE("spmd: a compiled 4 MiB psum on a ring of 4 chips and on 2x2 and 4x4 tori against the alpha-beta model") {
   for (const char* topology : {"4x1", "2x2", "4x4"}) {
-    const Psum p = compiled_psum(topology);
+    const Measured p = compiled_collective("all-reduce", topology);
     INFO(topology << ": all-reduce kernel " << p.took << " cycles, model " << p.model);
     CHECK(std::abs(p.took - p.model) < 0.10 * p.model);
     CHECK(p.utilization <= 1.0);
+  }
+}
+
+// The all-reduce's halves on their own, on the 4x4 torus.
+TEST_CASE("spmd: a compiled 4 MiB all-gather and reduce-scatter on a 4x4 torus against the alpha-beta model") {
+  for (const char* op : {"all-gather", "reduce-scatter"}) {
+    const Measured m = compiled_collective(op, "4x4");
+    INFO(op << " kernel " << m.took << " cycles, model " << m.model);
+    CHECK(std::abs(m.took - m.model) < 0.10 * m.model);
+    CHECK(m.utilization <= 1.0);
   }
 }
 
