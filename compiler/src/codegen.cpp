@@ -1382,14 +1382,28 @@ class Emitter {
     }
     return axes;
   }
-  // A block of `mine` elements (of each piece) cut among up to W ways:
-  // [cut[w], cut[w + 1]) is way w's, whole vectors but the last, every way
-  // at least one element.
-  std::vector<int64_t> way_cuts(int64_t mine, int64_t W) const {
-    const int64_t V = ceil_div(mine, L_), ways = std::min(W, V);
-    std::vector<int64_t> cut = {0};
-    for (int64_t w = 0; w < ways; ++w) cut.push_back(std::min(mine, cut.back() + L_ * (V / ways + (w < V % ways ? 1 : 0))));
-    return cut;
+  // A block's buffers for a reduce-scatter or all-gather: its `mine`
+  // elements of each of n pieces cut among up to all.count() ways, each at
+  // least one element: [cut[w], cut[w + 1]) is way w's, whole vectors but
+  // the last. Way w's buffer is at base[w], with a slot of size[w] / n
+  // elements (whole vectors) per member.
+  struct WayBuffers {
+    Ways ws;  // the ways used
+    std::vector<int64_t> cut, size;
+    std::vector<uint64_t> base;
+  };
+  WayBuffers way_buffers(const Ways& all, int64_t mine, int64_t n, int esz) {
+    const int64_t V = ceil_div(mine, L_), ways = std::min(all.count(), V);
+    WayBuffers b;
+    b.ws = all;
+    b.ws.rings.resize(size_t(ways));
+    b.cut = {0};
+    for (int64_t w = 0; w < ways; ++w) {
+      b.cut.push_back(std::min(mine, b.cut.back() + L_ * (V / ways + (w < V % ways ? 1 : 0))));
+      b.size.push_back(n * ceil_div(b.cut.back() - b.cut.end()[-2], L_) * L_);
+      b.base.push_back(vmem(uint64_t(b.size.back() * esz)));
+    }
+    return b;
   }
 
   // ---- all-reduce across chips. Each core of the chip reduces its share
@@ -1467,16 +1481,11 @@ class Emitter {
     const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
     in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * all_ways.count(), esz, [&, n = n](int64_t b0, int64_t b1) {
       Counter first_ld = counter(), ld = counter(), in = counter(), st = counter();  // loads; all landed, for the VPU
-      const std::vector<int64_t> cut = way_cuts(b1 - b0, all_ways.count());
-      Ways ws = all_ways;
-      ws.rings.resize(cut.size() - 1);
+      const WayBuffers wb = way_buffers(all_ways, b1 - b0, n, esz);
+      const Ways& ws = wb.ws;
+      const auto &cut = wb.cut, &size = wb.size;
+      const auto& base = wb.base;
       const int64_t W = ws.count();
-      std::vector<uint64_t> base;
-      std::vector<int64_t> size;
-      for (int64_t w = 0; w < W; ++w) {
-        size.push_back(n * ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_);
-        base.push_back(vmem(uint64_t(size.back() * esz)));
-      }
       auto lanes = phase_lanes(ws, base, size, dt, true);
       chip_barrier();
       const uint64_t src = p_.addr[k.inputs[0]] + uint64_t(b0 * esz);
@@ -1750,16 +1759,11 @@ class Emitter {
     const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
     in_blocks(e0, e1, uint64_t(n * esz), n * all_ways.count(), esz, [&, n = n, pos = pos](int64_t b0, int64_t b1) {
       Counter ld = counter(), st = counter();
-      const std::vector<int64_t> cut = way_cuts(b1 - b0, all_ways.count());
-      Ways ws = all_ways;
-      ws.rings.resize(cut.size() - 1);
+      const WayBuffers wb = way_buffers(all_ways, b1 - b0, n, esz);
+      const Ways& ws = wb.ws;
+      const auto &cut = wb.cut, &size = wb.size;
+      const auto& base = wb.base;
       const int64_t W = ws.count();
-      std::vector<uint64_t> base;
-      std::vector<int64_t> size;
-      for (int64_t w = 0; w < W; ++w) {
-        size.push_back(n * ceil_div(cut[size_t(w + 1)] - cut[size_t(w)], L_) * L_);
-        base.push_back(vmem(uint64_t(size.back() * esz)));
-      }
       auto lanes = phase_lanes(ws, base, size, it.dtype, false);
       chip_barrier();
       auto part = [&](int64_t w) { return uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz); };
