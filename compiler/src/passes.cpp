@@ -812,6 +812,32 @@ Function fold_empty(const Function& in) {
   return dead_code(out);
 }
 
+// ---------------------------------------------------------------- collectives
+// An all-gather, reduce-scatter or all-to-all along a dimension that has
+// others of more than one element before it: the back end moves whole
+// contiguous pieces, so the dimension goes first (a transpose), the
+// collective runs along dimension 0, and the result goes back. Each
+// member's value is transposed alone, which commutes with gathering,
+// splitting and combining along the moved dimension.
+Function leading_collectives(const Function& in) {
+  return rebuild(in, [&](Builder& b, const Op& op) {
+    if (op.kind != OpKind::all_gather && op.kind != OpKind::reduce_scatter && op.kind != OpKind::all_to_all) return -1;
+    const std::vector<int64_t>& dims = b.type(op.operands[0]).dims;
+    const int64_t d = op.index;
+    bool leading = true;
+    for (int64_t i = 0; i < d; ++i) leading &= dims[size_t(i)] == 1;
+    if (leading) return -1;
+    std::vector<int64_t> perm = {d}, back(dims.size());
+    for (int64_t i = 0; i < int64_t(dims.size()); ++i)
+      if (i != d) perm.push_back(i);
+    for (size_t i = 0; i < perm.size(); ++i) back[size_t(perm[i])] = int64_t(i);
+    Op first = op;
+    first.operands = {b.transpose(op.operands[0], perm)};
+    first.index = 0;
+    return b.transpose(b.add(std::move(first)), back);
+  });
+}
+
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
       {"fold-empty", fold_empty},
@@ -823,6 +849,7 @@ std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
       {"canonicalize-reduce", canonicalize_reduce},
       {"canonicalize-dot", canonicalize_dot},
       {"split-f32-dots", [precision](const Function& f) { return split_f32_dots(f, precision); }},
+      {"leading-collectives", leading_collectives},
       {"canonicalize", canonicalize},
   };
 }
