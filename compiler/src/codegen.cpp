@@ -1260,17 +1260,16 @@ class Emitter {
     return at;
   }
 
-  // A ring's sends: each send of `bytes` to the next member (dir +1: the
-  // next in the group, -1: the one before) counts on `arrivals` there, and
-  // the previous member's send to this chip is expected alike. With `ways`
-  // rings sending at once (each its own link), a send holds the DMA engine
-  // for 1/ways of its time on the link.
+  // A ring's sends: each send of `bytes` to the next member counts on
+  // `arrivals` there, and the previous member's send to this chip is
+  // expected alike. With `ways` rings sending at once (each its own link),
+  // a send holds the DMA engine for 1/ways of its time on the link.
   struct Ring {
     uint64_t next = 0;
     double bytes_per_cycle = 0, hop = 0;
     int ways = 1;
-    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos, int ways = 1, int dir = 1)
-        : next(uint64_t((*grp)[size_t(((pos + dir) % int64_t(grp->size()) + int64_t(grp->size())) % int64_t(grp->size()))])),
+    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos, int ways)
+        : next(uint64_t((*grp)[size_t((pos + 1) % int64_t(grp->size()))])),
           bytes_per_cycle(double(em.m_.ici.link_bandwidth_bytes_per_s) / double(em.m_.clock_hz)),
           hop(double(em.m_.ici_hop_cycles())),
           ways(ways) {}
