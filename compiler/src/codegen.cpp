@@ -1457,10 +1457,7 @@ class Emitter {
         // whole here; the last piece by piece, as they arrive.
         gather_phases(lanes, true, [&](int64_t, uint64_t at, uint64_t n_bytes) { move(false, at - buf, at - buf + n_bytes, st); });
       }
-      std::vector<Counter*> all = {&first_ld, &ld, &st};
-      for (auto& phase : lanes)
-        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
-      drain(all);
+      drain(with_lanes({&first_ld, &ld, &st}, lanes));
     });
   }
 
@@ -1527,14 +1524,11 @@ class Emitter {
         reduce_phases(lanes, dt, k.combiner, &in);
         for (Lane& l : lanes.back()) wait("dma", l.added, l.added.produced);
       }
-      std::vector<Counter*> all = {&first_ld, &ld, &in, &st};
       for (int64_t w = 0; w < W; ++w) {
         const uint64_t mine = lanes.empty() ? base[size_t(w)] : lanes.back()[size_t(w)].ch.at(lanes.back()[size_t(w)].ch.n - 1);
         dma_st(p_.addr[k.out] + uint64_t((b0 + cut[size_t(w)]) * esz), mine, uint64_t((cut[size_t(w + 1)] - cut[size_t(w)]) * esz), st);
       }
-      for (auto& phase : lanes)
-        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
-      drain(all);
+      drain(with_lanes({&first_ld, &ld, &in, &st}, lanes));
     });
   }
 
@@ -1573,19 +1567,20 @@ class Emitter {
   }
 
   // A member's n chunks of cb bytes in VMEM, as a ring sees them: chunk
-  // at(s) is the one this member sends at step s, from its own chunk
-  // pos + shift at step 0 (counted from the end of the buffer with rev, for
+  // at(s) is the one this member sends at step s, from chunk pos - 1 at
+  // step 0, so that it ends with chunk pos (at(n - 1)) combined over the
+  // ring (counted from the end of the buffer with rev, for
   // a ring that runs through the group backwards). A chunk goes in P
   // pieces of whole vectors, each sent on as soon as it is ready, so the
   // VPU's work overlaps the links.
   struct Chunks {
     uint64_t buf = 0, cb = 0;
-    int64_t n = 1, pos = 0, shift = 0;
+    int64_t n = 1, pos = 0;
     bool rev = false;
     int64_t P = 1;        // pieces a chunk
     uint64_t V = 1, vb = 0;  // vectors a chunk, bytes a vector
     uint64_t at(int64_t s) const {
-      const int64_t c = (((pos + shift - s) % n) + n) % n;
+      const int64_t c = (((pos - 1 - s) % n) + n) % n;
       return buf + uint64_t(rev ? n - 1 - c : c) * cb;
     }
     uint64_t lo(int64_t p) const { return uint64_t(p) * V / uint64_t(P) * vb; }  // piece p's offset in a chunk
@@ -1594,9 +1589,9 @@ class Emitter {
   };
   // Chunks of C elements (whole vectors) of dt at buf; pieces of at least
   // 32 KiB, at most 8 a chunk.
-  Chunks chunks(uint64_t buf, int64_t C, DType dt, int64_t n, int64_t pos, int64_t shift) const {
+  Chunks chunks(uint64_t buf, int64_t C, DType dt, int64_t n, int64_t pos) const {
     Chunks c;
-    c.buf = buf, c.n = n, c.pos = pos, c.shift = shift;
+    c.buf = buf, c.n = n, c.pos = pos;
     c.vb = uint64_t(L_ * dtype_bytes(dt));
     c.V = uint64_t(C / L_);
     c.cb = c.V * c.vb;
@@ -1621,7 +1616,7 @@ class Emitter {
   // n - 1 reduce-scatter steps of rings that run at once (lanes, each of
   // its own n): at step s each member sends chunk at(s) to the next
   // and combines the previous member's into chunk at(s + 1), so after the
-  // last step chunk at(n - 1) = pos + shift + 1 is the group's
+  // last step chunk at(n - 1) = pos is the group's
   // combination. A lane's `rs` counts pieces arriving, `added` pieces
   // combined; the rings take turns piece by piece. The VPU first waits for
   // `loaded`, if given (the chunks it combines into).
@@ -1671,7 +1666,7 @@ class Emitter {
     for (int64_t a = 0; a < ws.phases(); ++a)
       for (int64_t w = 0; w < ws.count(); ++w) {
         const Axis& x = ws.rings[size_t(w)][size_t(a)];
-        Chunks ch = chunks(base[size_t(w)], size[size_t(w)] / x.size(), dt, x.size(), x.pos, -1);
+        Chunks ch = chunks(base[size_t(w)], size[size_t(w)] / x.size(), dt, x.size(), x.pos);
         ch.rev = x.reversed;
         const uint64_t r = recv ? vmem(uint64_t(x.size() - 1) * ch.cb) : 0;
         lanes[size_t(a)].push_back({Ring(*this, &x.members, x.pos, int(ws.count())), ch, r, counter(), counter(), counter()});
@@ -1679,6 +1674,12 @@ class Emitter {
         size[size_t(w)] /= x.size();
       }
     return lanes;
+  }
+  // `counters` and every lane's, for drain.
+  static std::vector<Counter*> with_lanes(std::vector<Counter*> counters, std::vector<std::vector<Lane>>& lanes) {
+    for (auto& phase : lanes)
+      for (Lane& l : phase) counters.insert(counters.end(), {&l.rs, &l.added, &l.ag});
+    return counters;
   }
   // The chunks the first rings send first, loaded (load(at, bytes), each
   // counting once on `first`) piece by piece, each piece sent as soon as
@@ -1797,10 +1798,7 @@ class Emitter {
       if (lanes.empty())
         for (int64_t w = 0; w < W; ++w) store(w, base[size_t(w)], slot_bytes(w));
       gather_phases(lanes, false, store);
-      std::vector<Counter*> all = {&ld, &st};
-      for (auto& phase : lanes)
-        for (Lane& l : phase) all.insert(all.end(), {&l.rs, &l.added, &l.ag});
-      drain(all);
+      drain(with_lanes({&ld, &st}, lanes));
     });
   }
 

@@ -42,9 +42,10 @@ void IciNetwork::attach(int chip, int core, SparseMemory* vmem, SemaphoreFile* s
 }
 
 void IciNetwork::inject(int chip, IciPacket p) {
-  if (!can_inject(chip, p.dst)) throw std::logic_error("internal error: ICI injection queue full");
+  auto& q = nodes_[size_t(chip)].inject[size_t(first_port(chip, p.dst))];
+  if (q.size() >= buffer_) throw std::logic_error("internal error: ICI injection queue full");
   p.dim = -1, p.vc = 0;
-  nodes_[size_t(chip)].inject[size_t(first_port(chip, p.dst))].push_back(std::move(p));
+  q.push_back(std::move(p));
   ++packets_;
 }
 

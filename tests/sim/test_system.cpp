@@ -28,6 +28,15 @@ sim::MachineConfig system_config(const std::string& preset, uint32_t chips, cons
 
 isa::Program assemble_with(const std::string& source, const sim::MachineConfig& cfg) { return assemble_for(source, cfg.target); }
 
+// A run that moved `bytes` over one link (each way, where both are used):
+// at least the link's time, at most 10% more plus `hops` hops and `slack`.
+void check_link_time(const SimRun& r, const sim::MachineConfig& cfg, uint64_t bytes, double hops, double slack) {
+  const double link = double(bytes) * double(cfg.clock_hz) / double(cfg.ici.link_bandwidth_bytes_per_s);
+  INFO(r.cycles << " cycles, the link alone " << link << ", a hop " << cfg.ici_hop_cycles());
+  CHECK(double(r.cycles) >= link);
+  CHECK(double(r.cycles) <= 1.1 * link + hops * double(cfg.ici_hop_cycles()) + slack);
+}
+
 enum class Collective { none, all_gather, all_reduce };
 
 // All-reduce (sum) of row `chip` of X f32[n, n * chunk] over the ring
@@ -267,10 +276,7 @@ TEST_CASE("system: dma.rst writes another chip's HBM", "[system]") {
                                           two),
                             two, {});
   REQUIRE(big.fault.value_or("") == "");
-  const double link = double(bytes) * double(two.clock_hz) / double(two.ici.link_bandwidth_bytes_per_s);
-  INFO(big.cycles << " cycles, the link alone " << link);
-  CHECK(double(big.cycles) >= link);
-  CHECK(double(big.cycles) <= 1.1 * link + double(two.ici_hop_cycles()) + 200);
+  check_link_time(big, two, bytes, 1, 200);
   CHECK(big.stats["per_chip"][1]["hbm_bytes_written"] == bytes);
 
   const auto bad = simulate(assemble_with(fmt::format("    li s1, 1\n    li s2, 64\n    li s3, {}\n    dma.rst s1, s3, s0, s2, sem0\n    halt\n",
@@ -295,10 +301,7 @@ TEST_CASE("system: copies to the two neighbours of a ring use both links at once
                                         cfg),
                           cfg, {});
   REQUIRE(r.fault.value_or("") == "");
-  const double link = double(bytes) * double(cfg.clock_hz) / double(cfg.ici.link_bandwidth_bytes_per_s);
-  INFO(r.cycles << " cycles, one link's time " << link << ", a hop " << cfg.ici_hop_cycles());
-  CHECK(double(r.cycles) >= link);
-  CHECK(double(r.cycles) <= 1.1 * link + double(cfg.ici_hop_cycles()) + 200);
+  check_link_time(r, cfg, bytes, 1, 200);
   uint64_t sent = 0;
   for (const auto& l : r.stats["ici"]["links"])
     if (l["from"] == 0) sent += l["bytes"].get<uint64_t>();
@@ -334,10 +337,7 @@ TEST_CASE("system: dma.rld reads another chip's HBM", "[system]") {
                                           two),
                             two, {});
   REQUIRE(big.fault.value_or("") == "");
-  const double link = double(bytes) * double(two.clock_hz) / double(two.ici.link_bandwidth_bytes_per_s);
-  INFO(big.cycles << " cycles, the link alone " << link);
-  CHECK(double(big.cycles) >= link);
-  CHECK(double(big.cycles) <= 1.1 * link + 2.0 * double(two.ici_hop_cycles()) + 300);
+  check_link_time(big, two, bytes, 2, 300);
   CHECK(big.stats["per_chip"][1]["hbm_bytes_read"] == bytes);
 
   const auto bad = simulate(assemble_with(fmt::format("    li s1, 1\n    li s2, 64\n    li s3, {}\n    dma.rld s1, s0, s3, s2, sem0\n    halt\n",
