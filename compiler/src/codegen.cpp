@@ -697,6 +697,7 @@ struct Pending {
   std::string text;
   std::vector<uint64_t> regs;
   int kernel = -1;  // the kernel it belongs to (.in_kernel)
+  double key = 0;   // its place in the program: t, unless pinned (Emitter::pin_)
 };
 
 // The DMA's bytes per cycle for the cost model: the HBM's peak, or with
@@ -825,8 +826,8 @@ class Emitter {
   // dispatches. Returns the dispatch estimate.
   double push(int unit, double ready, std::string text, std::vector<uint64_t> regs = {}, double occupancy = 1, double latency = 1) {
     if (unit == kVpu) return push_vpu(ready, std::move(text), std::move(regs), occupancy, latency);
-    const double t = std::max({clk_[unit], ready, floor_});
-    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_});
+    const double t = std::max({clk_[unit], ready, floor_, pin_});
+    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, pin_ >= 0 ? pin_ : t});
     clk_[unit] = t + std::max(1.0, occupancy);
     done_[unit] = std::max(done_[unit], t + latency);
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
@@ -847,7 +848,7 @@ class Emitter {
     const auto& iss = m_.vpu.issue;
     const double limit[3] = {double(iss.load), double(iss.store), double(iss.alu)};
     auto next_group = [&](double t) { vgroup_ = t, vn_ = 0, vused_[0] = vused_[1] = vused_[2] = 0; };
-    double t = std::max({ready, vgroup_, floor_});
+    double t = std::max({ready, vgroup_, floor_, pin_});
     if (t > vgroup_) next_group(t);
     if (!wait) {
       if (vn_ > 0 && (alone || vn_ >= double(iss.width) || vused_[k] >= limit[k])) next_group(vgroup_ + 1);
@@ -858,7 +859,7 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
-    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_});
+    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, pin_ >= 0 ? pin_ : t});
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
@@ -874,7 +875,10 @@ class Emitter {
       if (uint8_t(c) < 0x20 || c == '"' || c == '\\' || uint8_t(c) == 0x7f) c = '?';
     return t;
   }
-  void note(const std::string& s, int unit = -1) { prog_.push_back({unit >= 0 ? clk_[unit] : floor_, -1, "# " + s, {}}); }
+  void note(const std::string& s, int unit = -1) {
+    const double t = unit >= 0 ? clk_[unit] : floor_;
+    prog_.push_back({t, -1, "# " + s, {}, -1, pin_ >= 0 ? pin_ : t});
+  }
   // VPU instructions and mxu.swap (no scalar register operands).
   template <typename... A>
   void ins(fmt::format_string<A...> f, A&&... a) {
@@ -898,17 +902,19 @@ class Emitter {
     weights_ready_[m] = t + double(D_);
   }
   // `more` continues the previous stream's rows through the same weights.
-  void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
+  // Returns its dispatch estimate.
+  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
     const double t = push(kMxu0 + m, feed_free_[m], fmt::format("mxu.{} m{}, @, @, @, @, {}", acc ? "mma" : "mm", m, dt),
                           {racc, src, stride, rows}, 1, double(rows) + 2.0 * double(D_));
     feed_free_[m] = t + double(rows);
     if (!more) mm_done_[m][1] = mm_done_[m][0];
     mm_done_[m][0] = t + double(rows) + 2.0 * double(D_) - 1;
+    return t;
   }
 
   // Writes the scheduled program, its repeats folded into loops (loops.h).
   void schedule() {
-    std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.t < b.t; });
+    std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.key < b.key; });
     std::vector<Scheduled> code;
     code.reserve(prog_.size());
     for (Pending& p : prog_) {
@@ -1018,7 +1024,7 @@ class Emitter {
     kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
     vmem_top_ = 0;
     next_sem_ = 0;
-    prog_.push_back({floor_, -1, "", {}});
+    prog_.push_back({floor_, -1, "", {}, -1, floor_});
     note(kernel_name(idx, k));
     cur_kernel_ = int(idx);
     for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
@@ -2409,6 +2415,10 @@ class Emitter {
   std::string out_;
   std::vector<Pending> prog_;
   double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;
+  // When >= 0, what is pushed goes at this place in the program (and
+  // dispatches no earlier): a kernel lays work out at fixed points of its
+  // loop (MatmulEmitter's drain) rather than where the estimates fall.
+  double pin_ = -1;
   std::vector<std::string>* capture_ = nullptr;  // VPU instructions go here instead when set
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
@@ -2469,7 +2479,28 @@ class MatmulEmitter {
   void prefetch(int64_t g, size_t bi);
   void chunk_of_a();
   void block(int64_t g, size_t bi);
-  void drain_block(const Block& blk);
+  // Where a block of `rows` rows drains the block before it (`items` items
+  // of `held_rows` rows), when at fixed K-steps: every block's code is then
+  // alike and folds into loops. The scalar unit runs up to a queue's depth
+  // ahead of the MXUs and keeps pace with the VPU while it pushes a drain,
+  // so the drain starts at the step by which the MXU queues have taken the
+  // block before (q0), and goes in parts short enough for what they hold, a
+  // part every `gap` steps (a step is `rows` cycles; the drain takes about
+  // a cycle per row of each item).
+  struct Drain {
+    bool fixed = false;
+    int64_t q0 = 0, parts = 1, gap = 0;
+  };
+  Drain drain_plan(int64_t rows, int64_t items, int64_t held_rows) const {
+    Drain d;
+    const int64_t qsteps = int64_t(em.m_.core.queue_depth) / 3, cycles = items * held_rows;
+    d.q0 = qsteps + 1;
+    d.parts = std::max<int64_t>(1, ceil_div(cycles, std::max<int64_t>(1, qsteps - 2) * rows));
+    d.gap = ceil_div(cycles, d.parts * rows) + 2;
+    d.fixed = cycles > 0 && d.q0 + d.parts * d.gap <= nsteps;
+    return d;
+  }
+  void drain_block(const Block& blk, const std::vector<double>& at = {});
   void finish();
 
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
@@ -2500,8 +2531,8 @@ class MatmulEmitter {
     em.dma_2d(load, dst, src, rows, rowbytes, dstride, sstride, c);
   }
   void mxu_lw(int m, uint64_t src, uint64_t stride, const char* dt) { em.mxu_lw(m, src, stride, dt); }
-  void mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
-    em.mxu_mm(acc, m, racc, src, stride, rows, dt, more);
+  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
+    return em.mxu_mm(acc, m, racc, src, stride, rows, dt, more);
   }
 
   Emitter& em;
@@ -2515,12 +2546,14 @@ class MatmulEmitter {
   int nmu = 0;
   std::vector<int> aparts, wparts;
   std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
+  bool steady = false;  // whole blocks drain at fixed K-steps (drain_plan)
   int64_t na = 0, nw = 0, Mb = 0, S = 0, pw_elems = 0, chunk = 0, chunks_per_batch = 0, groups = 0, nsteps = 0;
   // Buffers: preloads, weight panels, output tiles, epilogue inputs, A.
-  Counter pre;
+  Counter pre;  // the preloads, then the loads of A
+  int64_t preloads = 0;
   std::vector<uint64_t> pre_at;
   uint64_t panel_bytes = 0;
-  int nslots = 0, abufs = 0;
+  int nslots = 0, ahead = 0, abufs = 0;
   std::vector<std::vector<uint64_t>> panel, obuf, abuf;
   std::vector<int> extras;                                  // Kernel::inputs indices
   std::map<int, std::vector<std::vector<uint64_t>>> ebuf;  // input -> [m][slot]
@@ -2600,20 +2633,36 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
     passes.push_back({idx(aparts, a), idx(wparts, w)});
   }
   na = int64_t(aparts.size()), nw = int64_t(wparts.size());
+  groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
   // Rows per work item: enough to hide the next weight load (3N - 1 cycles)
   // and few enough that draining the last items overlaps little else.
   const int64_t slots_min = 2;
   Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
-  S = std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));  // acc slots per MXU
+  // Accumulator slots per MXU: two where blocks drain at fixed steps (the
+  // drain is done within the next block, so the one after can take its
+  // slot, and every other block's code is alike); else up to four, so the
+  // MXUs run ahead of a slower drain.
+  // Blocks drain at fixed steps where the kernel is clearly bound by its
+  // MXUs: where the DMA is the bottleneck, a drain later than the estimate
+  // holds up the stores, and the loads queued behind them.
+  const double mxu_cycles = double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu);
+  const double hbm_cycles = double(Bl) * (double(Ml * K * esz * na) + double(K * N * esz * nw) + double(Ml * N * oesz)) / em.kDmaBytesPerCycle;
+  steady = mxu_cycles >= 1.25 * hbm_cycles && drain_plan(Mb, nmu, Mb).fixed;
+  S = steady ? slots_min : std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));
   // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
   pre = counter();
   pre_at = em.preload(k, pre);
+  preloads = pre.produced;
   // Weight panels: the columns of one group of tiles (one tile per MXU), all
-  // of K; three slots when a quarter of VMEM holds them (loads run a group
-  // ahead with a group of slack), else two. Wide rows make long DMA bursts.
+  // of K. Loads run `ahead` - 1 groups ahead: two with a group of slack when
+  // three panels fit in a quarter of VMEM, else one. Every group has a slot
+  // of its own when all fit there (their addresses then step evenly from
+  // group to group, so groups fold into a loop), else they take `ahead`
+  // slots in turn. Wide rows make long DMA bursts.
   pw_elems = nmu * D;
   panel_bytes = uint64_t(Kp * pw_elems * esz);
-  nslots = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
+  ahead = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
+  nslots = panel_bytes * uint64_t(groups * nw) <= p_.t.vmem_bytes / 4 ? int(std::max<int64_t>(ahead, groups)) : ahead;
   panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
@@ -2661,7 +2710,6 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   items_on.assign(size_t(nmu), 0);
   slot_release.assign(size_t(nslots), std::vector<int64_t>(size_t(nmu), 0));
   slot_store.assign(size_t(nmu), std::vector<int64_t>(2, 0));
-  groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
   // A is loaded in K-slices, so the MXUs start on the first and little work
   // is left after the last lands: one K-step each, unless that makes A's
   // rows shorter than what the DMA sends per burst slot.
@@ -2710,11 +2758,16 @@ void MatmulEmitter::zero_padding() {
 }
 
 // The VPU drains a block's items through the epilogue; DMA stores them.
-void MatmulEmitter::drain_block(const Block& blk) {
+// Unpinned (`at` empty), where the estimates fall: item by item, each chunk
+// as its rows are in. Pinned: the VPU's work in parts, part p at place at[p]
+// in the program (Emitter::pin_), the items' rows interleaved, so the VPU
+// waits for and signals each MXU's semaphores once, outside the loops the
+// parts fold into.
+void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at) {
   const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
   const std::vector<Item>& items = blk.items;
   std::vector<int64_t> eready(items.size(), 0);
-  for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) {  // DMA: the epilogue's other tensors
+  auto inputs = [&](size_t ii) {  // DMA: the epilogue's other tensors
     const Item& it = items[ii];
     const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
     wait("dma", v, ebuf_release[it.m][oslot]);
@@ -2724,19 +2777,57 @@ void MatmulEmitter::drain_block(const Block& blk) {
              uint64_t(cols * esz_e), uint64_t(D * esz_e), uint64_t(N * esz_e), E);
     }
     eready[ii] = E.produced;
-  }
-  for (size_t ii = 0; ii < items.size(); ++ii) {  // VPU: drain through the epilogue
-    const Item& it = items[ii];
-    const int m = it.m;
-    const int64_t aslot = it.idx % S, oslot = it.idx % 2;
-    const int64_t j0 = it.j * D;
+  };
+  auto before = [&](size_t ii) {  // VPU: its inputs are in, its output tile is free
+    const int m = items[ii].m;
     wait("vpu", E, eready[ii]);
-    wait("vpu", st, slot_store[m][oslot]);
+    wait("vpu", st, slot_store[m][items[ii].idx % 2]);
     if (!hoisted) {
-      wait("vpu", pre, pre.produced);
+      // Pinned, only for the preloads: the loads of A counted on `pre`
+      // since may come later in the program. (Unpinned, for what was loaded
+      // so far: the first drain then goes no earlier than the first block
+      // of A, which keeps the VPU's queue clear for it.)
+      wait("vpu", pre, em.pin_ >= 0 ? preloads : pre.produced);
       em.hoist(k.expr, rp, pre_at);
       hoisted = true;
     }
+  };
+  // Rows r .. r + U of item ii through the epilogue, in register bank `bank`.
+  auto gen = [&](size_t ii, int64_t r, int U, int bank) {
+    const Item& it = items[ii];
+    const int m = it.m;
+    const int64_t aslot = it.idx % S, oslot = it.idx % 2, j0 = it.j * D;
+    const int u0 = bank * U0;
+    em.eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
+      if (nd.leaf == Leaf::acc) {
+        ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
+      } else if (nd.leaf == Leaf::row) {
+        const DType dt = p_.type(k.inputs[nd.input]).dtype;
+        ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+      } else if (nd.leaf == Leaf::input) {
+        const DType dt = p_.type(k.inputs[nd.input]).dtype;
+        ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
+      } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
+        const DType dt = p_.type(k.inputs[nd.input]).dtype;
+        const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
+        em.col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
+      } else {
+        throw std::logic_error("internal error: unexpected epilogue leaf");
+      }
+    }, u0);
+    for (int u = 0; u < U; ++u)
+      ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
+  };
+  auto done = [&](size_t ii) {
+    const int m = items[ii].m;
+    signal("vpu", AccFree[m]);
+    signal("vpu", v);  // the last chunk
+    ebuf_release[m][items[ii].idx % 2] = v.produced;
+  };
+  auto drain = [&](size_t ii) {  // VPU: one item, chunk by chunk
+    const Item& it = items[ii];
+    const int m = it.m;
+    before(ii);
     Pipeliner pipe{em, {}};
     for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
       const int64_t cr = chunk_rows[m].at(size_t(it.idx));
@@ -2748,37 +2839,15 @@ void MatmulEmitter::drain_block(const Block& blk) {
         const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
         wait("vpu", Acc[size_t(mu)], total);
       }
-      const int U = int(std::min<int64_t>(U0, rows - r)), u0 = int(g % banks) * U0;
-      auto gen = [&] {
-        em.eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
-          if (nd.leaf == Leaf::acc) {
-            ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
-          } else if (nd.leaf == Leaf::row) {
-            const DType dt = p_.type(k.inputs[nd.input]).dtype;
-            ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
-          } else if (nd.leaf == Leaf::input) {
-            const DType dt = p_.type(k.inputs[nd.input]).dtype;
-            ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
-          } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
-            const DType dt = p_.type(k.inputs[nd.input]).dtype;
-            const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
-            em.col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
-          } else {
-            throw std::logic_error("internal error: unexpected epilogue leaf");
-          }
-        }, u0);
-        for (int u = 0; u < U; ++u)
-          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
-      };
-      if (banks == 2) pipe.group(gen);
-      else gen();
+      const int U = int(std::min<int64_t>(U0, rows - r));
+      if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
+      else gen(ii, r, U, 0);
     }
     pipe.flush();
-    signal("vpu", AccFree[m]);
-    signal("vpu", v);  // the last chunk
-    ebuf_release[m][oslot] = v.produced;
-  }
-  for (const Item& it : items) {  // DMA: store the tile
+    done(ii);
+  };
+  auto store = [&](size_t ii) {  // DMA: store the tile
+    const Item& it = items[ii];
     const int m = it.m;
     const int64_t oslot = it.idx % 2;
     const int64_t j0 = it.j * D, cols = std::min(D, N - j0);
@@ -2790,7 +2859,50 @@ void MatmulEmitter::drain_block(const Block& blk) {
              uint64_t(n), uint64_t(cols * oesz), uint64_t(N * oesz), uint64_t(D * oesz), st);
     }
     slot_store[m][oslot] = st.produced;
+  };
+  if (at.empty()) {
+    for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) inputs(ii);
+    for (size_t ii = 0; ii < items.size(); ++ii) drain(ii);
+    for (size_t ii = 0; ii < items.size(); ++ii) store(ii);
+    return;
   }
+  // The VPU's work pinned, never before the signals it waits for (so no
+  // wait precedes its signal in the program); the DMA's where the
+  // estimates fall, as the DMA queue keeps them (a store waits for its
+  // drain, and loads queue behind it).
+  for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) inputs(ii);
+  double ready = 0;
+  auto after = [&](const Counter& c, int64_t total) {
+    if (total > 0) ready = std::max(ready, c.when.at(size_t(total - 1)));
+  };
+  for (size_t ii = 0; ii < items.size(); ++ii) {
+    const Item& it = items[ii];
+    after(E, eready[ii]);
+    after(st, slot_store[size_t(it.m)][size_t(it.idx % 2)]);
+    for (const auto& [mu, total] : acc_marks[size_t(it.m)].at(size_t(it.idx))) after(Acc[size_t(mu)], total);
+  }
+  if (!hoisted) after(pre, preloads);
+  const int64_t parts = int64_t(at.size()), per = ceil_div(ceil_div(rows, U0), parts) * U0;
+  for (int64_t p = 0; p < parts; ++p) {
+    em.pin_ = std::max(ready, at[size_t(p)]);
+    if (p == 0)
+      for (size_t ii = 0; ii < items.size(); ++ii) {
+        before(ii);
+        for (const auto& [mu, total] : acc_marks[items[ii].m].at(size_t(items[ii].idx))) wait("vpu", Acc[size_t(mu)], total);
+      }
+    Pipeliner pipe{em, {}};
+    for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
+      for (size_t ii = 0; ii < items.size(); ++ii, ++g) {
+        const int U = int(std::min<int64_t>(U0, rows - r));
+        if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
+        else gen(ii, r, U, 0);
+      }
+    pipe.flush();
+    if (p + 1 == parts)
+      for (size_t ii = 0; ii < items.size(); ++ii) done(ii);
+  }
+  em.pin_ = -1;
+  for (size_t ii = 0; ii < items.size(); ++ii) store(ii);
 }
 
 void MatmulEmitter::run() {
@@ -2826,38 +2938,42 @@ void MatmulEmitter::chunk_of_a() {
   load_first_block();
   for (int64_t g = 0; g < groups; ++g) {
     const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
-    for (size_t bi = 0; bi < gblocks.size(); ++bi) {
-      prefetch(g, bi);
-      block(g, bi);
-    }
+    for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
   }
 }
 
 void MatmulEmitter::cut_blocks() {
   // A arrives block by block (one work item's rows), so the MXUs start
-  // after the first block rather than the whole chunk.
-  // Blocks of Mb rows; the last is halved when the halves still cover
-  // the weight loads (2N rows), and a last block shorter than that takes
-  // rows from the one before: less is left to drain at the end, and no
-  // stream is too short to hide the next weight load.
+  // after the first block rather than the whole chunk. Blocks of Mb rows;
+  // a last block shorter than 2N rows (too short to hide the next weight
+  // load) takes rows from the one before.
+  auto short_last = [&](std::vector<std::pair<int64_t, int64_t>>& bl) {
+    if (bl.size() >= 2 && bl.back().second < 2 * D && bl.end()[-2].second + bl.back().second >= 4 * D) {
+      auto& pen = bl.end()[-2];
+      pen.second += bl.back().second - 2 * D;
+      bl.back() = {pen.first + pen.second, 2 * D};
+    }
+  };
   blocks.clear();
   for (int64_t m0 = c0; m0 < c0 + crows; m0 += Mb) blocks.push_back({m0, std::min(Mb, c0 + crows - m0)});
-  if (blocks.back().second >= 4 * D) {
-    const int64_t m0 = blocks.back().first, rows = blocks.back().second, half = ceil_div(rows / 2, D) * D;
-    blocks.back().second = half;
-    blocks.push_back({m0 + half, rows - half});
-  }
-  if (blocks.size() >= 2 && blocks.back().second < 2 * D && blocks.end()[-2].second + blocks.back().second >= 4 * D) {
-    auto& pen = blocks.end()[-2];
-    pen.second += blocks.back().second - 2 * D;
-    blocks.back() = {pen.first + pen.second, 2 * D};
-  }
-  // The last group of tiles, when it is not the first (which sets how A
-  // arrives), also cuts 2N rows off a long block before the last: the
-  // staggered end (below) then moves steps of 2N rows.
+  // The last group's last block is halved when the halves still cover the
+  // weight loads (2N rows): less is left to drain at the end. (Where blocks
+  // drain at fixed steps, earlier groups keep whole blocks: the drain of
+  // their last overlaps the next group, and equal groups fold into a loop.)
   blocks_end = blocks;
-  if (blocks.size() >= 2 && blocks.end()[-2].second >= 4 * D && blocks.back().second >= 2 * D) {
-    const auto pen = blocks.end()[-2];
+  if (blocks_end.back().second >= 4 * D) {
+    const int64_t m0 = blocks_end.back().first, rows = blocks_end.back().second, half = ceil_div(rows / 2, D) * D;
+    blocks_end.back().second = half;
+    blocks_end.push_back({m0 + half, rows - half});
+  }
+  short_last(blocks);
+  short_last(blocks_end);
+  if (groups == 1 || !steady) blocks = blocks_end;
+  // The last group, when it is not the first (which sets how A arrives),
+  // also cuts 2N rows off a long block before the last: the staggered end
+  // (block()) then moves steps of 2N rows.
+  if (groups > 1 && blocks_end.size() >= 2 && blocks_end.end()[-2].second >= 4 * D && blocks_end.back().second >= 2 * D) {
+    const auto pen = blocks_end.end()[-2];
     blocks_end.end()[-2].second = pen.second - 2 * D;
     blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
   }
@@ -2945,22 +3061,23 @@ void MatmulEmitter::load_first_block() {
 // are not stored behind loads that are not needed yet: in the first
 // group, each block of A while the block before it computes, and the
 // weights of the next groups after the last of A; later, group
-// g + nslots - 1's weights while group g computes.
+// g + ahead - 1's weights while group g computes.
 void MatmulEmitter::prefetch(int64_t g, size_t bi) {
   if (g > 0) {
-    if (bi == 0 && g + nslots - 1 < groups) load_group(g + nslots - 1);
+    if (bi == 0 && g + ahead - 1 < groups) load_group(g + ahead - 1);
     return;
   }
   if (bi + 1 < blocks.size())
     for (int64_t k = 0; k < kt; k += kq) load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
   if (bi + 2 >= blocks.size() && (bi == 0 || bi + 2 == blocks.size()))
-    for (int64_t h = 1; h < std::min<int64_t>(groups, nslots); ++h) load_group(h);
+    for (int64_t h = 1; h < std::min<int64_t>(groups, ahead); ++h) load_group(h);
 }
 
 void MatmulEmitter::block(int64_t g, size_t bi) {
   const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
   const auto [m0, rows] = gblocks[bi];
   const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
+  prefetch(g, bi);
   std::vector<Item> items;
   for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
   // Staggered ends: in the last group, the block before the last
@@ -2971,6 +3088,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
   // different times, and the VPU drains one MXU's rows while the
   // others still compute instead of all of them at the end.
   const int64_t n_it = int64_t(items.size());
+  std::vector<double> step_t(size_t(nsteps), 0);  // when each K-step's streams start, the latest MXU's
   std::vector<int64_t> moved(size_t(n_it), 0);  // per item
   if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu)
     for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
@@ -3015,11 +3133,11 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       if (pieced) {
         for (int64_t r = 0; r < rows; r += kPiece) {
           wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
-          mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
-                 uint64_t(std::min(kPiece, rows - r)), mdt, r > 0);
+          step_t[q] = std::max(step_t[q], mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                 uint64_t(std::min(kPiece, rows - r)), mdt, r > 0));
         }
       } else if (!last) {
-        mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt);
+        step_t[q] = std::max(step_t[q], mxu_mm(!first, m, acc_base(m, aslot), src, uint64_t(Kp * esz), uint64_t(rows), mdt));
       } else {
         auto& marks = acc_marks[m];
         marks.resize(size_t(it.idx + 1));
@@ -3028,8 +3146,8 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
         chunk_rows[m].resize(size_t(it.idx + 1));
         chunk_rows[m][size_t(it.idx)] = cr;
         for (int64_t r = 0; r < rows; r += cr) {
-          mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
-                 uint64_t(std::min(cr, rows - r)), mdt, r > 0);
+          step_t[q] = std::max(step_t[q], mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
+                 uint64_t(std::min(cr, rows - r)), mdt, r > 0));
           signal_mxu(m, Acc[m], -1);
           marks[size_t(it.idx)].push_back({m, Acc[m].produced});
         }
@@ -3068,8 +3186,17 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     };
     return done(x) < done(y);
   });
-  // The VPU drains the previous block while the MXUs work on this one.
-  if (held) drain_block(*held);
+  // The VPU drains the previous block while the MXUs work on this one;
+  // where this block has K-steps enough, at fixed K-steps (drain_plan).
+  if (held) {
+    const Drain d = drain_plan(rows, int64_t(held->items.size()), held->rows);
+    bool fixed = steady && d.fixed;
+    for (size_t i = 0; fixed && i < held->items.size(); ++i)  // no item drained chunk by chunk
+      fixed = chunk_rows[size_t(held->items[i].m)].at(size_t(held->items[i].idx)) == held->rows;
+    std::vector<double> at;
+    for (int64_t p = 0; p < d.parts && fixed; ++p) at.push_back(step_t[size_t(d.q0 + p * d.gap)]);
+    drain_block(*held, at);
+  }
   held = Block{b, m0, rows, as, items};
 }
 

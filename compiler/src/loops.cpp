@@ -307,8 +307,12 @@ class Writer {
     std::vector<bool> written;                  // per register: taken at some point
     // Too many registers otherwise: every loop register holds a sum of
     // steps (base 0), and a register operand is computed into a temporary
-    // just before its instruction (kAll: constants too).
-    enum At { kNone, kSteps, kAll } at_use = kNone;
+    // just before its instruction, and so is every constant in
+    // `consts_at_use`.
+    enum At { kNone, kSteps } at_use = kNone;
+    std::set<uint64_t> consts_at_use;
+    std::map<uint64_t, double> uses;  // per constant: how often an instruction names it, every iteration counted
+    bool at_use_const(uint64_t v) const { return consts_at_use.count(v) > 0; }
   };
 
   void put(const std::string& s) {
@@ -365,7 +369,7 @@ class Writer {
       }
       int r = 0;
       Fn f = ns ? fn_of(n, v, loops, *ns) : Fn{};
-      if (ns && ns->at_use != Nest::kNone && (!f.second.empty() || ns->at_use == Nest::kAll)) {
+      if (ns && ns->at_use != Nest::kNone && (!f.second.empty() || (c == '@' && ns->at_use_const(n.vals[v])))) {
         const uint64_t base = c == '$' ? 0 : n.vals[v];
         f.first = 0;
         const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
@@ -397,6 +401,8 @@ class Writer {
   // Numbers the loops, and files every stepping operand's prefixes and
   // every constant under the loop that sets them.
   void collect(const Node& n, std::vector<const Node*>& loops, Nest& ns, std::map<uint64_t, std::vector<int>>& paths) {
+    double weight = 1;
+    for (const Node* l : loops) weight *= double(l->count);
     if (n.insn < 0) {
       ns.id.emplace(&n, int(ns.id.size()));
       loops.push_back(&n);
@@ -410,8 +416,9 @@ class Writer {
       Fn f = fn_of(n, v, loops, ns);
       if (ns.at_use != Nest::kNone) f.first = 0;
       if (f.second.empty()) {
-        if (ns.at_use == Nest::kAll) continue;
         if (addr_[size_t(n.insn)] == int(v) || n.vals[v] == 0) continue;
+        ns.uses[n.vals[v]] += weight;
+        if (ns.at_use_const(n.vals[v])) continue;
         auto [it, fresh] = paths.emplace(n.vals[v], path);
         if (!fresh) {  // the loops enclosing every use
           size_t k = 0;
@@ -451,14 +458,28 @@ class Writer {
   void nest(const Node& top) {
     Nest ns;
     plan(top, ns);
-    for (Nest::At at : {Nest::kSteps, Nest::kAll}) {
-      if (need(top, ns) <= size_t(o_.registers)) break;
-      // Issuing one instruction a cycle, the scalar unit would delay every
-      // instruction by its constant's load (often one an MXU waits for).
-      if (at == Nest::kAll && o_.issue_width < 2) break;
+    if (need(top, ns) > size_t(o_.registers)) {
       ns = Nest();
-      ns.at_use = at;
+      ns.at_use = Nest::kSteps;
       plan(top, ns);
+    }
+    // Issuing one instruction a cycle, the scalar unit would delay every
+    // instruction by its constant's load (often one an MXU waits for).
+    // Wider, constants are loaded at use, the least used first, until the
+    // rest fit.
+    if (need(top, ns) > size_t(o_.registers) && o_.issue_width >= 2) {
+      std::vector<std::pair<double, uint64_t>> order;
+      for (const auto& [v, n] : ns.uses) order.push_back({n, v});
+      std::sort(order.begin(), order.end());
+      std::set<uint64_t> at_use;
+      for (const auto& [n, v] : order) {
+        if (need(top, ns) <= size_t(o_.registers)) break;
+        at_use.insert(v);
+        ns = Nest();
+        ns.at_use = Nest::kSteps;
+        ns.consts_at_use = at_use;
+        plan(top, ns);
+      }
     }
     std::vector<const Node*> loops;
     if (need(top, ns) > size_t(o_.registers)) {
