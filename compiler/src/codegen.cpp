@@ -2472,11 +2472,14 @@ class MatmulEmitter {
   // waiting for more of A than its next steps need.
   bool a_arrives(int64_t kk, bool first_block) const { return first_block ? slice_of[size_t(kk)] >= 0 : kk % kq == 0; }
   void load_group_slice(int64_t g, int64_t sl);
-  void load_group(int64_t g) {
-    for (int64_t sl = 0; sl < KSW; ++sl) load_group_slice(g, sl);
-  }
+  // Group g's weights, slice by slice; with `steps`, at a fixed number of
+  // slices a step (prefetch()).
+  void load_group(int64_t g, const std::vector<double>& steps = {});
+  // The block of the first group during which the next groups' weights
+  // load: the one before the last, after the last of A.
+  int64_t panel_block() const { return blocks.size() <= 2 ? 0 : int64_t(blocks.size()) - 2; }
   void load_first_block();
-  void prefetch(int64_t g, size_t bi);
+  void prefetch(int64_t g, size_t bi, const std::vector<double>& steps = {});
   void chunk_of_a();
   void block(int64_t g, size_t bi);
   // Where a block of `rows` rows drains the block before it (`items` items
@@ -3060,24 +3063,45 @@ void MatmulEmitter::load_first_block() {
 // The rest arrives just in time, so the results of the first blocks
 // are not stored behind loads that are not needed yet: in the first
 // group, each block of A while the block before it computes, and the
-// weights of the next groups after the last of A; later, group
-// g + ahead - 1's weights while group g computes.
-void MatmulEmitter::prefetch(int64_t g, size_t bi) {
+// weights of the next groups after the last of A (panel_block()); later,
+// group g + ahead - 1's weights while group g computes. With `steps` (the
+// estimated starts of the K-steps of the block computing meanwhile), each
+// piece of A goes at the step that starts its K-slice, and a later group's
+// weights at a fixed number of slices a step, as many as the DMA moves in
+// one (Emitter::pin_), so blocks and groups have alike code.
+void MatmulEmitter::prefetch(int64_t g, size_t bi, const std::vector<double>& steps) {
   if (g > 0) {
-    if (bi == 0 && g + ahead - 1 < groups) load_group(g + ahead - 1);
+    if (bi == 0 && g + ahead - 1 < groups) load_group(g + ahead - 1, steps);
     return;
   }
   if (bi + 1 < blocks.size())
-    for (int64_t k = 0; k < kt; k += kq) load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
-  if (bi + 2 >= blocks.size() && (bi == 0 || bi + 2 == blocks.size()))
+    for (int64_t k = 0; k < kt; k += kq) {
+      if (!steps.empty()) em.pin_ = steps[size_t(std::min<int64_t>(k * int64_t(passes.size()), int64_t(steps.size()) - 1))];
+      load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
+    }
+  em.pin_ = -1;
+  if (panel_block() == int64_t(bi))
     for (int64_t h = 1; h < std::min<int64_t>(groups, ahead); ++h) load_group(h);
+}
+
+void MatmulEmitter::load_group(int64_t g, const std::vector<double>& steps) {
+  const double slice = double(kpw * D * std::min(nmu * D, N) * esz * nw) / em.kDmaBytesPerCycle;
+  const int64_t step = steps.size() > 1 ? int64_t(steps[1] - steps[0]) : 1;
+  const int64_t per = std::max<int64_t>(std::max<int64_t>(1, int64_t(double(step) / slice)), ceil_div(KSW, int64_t(steps.size()) + 1));
+  for (int64_t sl = 0; sl < KSW; ++sl) {
+    if (!steps.empty()) em.pin_ = steps[size_t(std::min<int64_t>(sl / per, int64_t(steps.size()) - 1))];
+    load_group_slice(g, sl);
+  }
+  em.pin_ = -1;
 }
 
 void MatmulEmitter::block(int64_t g, size_t bi) {
   const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
   const auto [m0, rows] = gblocks[bi];
   const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
-  prefetch(g, bi);
+  if (getenv("DBGNOTE")) note(fmt::format("BLOCK {} {}", g, bi), isa::kUnitMxu0);
+  const bool pinned_loads = steady && (g > 0 || bi > 0);  // after this block's MXU work, at its steps
+  if (!pinned_loads) prefetch(g, bi);
   std::vector<Item> items;
   for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
   // Staggered ends: in the last group, the block before the last
@@ -3186,6 +3210,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     };
     return done(x) < done(y);
   });
+  if (pinned_loads) prefetch(g, bi, step_t);
   // The VPU drains the previous block while the MXUs work on this one;
   // where this block has K-steps enough, at fixed K-steps (drain_plan).
   if (held) {

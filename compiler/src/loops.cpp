@@ -305,14 +305,20 @@ class Writer {
     std::map<uint64_t, int> const_reg;          // live ones
     std::vector<bool> free;                     // per register
     std::vector<bool> written;                  // per register: taken at some point
-    // Too many registers otherwise: every loop register holds a sum of
-    // steps (base 0), and a register operand is computed into a temporary
-    // just before its instruction, and so is every constant in
-    // `consts_at_use`.
-    enum At { kNone, kSteps } at_use = kNone;
+    // Too many registers otherwise: an operand whose function is in
+    // `fns_at_use` (or every one, with all_fns_at_use) is computed into a
+    // temporary just before its instruction, from the register of its sum of
+    // steps (base 0), and so is every constant in `consts_at_use`.
+    bool all_fns_at_use = false;
+    std::set<Fn> fns_at_use;
     std::set<uint64_t> consts_at_use;
-    std::map<uint64_t, double> uses;  // per constant: how often an instruction names it, every iteration counted
+    // How often an instruction names each function and each constant, every
+    // iteration counted.
+    std::map<Fn, double> fn_uses;
+    std::map<uint64_t, double> const_uses;
+    bool at_use(const Fn& f) const { return all_fns_at_use || fns_at_use.count(f) > 0; }
     bool at_use_const(uint64_t v) const { return consts_at_use.count(v) > 0; }
+    bool any_at_use() const { return all_fns_at_use || !fns_at_use.empty() || !consts_at_use.empty(); }
   };
 
   void put(const std::string& s) {
@@ -369,7 +375,7 @@ class Writer {
       }
       int r = 0;
       Fn f = ns ? fn_of(n, v, loops, *ns) : Fn{};
-      if (ns && ns->at_use != Nest::kNone && (!f.second.empty() || (c == '@' && ns->at_use_const(n.vals[v])))) {
+      if (ns && (f.second.empty() ? c == '@' && ns->at_use_const(n.vals[v]) : ns->at_use(f))) {
         const uint64_t base = c == '$' ? 0 : n.vals[v];
         f.first = 0;
         const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
@@ -414,10 +420,13 @@ class Writer {
     for (const Node* l : loops) path.push_back(ns.id.at(l));
     for (size_t v = 0; v < n.vals.size(); ++v) {
       Fn f = fn_of(n, v, loops, ns);
-      if (ns.at_use != Nest::kNone) f.first = 0;
+      if (!f.second.empty()) {
+        ns.fn_uses[f] += weight;
+        if (ns.at_use(f)) f.first = 0;
+      }
       if (f.second.empty()) {
         if (addr_[size_t(n.insn)] == int(v) || n.vals[v] == 0) continue;
-        ns.uses[n.vals[v]] += weight;
+        ns.const_uses[n.vals[v]] += weight;
         if (ns.at_use_const(n.vals[v])) continue;
         auto [it, fresh] = paths.emplace(n.vals[v], path);
         if (!fresh) {  // the loops enclosing every use
@@ -441,7 +450,7 @@ class Writer {
     for (const Node& b : l.body)
       if (b.insn < 0) inner = std::max(inner, need(b, ns));
     const size_t id = size_t(ns.id.at(&l));
-    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.at_use != Nest::kNone ? kMaxOperands : 0);
+    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.any_at_use() ? kMaxOperands : 0);
   }
 
   void plan(const Node& top, Nest& ns) {
@@ -458,28 +467,52 @@ class Writer {
   void nest(const Node& top) {
     Nest ns;
     plan(top, ns);
-    if (need(top, ns) > size_t(o_.registers)) {
-      ns = Nest();
-      ns.at_use = Nest::kSteps;
-      plan(top, ns);
+    const auto fits = [&](const Nest& n) { return need(top, n) <= size_t(o_.registers); };
+    // Operands computed at use, the least used functions first (each costs
+    // an addi every time its instruction runs): the fewest that make the
+    // rest fit (need() falls as more go at use).
+    if (!fits(ns)) {
+      std::vector<std::pair<double, Fn>> order;
+      for (const auto& [f, n] : ns.fn_uses)
+        if (f.first != 0) order.push_back({n, f});
+      std::sort(order.begin(), order.end());
+      auto with = [&](size_t k) {
+        Nest n;
+        n.all_fns_at_use = k > order.size();
+        for (size_t i = 0; i < std::min(k, order.size()); ++i) n.fns_at_use.insert(order[i].second);
+        plan(top, n);
+        return n;
+      };
+      size_t lo = 1, hi = order.size() + 1;  // with(hi) is every function at use
+      while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (fits(with(mid))) hi = mid;
+        else lo = mid + 1;
+      }
+      ns = with(lo);
     }
     // Issuing one instruction a cycle, the scalar unit would delay every
     // instruction by its constant's load (often one an MXU waits for).
-    // Wider, constants are loaded at use, the least used first, until the
-    // rest fit.
-    if (need(top, ns) > size_t(o_.registers) && o_.issue_width >= 2) {
+    // Wider, constants are loaded at use too, the least used first, until
+    // the rest fit.
+    if (!fits(ns) && o_.issue_width >= 2) {
       std::vector<std::pair<double, uint64_t>> order;
-      for (const auto& [v, n] : ns.uses) order.push_back({n, v});
+      for (const auto& [v, n] : ns.const_uses) order.push_back({n, v});
       std::sort(order.begin(), order.end());
-      std::set<uint64_t> at_use;
-      for (const auto& [n, v] : order) {
-        if (need(top, ns) <= size_t(o_.registers)) break;
-        at_use.insert(v);
-        ns = Nest();
-        ns.at_use = Nest::kSteps;
-        ns.consts_at_use = at_use;
-        plan(top, ns);
+      auto with = [&](size_t k) {
+        Nest n;
+        n.all_fns_at_use = true;
+        for (size_t i = 0; i < k; ++i) n.consts_at_use.insert(order[i].second);
+        plan(top, n);
+        return n;
+      };
+      size_t lo = 1, hi = order.size();
+      while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (fits(with(mid))) hi = mid;
+        else lo = mid + 1;
       }
+      ns = with(lo);
     }
     std::vector<const Node*> loops;
     if (need(top, ns) > size_t(o_.registers)) {
