@@ -2499,8 +2499,12 @@ class MatmulEmitter {
     const int64_t qsteps = int64_t(em.m_.core.queue_depth) / 3, cycles = items * held_rows;
     d.q0 = qsteps + 1;
     d.parts = std::max<int64_t>(1, ceil_div(cycles, std::max<int64_t>(1, qsteps - 2) * rows));
-    d.gap = ceil_div(cycles, d.parts * rows) + 2;
-    d.fixed = cycles > 0 && d.q0 + d.parts * d.gap <= nsteps;
+    // Parts far enough apart to refill the queues, and the K-steps between
+    // them (up to six) enough to fold into a loop.
+    d.gap = std::max(ceil_div(cycles, d.parts * rows) + 2, std::min<int64_t>(6, (nsteps - d.q0) / d.parts));
+    // The queues must hold a few steps beyond a part, and the scalar unit
+    // push a drain faster than the VPU takes it.
+    d.fixed = cycles > 0 && qsteps >= 4 && em.m_.core.issue_width >= 2 && d.q0 + d.parts * d.gap <= nsteps;
     return d;
   }
   void drain_block(const Block& blk, const std::vector<double>& at = {});
@@ -2657,14 +2661,16 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   pre_at = em.preload(k, pre);
   preloads = pre.produced;
   // Weight panels: the columns of one group of tiles (one tile per MXU), all
-  // of K. Loads run `ahead` - 1 groups ahead: two with a group of slack when
-  // three panels fit in a quarter of VMEM, else one. Every group has a slot
+  // of K. Loads run `ahead` - 1 groups ahead: one where blocks are steady (a
+  // group computes far longer than its weights take to load, and every group
+  // but the last then loads one, so their code is alike); else two, with a
+  // group of slack, when three panels fit in a quarter of VMEM, else one. Every group has a slot
   // of its own when all fit there (their addresses then step evenly from
   // group to group, so groups fold into a loop), else they take `ahead`
   // slots in turn. Wide rows make long DMA bursts.
   pw_elems = nmu * D;
   panel_bytes = uint64_t(Kp * pw_elems * esz);
-  ahead = panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
+  ahead = !steady && panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
   nslots = panel_bytes * uint64_t(groups * nw) <= p_.t.vmem_bytes / 4 ? int(std::max<int64_t>(ahead, groups)) : ahead;
   panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
   for (int s = 0; s < nslots; ++s)
@@ -2869,10 +2875,8 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     for (size_t ii = 0; ii < items.size(); ++ii) store(ii);
     return;
   }
-  // The VPU's work pinned, never before the signals it waits for (so no
-  // wait precedes its signal in the program); the DMA's where the
-  // estimates fall, as the DMA queue keeps them (a store waits for its
-  // drain, and loads queue behind it).
+  // Pinned, never before the signals it waits for (so no wait precedes its
+  // signal in the program); the epilogue inputs where the estimates fall.
   for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) inputs(ii);
   double ready = 0;
   auto after = [&](const Counter& c, int64_t total) {
@@ -2904,8 +2908,8 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     if (p + 1 == parts)
       for (size_t ii = 0; ii < items.size(); ++ii) done(ii);
   }
+  for (size_t ii = 0; ii < items.size(); ++ii) store(ii);  // right after the drain
   em.pin_ = -1;
-  for (size_t ii = 0; ii < items.size(); ++ii) store(ii);
 }
 
 void MatmulEmitter::run() {
@@ -3099,7 +3103,6 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
   const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
   const auto [m0, rows] = gblocks[bi];
   const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
-  if (getenv("DBGNOTE")) note(fmt::format("BLOCK {} {}", g, bi), isa::kUnitMxu0);
   const bool pinned_loads = steady && (g > 0 || bi > 0);  // after this block's MXU work, at its steps
   if (!pinned_loads) prefetch(g, bi);
   std::vector<Item> items;
@@ -3179,7 +3182,10 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       first = false;
     }
     if (keep < nsteps) signal_mxu(m, H[ii], -1);  // handed over
-    if (last_use) signal_mxu(m, Pfree[m], pslot);
+    // Done with the panel slot: at its last use, or in steady kernels after
+    // every block (the slot's release total counts them all), so the
+    // group's blocks have alike code.
+    if (last_use || steady) signal_mxu(m, Pfree[m], last_use ? pslot : -1);
     if (last_of_chunk(m)) signal_mxu(m, Afree[m], -1);
   }
   for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
