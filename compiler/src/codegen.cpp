@@ -2645,29 +2645,31 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // and few enough that draining the last items overlaps little else.
   const int64_t slots_min = 2;
   Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
-  // Accumulator slots per MXU: two where blocks drain at fixed steps (the
-  // drain is done within the next block, so the one after can take its
-  // slot, and every other block's code is alike); else up to four, so the
-  // MXUs run ahead of a slower drain.
-  // Blocks drain at fixed steps where the kernel is clearly bound by its
-  // MXUs: where the DMA is the bottleneck, a drain later than the estimate
-  // holds up the stores, and the loads queued behind them.
+  // Blocks are steady (drain at fixed steps, docs/compiler.md) where the
+  // kernel is clearly bound by its MXUs: where the DMA is the bottleneck, a
+  // drain later than the estimate holds up the stores, and the loads queued
+  // behind them.
   const double mxu_cycles = double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu);
   const double hbm_cycles = double(Bl) * (double(Ml * K * esz * na) + double(K * N * esz * nw) + double(Ml * N * oesz)) / em.kDmaBytesPerCycle;
   steady = mxu_cycles >= 1.25 * hbm_cycles && drain_plan(Mb, nmu, Mb).fixed;
+  // Accumulator slots per MXU: two in steady blocks (the drain is done
+  // within the next block, so the one after can take its slot, and every
+  // other block's code is alike); else up to four, so the MXUs run ahead of
+  // a slower drain.
   S = steady ? slots_min : std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));
   // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
   pre = counter();
   pre_at = em.preload(k, pre);
   preloads = pre.produced;
   // Weight panels: the columns of one group of tiles (one tile per MXU), all
-  // of K. Loads run `ahead` - 1 groups ahead: one where blocks are steady (a
-  // group computes far longer than its weights take to load, and every group
-  // but the last then loads one, so their code is alike); else two, with a
-  // group of slack, when three panels fit in a quarter of VMEM, else one. Every group has a slot
-  // of its own when all fit there (their addresses then step evenly from
-  // group to group, so groups fold into a loop), else they take `ahead`
-  // slots in turn. Wide rows make long DMA bursts.
+  // of K. Loads run `ahead` - 1 groups ahead: one where blocks are steady
+  // (a group computes far longer than its weights take to load, and every
+  // group but the last then loads one, so their code is alike); else two,
+  // with a group of slack, when three panels fit in a quarter of VMEM, else
+  // one. Every group has a slot of its own when all fit there (their
+  // addresses then step evenly from group to group, so groups fold into a
+  // loop), else they take `ahead` slots in turn. Wide rows make long DMA
+  // bursts.
   pw_elems = nmu * D;
   panel_bytes = uint64_t(Kp * pw_elems * esz);
   ahead = !steady && panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
@@ -2712,8 +2714,8 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
     for (auto* c : {&Ca, &Afree, &P, &Pfree, &Acc, &AccFree}) c->push_back(counter());
   for (int m = 0; m < nmu / 2; ++m) H.push_back(counter());
   note(fmt::format("matmul B x M x K x N = {} x {} x {} x {}: {} pass(es) on {} MXU(s); {} column tiles of {}, K padded to {} ({} steps); "
-                   "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU",
-                   B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S));
+                   "A in chunks of {} rows, work items of {} rows, {} accumulator slots per MXU{}",
+                   B, M, K, N, passes.size(), nmu, nt, D, Kp, kt, chunk, Mb, S, steady ? "; steady blocks" : ""));
   zero_padding();
   rp = em.regplan(k.expr, 8);
   items_on.assign(size_t(nmu), 0);
@@ -2792,10 +2794,10 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     wait("vpu", E, eready[ii]);
     wait("vpu", st, slot_store[m][items[ii].idx % 2]);
     if (!hoisted) {
-      // Pinned, only for the preloads: the loads of A counted on `pre`
-      // since may come later in the program. (Unpinned, for what was loaded
-      // so far: the first drain then goes no earlier than the first block
-      // of A, which keeps the VPU's queue clear for it.)
+      // Pinned, only for the preloads: loads of A counted on `pre` since
+      // may come later in the program. (Unpinned, for everything loaded so
+      // far: the first drain then goes no earlier than the first block of
+      // A, which keeps the VPU's queue clear for it.)
       wait("vpu", pre, em.pin_ >= 0 ? preloads : pre.produced);
       em.hoist(k.expr, rp, pre_at);
       hoisted = true;

@@ -468,51 +468,47 @@ class Writer {
     Nest ns;
     plan(top, ns);
     const auto fits = [&](const Nest& n) { return need(top, n) <= size_t(o_.registers); };
-    // Operands computed at use, the least used functions first (each costs
-    // an addi every time its instruction runs): the fewest that make the
-    // rest fit (need() falls as more go at use).
+    // The nest with the fewest k of `order` (least used first) computed at
+    // use that fits, or with all k_max (need() falls as k grows).
+    const auto fewest = [&](size_t k_max, const std::function<void(Nest&, size_t)>& at_use) {
+      const auto make = [&](size_t k) {
+        Nest n;
+        at_use(n, k);
+        plan(top, n);
+        return n;
+      };
+      size_t lo = 0, hi = k_max;
+      while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (fits(make(mid))) hi = mid;
+        else lo = mid + 1;
+      }
+      return make(lo);
+    };
+    // Operands computed at use, the functions that name the fewest
+    // instructions (each costs an addi every time its instruction runs)
+    // first; k = all of them: every loop register holds a sum of steps.
     if (!fits(ns)) {
       std::vector<std::pair<double, Fn>> order;
       for (const auto& [f, n] : ns.fn_uses)
         if (f.first != 0) order.push_back({n, f});
       std::sort(order.begin(), order.end());
-      auto with = [&](size_t k) {
-        Nest n;
+      ns = fewest(order.size() + 1, [&](Nest& n, size_t k) {
         n.all_fns_at_use = k > order.size();
         for (size_t i = 0; i < std::min(k, order.size()); ++i) n.fns_at_use.insert(order[i].second);
-        plan(top, n);
-        return n;
-      };
-      size_t lo = 1, hi = order.size() + 1;  // with(hi) is every function at use
-      while (lo < hi) {
-        const size_t mid = (lo + hi) / 2;
-        if (fits(with(mid))) hi = mid;
-        else lo = mid + 1;
-      }
-      ns = with(lo);
+      });
     }
     // Issuing one instruction a cycle, the scalar unit would delay every
     // instruction by its constant's load (often one an MXU waits for).
-    // Wider, constants are loaded at use too, the least used first, until
-    // the rest fit.
+    // Wider, constants are loaded at use too, the least used first.
     if (!fits(ns) && o_.issue_width >= 2) {
       std::vector<std::pair<double, uint64_t>> order;
       for (const auto& [v, n] : ns.const_uses) order.push_back({n, v});
       std::sort(order.begin(), order.end());
-      auto with = [&](size_t k) {
-        Nest n;
+      ns = fewest(order.size(), [&](Nest& n, size_t k) {
         n.all_fns_at_use = true;
         for (size_t i = 0; i < k; ++i) n.consts_at_use.insert(order[i].second);
-        plan(top, n);
-        return n;
-      };
-      size_t lo = 1, hi = order.size();
-      while (lo < hi) {
-        const size_t mid = (lo + hi) / 2;
-        if (fits(with(mid))) hi = mid;
-        else lo = mid + 1;
-      }
-      ns = with(lo);
+      });
     }
     std::vector<const Node*> loops;
     if (need(top, ns) > size_t(o_.registers)) {
