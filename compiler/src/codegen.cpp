@@ -2507,6 +2507,15 @@ class MatmulEmitter {
     d.fixed = cycles > 0 && qsteps >= 4 && em.m_.core.issue_width >= 2 && d.q0 + d.parts * d.gap <= nsteps;
     return d;
   }
+  // Blocks are steady (drain at fixed steps, docs/compiler.md) where the
+  // kernel is clearly bound by its MXUs: where the DMA is the bottleneck, a
+  // drain later than the estimate holds up the stores, and the loads queued
+  // behind them.
+  bool steady_kernel() const {
+    const double mxu_cycles = double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu);
+    const double hbm_bytes = double(Ml * K * esz * na) + double(K * N * esz * nw) + double(Ml * N * oesz);
+    return mxu_cycles >= 1.25 * double(Bl) * hbm_bytes / em.kDmaBytesPerCycle && drain_plan(Mb, nmu, Mb).fixed;
+  }
   void drain_block(const Block& blk, const std::vector<double>& at = {});
   void finish();
 
@@ -2645,13 +2654,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // and few enough that draining the last items overlaps little else.
   const int64_t slots_min = 2;
   Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
-  // Blocks are steady (drain at fixed steps, docs/compiler.md) where the
-  // kernel is clearly bound by its MXUs: where the DMA is the bottleneck, a
-  // drain later than the estimate holds up the stores, and the loads queued
-  // behind them.
-  const double mxu_cycles = double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu);
-  const double hbm_cycles = double(Bl) * (double(Ml * K * esz * na) + double(K * N * esz * nw) + double(Ml * N * oesz)) / em.kDmaBytesPerCycle;
-  steady = mxu_cycles >= 1.25 * hbm_cycles && drain_plan(Mb, nmu, Mb).fixed;
+  steady = steady_kernel();
   // Accumulator slots per MXU: two in steady blocks (the drain is done
   // within the next block, so the one after can take its slot, and every
   // other block's code is alike); else up to four, so the MXUs run ahead of
