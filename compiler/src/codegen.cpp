@@ -827,7 +827,7 @@ class Emitter {
   double push(int unit, double ready, std::string text, std::vector<uint64_t> regs = {}, double occupancy = 1, double latency = 1) {
     if (unit == kVpu) return push_vpu(ready, std::move(text), std::move(regs), occupancy, latency);
     const double t = std::max({clk_[unit], ready, floor_, pin_});
-    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, pin_ >= 0 ? pin_ : t});
+    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, place(t)});
     clk_[unit] = t + std::max(1.0, occupancy);
     done_[unit] = std::max(done_[unit], t + latency);
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
@@ -859,7 +859,7 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
-    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, pin_ >= 0 ? pin_ : t});
+    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, place(t)});
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
@@ -875,9 +875,11 @@ class Emitter {
       if (uint8_t(c) < 0x20 || c == '"' || c == '\\' || uint8_t(c) == 0x7f) c = '?';
     return t;
   }
+  // Where something estimated to dispatch at t goes in the program.
+  double place(double t) const { return pin_ >= 0 ? pin_ : t; }
   void note(const std::string& s, int unit = -1) {
     const double t = unit >= 0 ? clk_[unit] : floor_;
-    prog_.push_back({t, -1, "# " + s, {}, -1, pin_ >= 0 ? pin_ : t});
+    prog_.push_back({t, -1, "# " + s, {}, -1, place(t)});
   }
   // VPU instructions and mxu.swap (no scalar register operands).
   template <typename... A>
@@ -1024,7 +1026,7 @@ class Emitter {
     kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
     vmem_top_ = 0;
     next_sem_ = 0;
-    prog_.push_back({floor_, -1, "", {}, -1, floor_});
+    prog_.push_back({floor_, -1, "", {}, -1, place(floor_)});
     note(kernel_name(idx, k));
     cur_kernel_ = int(idx);
     for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
@@ -2478,6 +2480,10 @@ class MatmulEmitter {
   // The block of the first group during which the next groups' weights
   // load: the one before the last, after the last of A.
   int64_t panel_block() const { return blocks.size() <= 2 ? 0 : int64_t(blocks.size()) - 2; }
+  // Pins what follows to K-step q of `steps` (the last if past it), if any.
+  void pin_at(const std::vector<double>& steps, int64_t q) {
+    if (!steps.empty()) em.pin_ = steps[size_t(std::min<int64_t>(q, int64_t(steps.size()) - 1))];
+  }
   void load_first_block();
   void prefetch(int64_t g, size_t bi, const std::vector<double>& steps = {});
   void chunk_of_a();
@@ -2832,6 +2838,12 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     for (int u = 0; u < U; ++u)
       ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
   };
+  // Row group g (rows r .. r + U0) of item ii, pipelined across the banks.
+  auto rows_of = [&](Pipeliner& pipe, size_t ii, int64_t r, int64_t g) {
+    const int U = int(std::min<int64_t>(U0, rows - r));
+    if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
+    else gen(ii, r, U, 0);
+  };
   auto done = [&](size_t ii) {
     const int m = items[ii].m;
     signal("vpu", AccFree[m]);
@@ -2853,9 +2865,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
         const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
         wait("vpu", Acc[size_t(mu)], total);
       }
-      const int U = int(std::min<int64_t>(U0, rows - r));
-      if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
-      else gen(ii, r, U, 0);
+      rows_of(pipe, ii, r, g);
     }
     pipe.flush();
     done(ii);
@@ -2904,11 +2914,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
       }
     Pipeliner pipe{em, {}};
     for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
-      for (size_t ii = 0; ii < items.size(); ++ii, ++g) {
-        const int U = int(std::min<int64_t>(U0, rows - r));
-        if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
-        else gen(ii, r, U, 0);
-      }
+      for (size_t ii = 0; ii < items.size(); ++ii, ++g) rows_of(pipe, ii, r, g);
     pipe.flush();
     if (p + 1 == parts)
       for (size_t ii = 0; ii < items.size(); ++ii) done(ii);
@@ -3085,7 +3091,7 @@ void MatmulEmitter::prefetch(int64_t g, size_t bi, const std::vector<double>& st
   }
   if (bi + 1 < blocks.size())
     for (int64_t k = 0; k < kt; k += kq) {
-      if (!steps.empty()) em.pin_ = steps[size_t(std::min<int64_t>(k * int64_t(passes.size()), int64_t(steps.size()) - 1))];
+      pin_at(steps, k * int64_t(passes.size()));
       load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
     }
   em.pin_ = -1;
@@ -3098,7 +3104,7 @@ void MatmulEmitter::load_group(int64_t g, const std::vector<double>& steps) {
   const int64_t step = steps.size() > 1 ? int64_t(steps[1] - steps[0]) : 1;
   const int64_t per = std::max<int64_t>(std::max<int64_t>(1, int64_t(double(step) / slice)), ceil_div(KSW, int64_t(steps.size()) + 1));
   for (int64_t sl = 0; sl < KSW; ++sl) {
-    if (!steps.empty()) em.pin_ = steps[size_t(std::min<int64_t>(sl / per, int64_t(steps.size()) - 1))];
+    pin_at(steps, sl / per);
     load_group_slice(g, sl);
   }
   em.pin_ = -1;
