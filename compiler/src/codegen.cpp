@@ -37,8 +37,6 @@ namespace {
 
 constexpr uint64_t kHbmAlign = 512;
 constexpr int kMaxExprRegs = 24;  // vector registers an expression may use per vector
-constexpr int kScratch = 31;      // v31: scratch inside one node's instruction sequence
-constexpr int kScratch2 = 30;
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -99,7 +97,38 @@ struct Expr {
       if (n.leaf == l) return true;
     return false;
   }
+  // The lane patterns its code holds in registers for the whole kernel: its
+  // splats, and the constants its nodes' code needs (Emitter::node and
+  // Emitter::hoist write the same ones).
+  std::set<uint32_t> constants() const;
+  // Registers it holds for the whole kernel: those constants, its scalar
+  // inputs, and the lane-0 mask of its col leaves.
+  int held_registers() const {
+    int n = int(constants().size()) + (has(Leaf::col) ? 1 : 0);
+    for (const Node& nd : nodes) n += nd.leaf == Leaf::scalar;
+    return n;
+  }
 };
+
+// Constants of the node code (Emitter::node, Emitter::hoist).
+constexpr uint32_t kS8Shift = 24;          // s8 results are sign-extended from bit 7: << 24, >> 24
+constexpr uint32_t kLowByte = 0xff;        // s8 logical shifts see the low byte only
+constexpr uint32_t kNegInf = 0xff800000;   // the identity of max on f32, for col leaves
+constexpr uint32_t kIntMin = 0x80000000;   // the identity of max on s32
+
+std::set<uint32_t> Expr::constants() const {
+  std::set<uint32_t> c;
+  for (const Node& n : nodes) {
+    if (n.leaf == Leaf::splat) c.insert(lane_bits(n.dtype, n.value));
+    if (n.leaf == Leaf::col) c.insert({0u, is_float(n.dtype) ? kNegInf : kIntMin});
+    if (n.leaf != Leaf::none) continue;
+    if (n.dtype == DType::s8) c.insert(kS8Shift);
+    if (n.kind == OpKind::convert && n.dtype == DType::pred) c.insert(0u);
+    if (n.kind == OpKind::not_ && n.dtype == DType::pred) c.insert(1u);
+    if (n.kind == OpKind::shift_right_logical && n.dtype == DType::s8) c.insert(kLowByte);
+  }
+  return c;
+}
 
 // A strided view of a tensor in HBM, in elements.
 struct View {
@@ -397,8 +426,7 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
   visit(root, true);
   int live = 0;
   for (const Node& nd : e.nodes) live += !nd.hoisted();
-  int hoisted = int(e.nodes.size()) - live;
-  too_big = live > kMaxExprRegs || hoisted > 6;
+  too_big = live > kMaxExprRegs || live + e.held_registers() > isa::kNumVregs;
   return e;
 }
 
@@ -707,6 +735,36 @@ double dma_bytes_per_cycle(const isa::MachineConfig& m) {
   const double peak = m.hbm_peak_bytes_per_s();
   return peak > 0 ? std::max(1.0, peak / double(m.clock_hz)) : double(m.dma.burst_bytes) * m.dma.bursts_per_cycle;
 }
+
+// The vector registers of the kernel being emitted. What the kernel holds
+// for its whole length (constants, scalar inputs, a lane mask) is taken
+// from v31 down; values computed per vector use v0 up to below those.
+class VRegs {
+ public:
+  void reset() { *this = VRegs(); }
+  // A register held for the rest of the kernel.
+  int hold() {
+    if (top_ <= low_) throw std::logic_error("internal error: out of vector registers");
+    return --top_;
+  }
+  // The register that holds lane pattern `bits`, and whether it is new (its
+  // holder loads it).
+  std::pair<int, bool> constant(uint32_t bits) {
+    if (auto it = consts_.find(bits); it != consts_.end()) return {it->second, false};
+    return {consts_[bits] = hold(), true};
+  }
+  int at(uint32_t bits) const { return consts_.at(bits); }
+  // Per-vector values use v0 .. v(n - 1) from now on; returns how many are free for them.
+  int below_held() const { return top_; }
+  void per_vector(int n) {
+    if (n > top_) throw std::logic_error("internal error: out of vector registers");
+    low_ = std::max(low_, n);
+  }
+
+ private:
+  std::map<uint32_t, int> consts_;
+  int top_ = isa::kNumVregs, low_ = 0;
+};
 
 class MatmulEmitter;
 
@@ -1026,6 +1084,7 @@ class Emitter {
     kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
     vmem_top_ = 0;
     next_sem_ = 0;
+    vregs_.reset();
     prog_.push_back({floor_, -1, "", {}, -1, place(floor_)});
     note(kernel_name(idx, k));
     cur_kernel_ = int(idx);
@@ -1051,9 +1110,8 @@ class Emitter {
     auto round = [&] {
       if (n.dtype == DType::bf16) ins("vrnd.bf16 v{}, v{}", d, d);
       if (n.dtype == DType::s8) {
-        ins("vli v{}, 24", kScratch);
-        ins("vshl v{}, v{}, v{}", d, d, kScratch);
-        ins("vsra v{}, v{}, v{}", d, d, kScratch);
+        ins("vshl v{}, v{}, v{}", d, d, vregs_.at(kS8Shift));
+        ins("vsra v{}, v{}, v{}", d, d, vregs_.at(kS8Shift));
       }
     };
     switch (n.kind) {
@@ -1061,8 +1119,7 @@ class Emitter {
       case OpKind::convert: {
         const bool sf = is_float(n.src);
         if (n.dtype == DType::pred) {
-          ins("vli v{}, 0", kScratch);
-          ins("vcmpne.{} v{}, v{}, v{}", aty(n.src), d, a[0], kScratch);
+          ins("vcmpne.{} v{}, v{}, v{}", aty(n.src), d, a[0], vregs_.at(0));
         } else if (sf && fl) {
           ins(n.dtype == DType::bf16 && n.src == DType::f32 ? "vrnd.bf16 v{}, v{}" : "vmov v{}, v{}", d, a[0]);
         } else if (!sf && fl) {
@@ -1077,8 +1134,7 @@ class Emitter {
       }
       case OpKind::not_:
         if (n.dtype == DType::pred) {
-          ins("vli v{}, 1", kScratch);
-          ins("vxor v{}, v{}, v{}", d, a[0], kScratch);
+          ins("vxor v{}, v{}, v{}", d, a[0], vregs_.at(1));
         } else {
           ins("vnot v{}, v{}", d, a[0]);
         }
@@ -1100,9 +1156,8 @@ class Emitter {
       case OpKind::shift_right_arithmetic: ins("vsra v{}, v{}, v{}", d, a[0], a[1]); return;
       case OpKind::shift_right_logical:
         if (n.dtype == DType::s8) {
-          ins("vli v{}, 255", kScratch);
-          ins("vand v{}, v{}, v{}", kScratch2, a[0], kScratch);
-          ins("vshr v{}, v{}, v{}", d, kScratch2, a[1]);
+          ins("vand v{}, v{}, v{}", d, a[0], vregs_.at(kLowByte));  // d is none of the arguments (regplan)
+          ins("vshr v{}, v{}, v{}", d, d, a[1]);
           return round();
         }
         ins("vshr v{}, v{}, v{}", d, a[0], a[1]);
@@ -1128,22 +1183,29 @@ class Emitter {
     throw Error(fmt::format("internal error: no VPU code for {}", op_name(n.kind)));
   }
 
-  // Register assignment for an expression: hoisted leaves get fixed
-  // registers; the rest are linearly scanned per vector, U vectors at once.
+  // Register assignment for an expression: what it holds for the whole
+  // kernel (hoisted leaves, the constants its code needs, the col leaves'
+  // lane-0 mask) is taken from vregs_; the rest is linearly scanned per
+  // vector into the registers below, U vectors at once.
   struct RegPlan {
-    std::vector<int> hoisted_reg;            // per node (-1 if not hoisted)
-    std::vector<std::vector<int>> reg;       // [u][node]
+    std::vector<int> hoisted_reg;                  // per node (-1 if not hoisted)
+    std::vector<std::vector<int>> reg;             // [u][node]
+    std::vector<std::pair<int, uint32_t>> consts;  // registers hoist() loads with a lane pattern
+    int lane0 = -1;                                // the col leaves' mask: lane 0 set
     int unroll = 1;
   };
   RegPlan regplan(const Expr& e, int max_unroll) {
     RegPlan rp;
     const size_t n = e.nodes.size();
+    for (uint32_t bits : e.constants())
+      if (auto [r, fresh] = vregs_.constant(bits); fresh) rp.consts.push_back({r, bits});
+    if (e.has(Leaf::col)) rp.lane0 = vregs_.hold();
     rp.hoisted_reg.assign(n, -1);
-    // v29..v27 hold the lane-0 mask and the max-identities for col leaves;
-    // hoisted leaves take the registers below.
-    int next_h = e.has(Leaf::col) ? 26 : 29;
-    for (size_t i = 0; i < n; ++i)
-      if (e.nodes[i].hoisted()) rp.hoisted_reg[i] = next_h--;
+    for (size_t i = 0; i < n; ++i) {
+      const Node& nd = e.nodes[i];
+      if (nd.leaf == Leaf::splat) rp.hoisted_reg[i] = vregs_.at(lane_bits(nd.dtype, nd.value));
+      if (nd.leaf == Leaf::scalar) rp.hoisted_reg[i] = vregs_.hold();
+    }
     std::vector<size_t> last(n, 0);
     for (size_t i = 0; i < n; ++i)
       for (int a : e.nodes[i].args) last[a] = i;
@@ -1162,9 +1224,9 @@ class Emitter {
       for (int a : e.nodes[i].args)
         if (last[a] == i && slot[a] >= 0) busy[slot[a]] = false;
     }
-    const int avail = next_h + 1;  // v0 .. v(next_h)
+    const int avail = vregs_.below_held();
     rp.unroll = std::max(1, std::min(max_unroll, avail / std::max(1, width)));
-    if (width > avail) throw Error("internal error: expression needs too many vector registers");
+    vregs_.per_vector(rp.unroll * width);
     rp.reg.assign(rp.unroll, std::vector<int>(n, -1));
     for (int u = 0; u < rp.unroll; ++u)
       for (size_t i = 0; i < n; ++i) rp.reg[u][i] = rp.hoisted_reg[i] >= 0 ? rp.hoisted_reg[i] : u * width + slot[i];
@@ -1219,24 +1281,21 @@ class Emitter {
     }
   };
   void hoist(const Expr& e, const RegPlan& rp, const std::vector<uint64_t>& scalar_vmem) {
+    for (const auto& [r, bits] : rp.consts) ins("vli v{}, {:#x}", r, bits);
     for (size_t i = 0; i < e.nodes.size(); ++i) {
       const Node& nd = e.nodes[i];
-      if (nd.leaf == Leaf::splat) ins("vli v{}, {:#x}", rp.hoisted_reg[i], lane_bits(nd.dtype, nd.value));
       if (nd.leaf == Leaf::scalar) ins("vld.{} v{}, s0, {}", vty(nd.dtype), rp.hoisted_reg[i], scalar_vmem[nd.input]);
     }
-    if (e.has(Leaf::col)) {
-      ins("viota v29");
-      ins("vli v{}, 0", kScratch);
-      ins("vcmpeq.s32 v29, v29, v{}", kScratch);
-      ins("vli v28, 0xff800000");  // -inf
-      ins("vli v27, 0x80000000");  // INT32_MIN
+    if (rp.lane0 >= 0) {
+      ins("viota v{}", rp.lane0);
+      ins("vcmpeq.s32 v{}, v{}, v{}", rp.lane0, rp.lane0, vregs_.at(0));
     }
   }
   // A col leaf: source element `index` in every lane. The vector loaded from
   // there has it in lane 0; the other lanes become the identity of max.
-  void col_splat(int d, uint64_t at, DType dt) {
+  void col_splat(const RegPlan& rp, int d, uint64_t at, DType dt) {
     ins("vld.{} v{}, s0, {}", vty(dt), d, at);
-    ins("vsel v{}, v29, v{}, v{}", d, d, is_float(dt) ? 28 : 27);
+    ins("vsel v{}, v{}, v{}, v{}", d, rp.lane0, d, vregs_.at(is_float(dt) ? kNegInf : kIntMin));
     ins("vredmax.{} v{}, v{}", aty(dt), d, d);
   }
   // Loads scalar inputs (L copies each), row inputs (repeated to cover any
@@ -1969,7 +2028,7 @@ class Emitter {
           } else if (nd.leaf == Leaf::col) {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
             const int64_t index = (b + vec * L_) / int64_t(nd.value);
-            col_splat(r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
+            col_splat(rp, r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
           }
         }, u0);
         for (int u = 0; u < U; ++u)
@@ -2309,8 +2368,10 @@ class Emitter {
     const char* red = k.combiner == Combiner::add ? "vredsum" : k.combiner == Combiner::maximum ? "vredmax" : "vredmin";
     loads(0);
     if (chunks > 1) loads(1);
-    if (with_init) ins("vli v31, {:#x}", lane_bits(dt, k.init));
-    constexpr int U = 8;
+    constexpr int U = 8;  // rows at once, in v0 .. v(2U - 1)
+    vregs_.per_vector(2 * U);
+    const int init = with_init ? vregs_.hold() : -1;
+    if (with_init) ins("vli v{}, {:#x}", init, lane_bits(dt, k.init));
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t r0 = (c_lo + c) * rc, n = std::min(rc, K - r0);
       const int s = int(c % 2);
@@ -2326,7 +2387,7 @@ class Emitter {
         }
         for (int u = 0; u < u_n; ++u) ins("{}.{} v{}, v{}", red, aty(dt), 2 * u, 2 * u);
         if (with_init)
-          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v31", op, 2 * u, 2 * u);
+          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v{}", op, 2 * u, 2 * u, init);
         for (int u = 0; u < u_n; ++u) ins("vst.{} v{}, s0, {}", vty(dt), 2 * u, out_buf[s] + uint64_t((r + u) * esz));
       }
       signal("vpu", vd);
@@ -2427,6 +2488,7 @@ class Emitter {
   double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
   size_t instructions_ = 0;  // written by schedule()
   uint64_t vmem_top_ = 0;
+  VRegs vregs_;  // the kernel's vector registers
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
   int cur_kernel_ = -1;     // the kernel being emitted (-1: none)
   std::vector<std::vector<std::pair<std::string, uint64_t>>> kernel_ops_;  // Plan::profile_ops of each kernel
@@ -2830,7 +2892,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
       } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
         const DType dt = p_.type(k.inputs[nd.input]).dtype;
         const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
-        em.col_splat(rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
+        em.col_splat(rp, rg, pre_at[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
       } else {
         throw std::logic_error("internal error: unexpected epilogue leaf");
       }

@@ -151,7 +151,9 @@ double binary(const Op& op, DType t, double a, double b) {
     case OpKind::or_: return x | y;
     case OpKind::xor_: return x ^ y;
     case OpKind::shift_left: return uy >= 32 ? 0 : int32_t(ux << uy);
-    case OpKind::shift_right_logical: return uy >= 32 ? 0 : int32_t(ux >> uy);
+    case OpKind::shift_right_logical:  // of the type's bits: an s8 shifts in zeros from bit 7
+      if (t == DType::s8) return uy >= 8 ? 0 : int32_t((ux & 0xffu) >> uy);
+      return uy >= 32 ? 0 : int32_t(ux >> uy);
     case OpKind::shift_right_arithmetic: return x >> (uy >= 32 ? 31 : uy);
     default: break;
   }

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 namespace tpu::compiler {
@@ -190,6 +191,44 @@ class Reroller {
     return double(r) * (pcost[i + p] - pcost[i] + iteration_cost(stepping)) <= kScalarShare * span;
   }
 
+  // A candidate loop: r repeats of the p nodes from a position.
+  struct Run {
+    size_t p = 0, r = 0;
+    int stepping = 0;
+    int64_t saving = 0;
+    std::vector<int64_t> delta;
+  };
+  // The loop of body [i, i + p) as long as it repeats, if it keeps up with
+  // the schedule ({0, 0}: it does not; `slow` remembers where). p == 0 with
+  // r == 1: no repeat.
+  Run try_run(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, const std::vector<size_t>& psize,
+              const std::vector<double>& pcost, size_t i, size_t p, std::unordered_map<size_t, size_t>& slow) const {
+    Run run;
+    // Two repeats first: cheap, and where they do not keep up, more will
+    // not (checked first as if no register stepped).
+    if (!keeps_up(seq, pcost, i, p, 2, 0)) {
+      slow[p] = i + p;
+      return run;
+    }
+    if (repeats(seq, flat, i, p, run.delta, 2) < 2) return run.r = 1, run;
+    std::vector<uint64_t> first;
+    std::vector<bool> addr;
+    for (size_t t = 0; t < p; ++t) flatten(seq[i + t], first), flatten_kinds(seq[i + t], addr);
+    if (!keeps_up(seq, pcost, i, p, 2, stepping(run.delta, first, addr))) {
+      slow[p] = i + p;
+      return run;
+    }
+    const size_t r = repeats(seq, flat, i, p, run.delta);
+    const int st = stepping(run.delta, first, addr);
+    if (!keeps_up(seq, pcost, i, p, r, st)) {
+      slow[p] = i + (r - 1) * p;  // the same run entered later: no faster
+      return run;
+    }
+    run.p = p, run.r = r, run.stepping = st;
+    run.saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - st - 3;
+    return run;
+  }
+
   std::vector<Node> pass(std::vector<Node> seq, bool& changed) const {
     changed = false;
     const size_t n = seq.size();
@@ -207,14 +246,11 @@ class Reroller {
 
     std::vector<Node> out;
     out.reserve(n);
-    std::vector<int64_t> delta, best_delta;
     // period -> the position before which it was found not to keep up (the
     // same stretch, entered a little later, does not either)
     std::unordered_map<size_t, size_t> slow;
     for (size_t i = 0; i < n;) {
-      size_t best_p = 0, best_r = 0;
-      int best_stepping = 0;
-      int64_t best_saving = 0;
+      Run best;
       size_t j = next[i];
       for (int tries = 0; j != kNone && j - i <= size_t(o_.max_period) && tries < 8; ++tries, j = next[j]) {
         const size_t body = psize[j] - psize[i];
@@ -224,32 +260,32 @@ class Reroller {
         for (size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body), u = 0; u < 4; ++u, p *= 2) {
           if (p > size_t(o_.max_period) || i + 2 * p > n) break;
           if (auto it = slow.find(p); it != slow.end() && i < it->second) continue;
-          // Two repeats first: cheap, and where they do not keep up, more
-          // will not (checked first as if no register stepped).
-          if (!keeps_up(seq, pcost, i, p, 2, 0)) {
-            slow[p] = i + p;
-            continue;
-          }
-          if (repeats(seq, flat, i, p, delta, 2) < 2) break;
-          std::vector<uint64_t> first;
-          std::vector<bool> addr;
-          for (size_t t = 0; t < p; ++t) flatten(seq[i + t], first), flatten_kinds(seq[i + t], addr);
-          int stepping = Reroller::stepping(delta, first, addr);
-          if (!keeps_up(seq, pcost, i, p, 2, stepping)) {
-            slow[p] = i + p;
-            continue;
-          }
-          const size_t r = repeats(seq, flat, i, p, delta);
-          stepping = Reroller::stepping(delta, first, addr);
-          if (!keeps_up(seq, pcost, i, p, r, stepping)) {
-            slow[p] = i + (r - 1) * p;  // the same run entered later: no faster
-            continue;
-          }
-          const int64_t saving = int64_t((r - 1) * (psize[i + p] - psize[i])) - stepping - 3;
-          if (saving >= kMinSaving && saving > best_saving) best_saving = saving, best_p = p, best_r = r, best_delta = delta, best_stepping = stepping;
+          const Run run = try_run(seq, flat, psize, pcost, i, p, slow);
+          if (run.p == 0 && run.r == 0) continue;  // too slow: try a longer body
+          if (run.saving >= kMinSaving && run.saving > best.saving) best = run;
           break;
         }
       }
+      // The same body entered a little later may repeat more often (a loop
+      // over groups whose first one differs in its first few instructions):
+      // then what comes before it stays straight.
+      size_t shift = 0;
+      for (size_t s = 1; best.p > 0 && s < best.p && i + s + 2 * best.p <= n; ++s) {
+        if (seq[i + s].key != seq[i + s + best.p].key) continue;
+        std::unordered_map<size_t, size_t> none;
+        const Run later = try_run(seq, flat, psize, pcost, i + s, best.p, none);
+        if (later.p > 0 && later.saving > best.saving) {
+          shift = s;
+          break;
+        }
+      }
+      if (shift) {
+        for (size_t k = 0; k < shift; ++k) out.push_back(std::move(seq[i++]));
+        continue;
+      }
+      const size_t best_p = best.p, best_r = best.r;
+      const int best_stepping = best.stepping;
+      const std::vector<int64_t>& best_delta = best.delta;
       if (best_p == 0 || !same_shapes(seq, i, best_p, best_r)) {
         out.push_back(std::move(seq[i++]));
         continue;
@@ -319,6 +355,17 @@ class Writer {
     bool at_use(const Fn& f) const { return all_fns_at_use || fns_at_use.count(f) > 0; }
     bool at_use_const(uint64_t v) const { return consts_at_use.count(v) > 0; }
     bool any_at_use() const { return all_fns_at_use || !fns_at_use.empty() || !consts_at_use.empty(); }
+    // Per free register: the (register of the sum of steps, base) it was
+    // computed from at use, so the next instruction that needs the same
+    // value takes it as it is. Forgotten at every label and loop end (the
+    // sums step there) and when the register is taken for anything else.
+    std::vector<std::pair<int, uint64_t>> held;
+    int holding(int sum, uint64_t base) const {
+      for (size_t r = 1; r < held.size(); ++r)
+        if (free[r] && held[r] == std::make_pair(sum, base)) return int(r);
+      return 0;
+    }
+    void forget() { held.assign(held.size(), {0, 0}); }
   };
 
   void put(const std::string& s) {
@@ -381,6 +428,10 @@ class Writer {
         const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
         if (base == 0) {
           r = sum;
+        } else if (const int h = ns->holding(sum, base); h > 0) {
+          r = h;  // computed for an earlier instruction, and still there
+          ns->free[size_t(r)] = false;
+          temps.push_back(r);
         } else {
           r = take(*ns);
           temps.push_back(r);
@@ -390,6 +441,7 @@ class Writer {
             load(r, base);
             if (sum != 0) put(fmt::format("add s{}, s{}, s{}", r, r, sum));
           }
+          ns->held[size_t(r)] = {sum, base};
         }
       } else if (ns) {
         if (!f.second.empty()) r = ns->fn_reg.at(f);
@@ -524,6 +576,7 @@ class Writer {
     ns.free.assign(size_t(o_.registers) + 1, true);
     ns.free[0] = false;
     ns.written.assign(size_t(o_.registers) + 1, false);
+    ns.held.assign(size_t(o_.registers) + 1, {0, 0});
     emit_loop(top, ns, loops);
     // The registers the nest wrote no longer hold what the cache says.
     for (int r = 1; r <= o_.registers; ++r)
@@ -531,18 +584,15 @@ class Writer {
   }
   // A free register for the nest: one the cache of constants does not use,
   // else its least recently used, so the constants outside survive the loop.
+  // Among those, one that holds no value computed at use, if any.
   int take(Nest& ns) const {
     int best = -1;
-    for (int r = 1; r <= o_.registers; ++r) {
-      if (!ns.free[size_t(r)]) continue;
-      if (!valid_[r]) {
-        best = r;
-        break;
-      }
-      if (best < 0 || stamp_[r] < stamp_[best]) best = r;
-    }
+    const auto rank = [&](int r) { return std::make_tuple(valid_[r], ns.held[size_t(r)].second != 0, valid_[r] ? stamp_[r] : 0); };
+    for (int r = 1; r <= o_.registers; ++r)
+      if (ns.free[size_t(r)] && (best < 0 || rank(r) < rank(best))) best = r;
     if (best < 0) throw std::logic_error("internal error: no scalar register left");
     ns.free[size_t(best)] = false;
+    ns.held[size_t(best)] = {0, 0};
     ns.written[size_t(best)] = true;
     return best;
   }
@@ -566,6 +616,7 @@ class Writer {
     put(fmt::format("li s{}, {}", rc, l.count));
     const std::string label = fmt::format("{}{}", o_.label, code_.loops++);
     code_.text += label + ":\n";
+    ns.forget();
     loops.push_back(&l);
     for (const Node& b : l.body) {
       if (b.insn >= 0) leaf(b, &ns, loops);
@@ -577,6 +628,7 @@ class Writer {
       put(fmt::format("addi s{}, s{}, {}", r, r, f.second.back().second));
     }
     put(fmt::format("loop s{}, {}", rc, label));
+    ns.forget();
     for (uint64_t c : ns.consts[id]) ns.const_reg.erase(c);
     for (const Fn& f : ns.fns[id]) ns.fn_reg.erase(f);
     for (int r : mine) ns.free[size_t(r)] = true;

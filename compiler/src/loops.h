@@ -35,7 +35,7 @@ struct LoopOptions {
   bool enabled = true;     // false: straight-line code, as scheduled
   int min_body = 16;       // a loop body smaller than this is unrolled until it is not
   int max_period = 4096;   // the longest run of instructions that may form a body
-  int registers = 28;      // s1 .. s<registers> hold constants and loop registers
+  int registers = 31;      // s1 .. s<registers> hold constants and loop registers
   bool kernels = true;     // write .in_kernel where the kernel changes
   // The scalar unit: instructions a cycle, bubble cycles after a taken branch.
   double issue_width = 1, branch_penalty = 0;

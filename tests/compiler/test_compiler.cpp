@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "tpu/compiler/codegen.h"
 #include "tpu/compiler/compile.h"
@@ -472,6 +474,32 @@ TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tile
   // Every kernel is commented with the HLO it came from.
   CHECK(c.assembly.find("from tests/corpus/mlp_f32/module.hlo") == std::string::npos);
   CHECK(c.assembly.find("module.hlo:6 dot_general.2") != std::string::npos);
+}
+
+// tests/compiler/hlo/held_registers.hlo: kernels whose code needs many
+// constants (splats, s8 sign extension, predicate conversion, logical
+// shifts of s8). Each kernel loads each constant into a register once and
+// holds it: no `vli` repeats a value or a register within a kernel, so the
+// per-vector code has none.
+TEST_CASE("codegen: a kernel loads each vector constant once and holds it") {
+  compiler::CompileOptions o;
+  o.machine = isa::load_config("v5e");
+  const auto c = compiler::compile(compiler::load_module(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo/held_registers.hlo"), o);
+  std::set<std::string> values, regs;
+  size_t vli = 0;
+  std::istringstream in(c.assembly);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(".in_kernel", 0) == 0 || line.find("# kernel ") != std::string::npos) values.clear(), regs.clear();
+    std::istringstream w(line);
+    std::string op, reg, value;
+    if (!(w >> op) || op != "vli") continue;
+    w >> reg >> value;
+    INFO(line);
+    CHECK(values.insert(value).second);
+    CHECK(regs.insert(reg).second);
+    ++vli;
+  }
+  CHECK(vli >= 12);  // 8 splats, the logical shift's mask, the s8 shift, the predicate's 1, the shift count
 }
 
 }  // namespace
