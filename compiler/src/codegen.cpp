@@ -885,7 +885,7 @@ class Emitter {
   double push(int unit, double ready, std::string text, std::vector<uint64_t> regs = {}, double occupancy = 1, double latency = 1) {
     if (unit == kVpu) return push_vpu(ready, std::move(text), std::move(regs), occupancy, latency);
     const double t = std::max({clk_[unit], ready, floor_, pin_});
-    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, place(t)});
+    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, place(t, unit)});
     clk_[unit] = t + std::max(1.0, occupancy);
     done_[unit] = std::max(done_[unit], t + latency);
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
@@ -917,7 +917,7 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
-    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, place(t)});
+    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, place(t, kVpu)});
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
@@ -934,7 +934,13 @@ class Emitter {
     return t;
   }
   // Where something estimated to dispatch at t goes in the program.
-  double place(double t) const { return pin_ >= 0 ? pin_ : t; }
+  // Pinned work of a unit goes after the unit's work pushed before it, so
+  // every queue receives its work in the order the cost model assumed.
+  double place(double t, int unit = -1) {
+    double key = pin_ >= 0 ? pin_ : t;
+    if (unit >= 0) key = std::max(key, last_key_[unit]), last_key_[unit] = key;
+    return key;
+  }
   void note(const std::string& s, int unit = -1) {
     const double t = unit >= 0 ? clk_[unit] : floor_;
     prog_.push_back({t, -1, "# " + s, {}, -1, place(t)});
@@ -2482,6 +2488,7 @@ class Emitter {
   // dispatches no earlier): a kernel lays work out at fixed points of its
   // loop (MatmulEmitter's drain) rather than where the estimates fall.
   double pin_ = -1;
+  double last_key_[isa::kUnitSlots] = {};  // per unit: the place of its last instruction
   std::vector<std::string>* capture_ = nullptr;  // VPU instructions go here instead when set
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
@@ -2580,10 +2587,17 @@ class MatmulEmitter {
   // drain later than the estimate holds up the stores, and the loads queued
   // behind them.
   bool steady_kernel() const {
-    const double mxu_cycles = double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu);
     const double hbm_bytes = double(Ml * K * esz * na) + double(K * N * esz * nw) + double(Ml * N * oesz);
-    return mxu_cycles >= 1.25 * double(Bl) * hbm_bytes / em.kDmaBytesPerCycle && drain_plan(Mb, nmu, Mb).fixed;
+    return mxu_cycles() >= 1.25 * double(Bl) * hbm_bytes / em.kDmaBytesPerCycle && drain_plan(Mb, nmu, Mb).fixed;
   }
+  // The kernel's MXU cycles: every stream of every K-step and pass.
+  double mxu_cycles() const { return double(Bl) * double(Ml) * double(nsteps) * double(nt) / double(nmu); }
+  // The kernel's end: the last block's items drain after the MXUs stop,
+  // `rows` cycles or so each. The staggered end and the last items' chunks
+  // shorten that tail with code of their own (the end is like no block
+  // before it); where the tail is under 1/1000 of the kernel's MXU cycles,
+  // that code does not pay.
+  bool shorten_end(int64_t rows) const { return double(rows * nmu) * 1000 >= mxu_cycles(); }
   void drain_block(const Block& blk, const std::vector<double>& at = {});
   void finish();
 
@@ -2792,6 +2806,12 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   items_on.assign(size_t(nmu), 0);
   slot_release.assign(size_t(nslots), std::vector<int64_t>(size_t(nmu), 0));
   slot_store.assign(size_t(nmu), std::vector<int64_t>(2, 0));
+  // Steady blocks: each output slot starts with a credit on `st` (-1: take
+  // one), so the first drains wait for their slots as every later one does.
+  if (steady) {
+    em.signal("sc", st, 2 * nmu);
+    for (auto& s : slot_store) s.assign(2, -1);
+  }
   // A is loaded in K-slices, so the MXUs start on the first and little work
   // is left after the last lands: one K-step each, unless that makes A's
   // rows shorter than what the DMA sends per burst slot.
@@ -2863,7 +2883,8 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   auto before = [&](size_t ii) {  // VPU: its inputs are in, its output tile is free
     const int m = items[ii].m;
     wait("vpu", E, eready[ii]);
-    wait("vpu", st, slot_store[m][items[ii].idx % 2]);
+    const int64_t free = slot_store[m][items[ii].idx % 2];
+    wait("vpu", st, free < 0 ? st.consumed + 1 : free);
     if (!hoisted) {
       // Pinned, only for the preloads: loads of A counted on `pre` since
       // may come later in the program. (Unpinned, for everything loaded so
@@ -2962,7 +2983,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   for (size_t ii = 0; ii < items.size(); ++ii) {
     const Item& it = items[ii];
     after(E, eready[ii]);
-    after(st, slot_store[size_t(it.m)][size_t(it.idx % 2)]);
+    after(st, std::max<int64_t>(0, slot_store[size_t(it.m)][size_t(it.idx % 2)]));
     for (const auto& [mu, total] : acc_marks[size_t(it.m)].at(size_t(it.idx))) after(Acc[size_t(mu)], total);
   }
   if (!hoisted) after(pre, preloads);
@@ -3157,8 +3178,11 @@ void MatmulEmitter::prefetch(int64_t g, size_t bi, const std::vector<double>& st
       load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
     }
   em.pin_ = -1;
-  if (panel_block() == int64_t(bi))
-    for (int64_t h = 1; h < std::min<int64_t>(groups, ahead); ++h) load_group(h);
+  // Steady blocks load the next groups' weights in the first group's last
+  // block (it loads no A), at its steps: the blocks before it are alike.
+  const bool last = steady && blocks.size() >= 2;
+  if ((last ? int64_t(blocks.size()) - 1 : panel_block()) == int64_t(bi))
+    for (int64_t h = 1; h < std::min<int64_t>(groups, ahead); ++h) load_group(h, last ? steps : std::vector<double>{});
 }
 
 void MatmulEmitter::load_group(int64_t g, const std::vector<double>& steps) {
@@ -3176,8 +3200,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
   const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
   const auto [m0, rows] = gblocks[bi];
   const bool first_block = bi == 0, last_block = bi + 1 == gblocks.size();
-  const bool pinned_loads = steady && (g > 0 || bi > 0);  // after this block's MXU work, at its steps
-  if (!pinned_loads) prefetch(g, bi);
+  if (!steady) prefetch(g, bi);  // else after this block's MXU work, at its steps
   std::vector<Item> items;
   for (const auto& [m, j] : assign[size_t(g)][bi]) items.push_back({m, j, items_on[size_t(m)]++});
   // Staggered ends: in the last group, the block before the last
@@ -3190,7 +3213,8 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
   const int64_t n_it = int64_t(items.size());
   std::vector<double> step_t(size_t(nsteps), 0);  // when each K-step's streams start, the latest MXU's
   std::vector<int64_t> moved(size_t(n_it), 0);  // per item
-  if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu)
+  if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu &&
+      shorten_end(gblocks.back().second))
     for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
   // The panel column of a tile, and whether this is MXU m's last item of the chunk.
   auto pcol = [&](const Item& it) { return (it.j - g * nmu) * D; };
@@ -3241,7 +3265,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       } else {
         auto& marks = acc_marks[m];
         marks.resize(size_t(it.idx + 1));
-        const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi;
+        const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi && shorten_end(rows);
         const int64_t cr = final_items ? Cr : rows;
         chunk_rows[m].resize(size_t(it.idx + 1));
         chunk_rows[m][size_t(it.idx)] = cr;
@@ -3289,7 +3313,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     };
     return done(x) < done(y);
   });
-  if (pinned_loads) prefetch(g, bi, step_t);
+  if (steady) prefetch(g, bi, step_t);
   // The VPU drains the previous block while the MXUs work on this one;
   // where this block has K-steps enough, at fixed K-steps (drain_plan).
   if (held) {
