@@ -156,28 +156,43 @@ class Reroller {
   }
 
   // How many times [i, i + p) repeats from i (at least 1), and the operands'
-  // steps from one repeat to the next.
+  // steps from one repeat to the next. `stop`: the offset in the body of the
+  // first instruction that differs from its place in the repeat before (p:
+  // none, the sequence or the limit ended the run).
   size_t repeats(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, size_t i, size_t p,
-                 std::vector<int64_t>& delta, size_t limit = ~size_t(0)) const {
+                 std::vector<int64_t>& delta, size_t limit = ~size_t(0), size_t* stop = nullptr) const {
     delta.clear();
     size_t r = 1;
+    const auto stopped = [&](size_t t) {
+      if (stop) *stop = t;
+      return r;
+    };
     for (; r < limit && i + (r + 1) * p <= seq.size(); ++r) {
       size_t k = 0;
       for (size_t t = 0; t < p; ++t) {
         const size_t a = i + (r - 1) * p + t, b = a + p;
-        if (seq[a].key != seq[i + t].key || seq[b].key != seq[i + t].key || flat[b].size() != flat[a].size()) return r;
+        if (seq[a].key != seq[i + t].key || seq[b].key != seq[i + t].key || flat[b].size() != flat[a].size()) return stopped(t);
         for (size_t v = 0; v < flat[a].size(); ++v, ++k) {
           const int64_t d = int64_t(flat[b][v] - flat[a][v]);
           if (r == 1) {
-            if (!fits32(d)) return r;  // a step is an addi's immediate
+            if (!fits32(d)) return stopped(t);  // a step is an addi's immediate
             delta.push_back(d);
           } else if (d != delta[k]) {
-            return r;
+            return stopped(t);
           }
         }
       }
     }
-    return r;
+    return stopped(p);
+  }
+
+  // Whether instruction x + p repeats x with the steps x repeats x - p.
+  static bool steps_alike(const std::vector<Node>& seq, const std::vector<std::vector<uint64_t>>& flat, size_t x, size_t p) {
+    if (seq[x - p].key != seq[x].key || seq[x + p].key != seq[x].key) return false;
+    if (flat[x - p].size() != flat[x].size() || flat[x + p].size() != flat[x].size()) return false;
+    for (size_t v = 0; v < flat[x].size(); ++v)
+      if (flat[x + p][v] - flat[x][v] != flat[x][v] - flat[x - p][v]) return false;
+    return true;
   }
 
   // Whether r iterations of [i, i + p) as a loop keep up with the schedule:
@@ -193,7 +208,7 @@ class Reroller {
 
   // A candidate loop: r repeats of the p nodes from a position.
   struct Run {
-    size_t p = 0, r = 0;
+    size_t p = 0, r = 0, stop = 0;  // stop: as repeats() says
     int stepping = 0;
     int64_t saving = 0;
     std::vector<int64_t> delta;
@@ -218,7 +233,7 @@ class Reroller {
       slow[p] = i + p;
       return run;
     }
-    const size_t r = repeats(seq, flat, i, p, run.delta);
+    const size_t r = repeats(seq, flat, i, p, run.delta, ~size_t(0), &run.stop);
     const int st = stepping(run.delta, first, addr);
     if (!keeps_up(seq, pcost, i, p, r, st)) {
       slow[p] = i + (r - 1) * p;  // the same run entered later: no faster
@@ -268,13 +283,24 @@ class Reroller {
       }
       // The same body entered a little later may repeat more often (a loop
       // over groups whose first one differs in its first few instructions):
-      // then what comes before it stays straight.
+      // then what comes before it stays straight. A later start s repeats
+      // more (three times at least) only where every instruction of its
+      // second repeat steps as the one before it (steps_alike): the run from
+      // i stopped in its second repeat, at offset `stop`, and s is past it.
       size_t shift = 0;
-      for (size_t s = 1; best.p > 0 && s < best.p && i + s + 2 * best.p <= n; ++s) {
-        if (seq[i + s].key != seq[i + s + best.p].key) continue;
+      std::vector<size_t> unlike;  // prefix counts of instructions not alike, from y0
+      const size_t p = best.p, y0 = i + p + best.stop + 1;
+      if (best.r == 2 && best.stop + 1 < p)
+        for (size_t y = y0; y < i + 3 * p && y + p < n; ++y)
+          unlike.push_back((unlike.empty() ? 0 : unlike.back()) + !steps_alike(seq, flat, y, p));
+      const auto alike = [&](size_t from, size_t to) {  // [from, to) all alike
+        return to - y0 <= unlike.size() && unlike[to - y0 - 1] - (from > y0 ? unlike[from - y0 - 1] : 0) == 0;
+      };
+      for (size_t s = best.stop + 1; !unlike.empty() && s < p && i + s + 3 * p <= n; ++s) {
+        if (!alike(i + s + p, i + s + 2 * p)) continue;
         std::unordered_map<size_t, size_t> none;
         const Run later = try_run(seq, flat, psize, pcost, i + s, best.p, none);
-        if (later.p > 0 && later.saving > best.saving) {
+        if (later.p > 0 && later.r > best.r && later.saving > best.saving) {
           shift = s;
           break;
         }
