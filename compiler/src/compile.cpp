@@ -32,11 +32,10 @@ void check_interface(const ir::Function& f) {
 Compiled compile(const ir::Function& f, const CompileOptions& options) {
   check_interface(f);
   Compiled c;
-  c.lowered = f;
-  for (const auto& pass : ir_pipeline(options.precision)) {
-    c.lowered = pass.run(c.lowered);
-    if (options.dump) options.dump(pass.name, ir::print(c.lowered));
-  }
+  PassObserver dump;
+  if (options.dump) dump = [&](const std::string& pass, const ir::Function& g) { options.dump(pass, ir::print(g)); };
+  c.lowered = run_pipeline(f, ir_pipeline(options.precision), dump);
+  check_backend_form(c.lowered);
   c.lowered.checks = f.checks;  // passes keep the results' order
   // An SPMD program runs on a system of its devices' count (docs/system.md).
   isa::MachineConfig machine = options.machine;

@@ -684,6 +684,9 @@ class Importer {
         {"abs", OpKind::abs}, {"exponential", OpKind::exponential}, {"log", OpKind::log}, {"tanh", OpKind::tanh},
         {"logistic", OpKind::logistic}, {"rsqrt", OpKind::rsqrt}, {"sqrt", OpKind::sqrt}, {"floor", OpKind::floor},
         {"ceil", OpKind::ceil}, {"round-nearest-even", OpKind::round_nearest_even}, {"sign", OpKind::sign},
+        {"erf", OpKind::erf}, {"sine", OpKind::sine}, {"cosine", OpKind::cosine},
+        {"exponential-minus-one", OpKind::exponential_minus_one}, {"log-plus-one", OpKind::log_plus_one},
+        {"is-finite", OpKind::is_finite},
         {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
         {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
         {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape},
@@ -695,38 +698,15 @@ class Importer {
         unsupported(i, fmt::format("bitcast-convert from {} to {} (tpuc reinterprets between s32, u32 and f32 of one shape)", xt.str(),
                                    op.type.str()));
     }
-    // Ops the IR spells with others: expm1(x) = exp(x) - 1, log1p(x) =
-    // log(x + 1) (less accurate than XLA's for |x| << 1), is-finite(x) =
-    // (x - x == 0).
-    // Ops the IR spells with others (helpers below).
-    if (opc == "erf" || opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite") {
+    if (opc == "erf" || opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite" || opc == "sine" ||
+        opc == "cosine") {
       need_operands(i, op, 1);
-      const int x = op.operands[0];
-      const Type xt = f_.ops[x].type;
+      const Type& xt = f_.ops[op.operands[0]].type;
       if (!is_float(xt.dtype)) malformed(i, opc + " needs a float operand");
-      auto un = [&](OpKind k, int a) { return emit(k, {a}, xt, op.loc); };
-      auto bin = [&](OpKind k, int a, int b) { return emit(k, {a, b}, xt, op.loc); };
-      auto c = [&](double v) { return splat(xt, v, op.loc); };
-      if (opc == "exponential-minus-one") return {bin(OpKind::subtract, un(OpKind::exponential, x), c(1))};  // exp(x) - 1
-      if (opc == "log-plus-one") return {un(OpKind::log, bin(OpKind::add, x, c(1)))};                      // log(x + 1)
-      if (opc == "is-finite") {                                                                           // x - x == 0
-        Op cmp;
-        cmp.kind = OpKind::compare, cmp.operands = {bin(OpKind::subtract, x, x), c(0)}, cmp.direction = Direction::EQ;
-        cmp.type = {DType::pred, xt.dims}, cmp.loc = op.loc;
-        if (op.type != cmp.type) malformed(i, "is-finite must return pred of its operand's shape");
-        return {f_.add(cmp)};
-      }
-      // erf: Abramowitz & Stegun 7.1.26, erf(x) = sign(x) (1 - poly(t) exp(-x^2)),
-      // t = 1 / (1 + p |x|); absolute error <= 1.5e-7 (jax.nn.gelu exact).
-      const int t = bin(OpKind::divide, c(1), bin(OpKind::add, c(1), bin(OpKind::multiply, c(0.3275911), un(OpKind::abs, x))));
-      int poly = c(1.061405429);
-      for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), c(a));
-      poly = bin(OpKind::multiply, poly, t);
-      const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
-      return {bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)))};
+      if (op.type != Type{opc == "is-finite" ? DType::pred : xt.dtype, xt.dims})
+        malformed(i, fmt::format("{} must return {} of its operand's shape", opc, opc == "is-finite" ? "pred" : xt.str()));
     }
     if (opc == "remainder" || opc == "round-nearest-afz") return need_operands(i, op, opc == "remainder" ? 2 : 1), std::vector<int>{rounding(i, op, opc)};
-    if (opc == "sine" || opc == "cosine") return need_operands(i, op, 1), std::vector<int>{sin_cos(i, op, opc == "cosine")};
     if (opc == "gather") return need_operands(i, op, 2), std::vector<int>{gather(i, op)};
     if (opc == "scatter") return {scatter(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {
@@ -1517,42 +1497,6 @@ class Importer {
     any.kind = OpKind::compare, any.direction = Direction::NE, any.operands = {hits, splat({DType::f32, ot.dims}, 0, l)};
     any.type = {DType::pred, ot.dims}, any.loc = l;
     return emit(OpKind::select, {f_.add(std::move(any)), sum, opnd}, ot, l);
-  }
-
-  // sin and cos in f32 (bf16 operands are widened and the result rounded):
-  // q = round(x 2/pi), r = x - q pi/2 in three parts (Cody-Waite; exact
-  // products for |q| < 2^16), Cephes' sinf/cosf minimax polynomials on
-  // [-pi/4, pi/4] (about 1e-7 relative), and the quadrant q (+1 for cos)
-  // mod 4 picks +-sin r or +-cos r.
-  int sin_cos(const Instruction& i, const Op& op, bool cosine) {
-    const int x0 = op.operands.at(0);
-    const Type xt = f_.ops[x0].type;
-    if (!is_float(xt.dtype) || op.type != xt) malformed(i, fmt::format("{} needs a float operand of its result's type", i.opcode));
-    const Type ft{DType::f32, xt.dims}, it{DType::s32, xt.dims}, pt{DType::pred, xt.dims};
-    const std::string& loc = op.loc;
-    auto bin = [&](OpKind k, int a, int b) { return emit(k, {a, b}, ft, loc); };
-    auto c = [&](double v) { return splat(ft, v, loc); };
-    auto mul = [&](int a, int b) { return bin(OpKind::multiply, a, b); };
-    auto add = [&](int a, int b) { return bin(OpKind::add, a, b); };
-    const int x = xt.dtype == DType::f32 ? x0 : emit(OpKind::convert, {x0}, ft, loc);
-    const int q = emit(OpKind::round_nearest_even, {mul(x, c(0.63661977236758134308))}, ft, loc);
-    int r = x;
-    for (double part : {1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8}) r = bin(OpKind::subtract, r, mul(q, c(part)));
-    const int z = mul(r, r);
-    const int s = add(mul(mul(add(mul(add(mul(c(-1.9515295891e-4), z), c(8.3321608736e-3)), z), c(-1.6666654611e-1)), z), r), r);
-    const int cp = add(mul(add(mul(c(2.443315711809948e-5), z), c(-1.388731625493765e-3)), z), c(4.166664568298827e-2));
-    const int co = add(bin(OpKind::subtract, mul(mul(cp, z), z), mul(c(0.5), z)), c(1));
-    int quad = emit(OpKind::convert, {q}, it, loc);
-    if (cosine) quad = emit(OpKind::add, {quad, splat(it, 1, loc)}, it, loc);
-    auto bit = [&](double b) {
-      Op cmp;
-      cmp.kind = OpKind::compare, cmp.direction = Direction::NE, cmp.type = pt, cmp.loc = loc;
-      cmp.operands = {emit(OpKind::and_, {quad, splat(it, b, loc)}, it, loc), splat(it, 0, loc)};
-      return f_.add(std::move(cmp));
-    };
-    const int v = emit(OpKind::select, {bit(1), co, s}, ft, loc);
-    const int res = emit(OpKind::select, {bit(2), emit(OpKind::negate, {v}, ft, loc), v}, ft, loc);
-    return xt.dtype == DType::f32 ? res : emit(OpKind::convert, {res}, xt, loc);
   }
 
   int splat(const Type& t, double v, const std::string& loc) {

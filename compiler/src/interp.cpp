@@ -80,6 +80,12 @@ double unary(OpKind k, DType from, DType to, double x) {
     case OpKind::sign:
       if (fl) return std::isnan(f) ? double(f) : f > 0 ? 1.0 : f < 0 ? -1.0 : double(f);
       return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case OpKind::erf: return std::erf(f);
+    case OpKind::sine: return std::sin(f);
+    case OpKind::cosine: return std::cos(f);
+    case OpKind::exponential_minus_one: return std::expm1(f);
+    case OpKind::log_plus_one: return std::log1p(f);
+    case OpKind::is_finite: return std::isfinite(f);
     case OpKind::not_: return from == DType::pred ? double(x == 0) : double(~i32(x));
     default: break;
   }

@@ -49,6 +49,9 @@ const char* op_name(OpKind k) {
   switch (k) {
     case OpKind::round_nearest_even: return "round-nearest-even";
     case OpKind::bitcast_convert: return "bitcast-convert";
+    case OpKind::exponential_minus_one: return "exponential-minus-one";
+    case OpKind::log_plus_one: return "log-plus-one";
+    case OpKind::is_finite: return "is-finite";
     case OpKind::not_: return "not";
     case OpKind::and_: return "and";
     case OpKind::or_: return "or";
@@ -313,6 +316,10 @@ Type infer_type(const Function& f, const Op& op) {
       need(1);
       if (!is_32bit(rd) || !is_32bit(operand(0).dtype)) bad(op, "reinterprets 32-bit types only (s32, u32, f32)");
       return {rd, operand(0).dims};
+    case OpKind::is_finite:
+      need(1);
+      if (!is_float(operand(0).dtype)) bad(op, "needs a float operand");
+      return {DType::pred, operand(0).dims};
     case OpKind::compare: {
       need(2);
       if (operand(0) != operand(1)) bad(op, "operands differ in type");
@@ -484,6 +491,7 @@ void verify(const Function& f) {
     switch (op.kind) {
       case OpKind::exponential: case OpKind::log: case OpKind::tanh: case OpKind::logistic: case OpKind::rsqrt:
       case OpKind::sqrt: case OpKind::floor: case OpKind::ceil: case OpKind::round_nearest_even: case OpKind::power:
+      case OpKind::erf: case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
       case OpKind::divide:
         if (!fl && op.kind != OpKind::divide) bad(op, fmt::format("(%{}) needs a float type", i));
         break;

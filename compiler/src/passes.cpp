@@ -334,7 +334,6 @@ Function canonicalize(const Function& in) {
     return v;
   });
   out = dead_code(out);
-  verify(out);
   return out;
 }
 
@@ -455,7 +454,6 @@ Function lower_convolution(const Function& in) {
     }
     return b.concat(parts, c.out_feature);
   });
-  verify(out);
   return out;
 }
 
@@ -492,7 +490,6 @@ Function lower_reduce_window(const Function& in) {
     if (is_identity_init(b.f, init, op.combiner)) return acc;
     return b.binary(k, acc, initb);
   });
-  verify(out);
   return out;
 }
 
@@ -571,7 +568,79 @@ Function lower_select_and_scatter(const Function& in) {
     for (size_t i = 0; i < n; ++i) limit[i] = op.lo[i] + xt.dims[i];
     return b.binary(k, b.slice(acc, op.lo, limit, one), initb);
   });
-  verify(out);
+  return out;
+}
+
+// ---------------------------------------------------------------- math functions
+
+namespace {
+
+// sin and cos in f32 (bf16 operands are widened and the result rounded):
+// q = round(x 2/pi), r = x - q pi/2 in three parts (Cody-Waite; exact
+// products for |q| < 2^16), Cephes' sinf/cosf minimax polynomials on
+// [-pi/4, pi/4] (about 1e-7 relative), and the quadrant q (+1 for cos)
+// mod 4 picks +-sin r or +-cos r.
+int sin_cos(Builder& b, int x0, bool cosine) {
+  const Type xt = b.type(x0);
+  const auto& dims = xt.dims;
+  auto c = [&](double v) { return b.splat(DType::f32, v, dims); };
+  auto mul = [&](int a, int y) { return b.binary(OpKind::multiply, a, y); };
+  auto add = [&](int a, int y) { return b.binary(OpKind::add, a, y); };
+  auto un = [&](OpKind k, int a) {
+    Op op;
+    op.kind = k, op.operands = {a};
+    return b.add(std::move(op));
+  };
+  const int x = b.convert(x0, DType::f32);
+  const int q = un(OpKind::round_nearest_even, mul(x, c(0.63661977236758134308)));
+  int r = x;
+  for (double part : {1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8}) r = b.binary(OpKind::subtract, r, mul(q, c(part)));
+  const int z = mul(r, r);
+  const int s = add(mul(mul(add(mul(add(mul(c(-1.9515295891e-4), z), c(8.3321608736e-3)), z), c(-1.6666654611e-1)), z), r), r);
+  const int cp = add(mul(add(mul(c(2.443315711809948e-5), z), c(-1.388731625493765e-3)), z), c(4.166664568298827e-2));
+  const int co = add(b.binary(OpKind::subtract, mul(mul(cp, z), z), mul(c(0.5), z)), c(1));
+  int quad = b.convert(q, DType::s32);
+  if (cosine) quad = b.binary(OpKind::add, quad, b.splat(DType::s32, 1, dims));
+  auto bit = [&](double v) { return b.compare(Direction::NE, b.binary(OpKind::and_, quad, b.splat(DType::s32, v, dims)), b.splat(DType::s32, 0, dims)); };
+  const int v = b.select(bit(1), co, s);
+  return b.convert(b.select(bit(2), un(OpKind::negate, v), v), xt.dtype);
+}
+
+}  // namespace
+
+// The math functions the VPU has no instruction for, in the ones it has:
+// expm1(x) = exp(x) - 1 and log1p(x) = log(x + 1) (less accurate than XLA's
+// for |x| << 1), is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
+// 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine and
+// cosine as sin_cos above.
+Function legalize_math(const Function& in) {
+  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.operands.size() != 1) return -1;
+    const int x = op.operands[0];
+    const Type xt = b.type(x);
+    auto c = [&](double v) { return b.splat(xt.dtype, v, xt.dims); };
+    auto un = [&](OpKind k, int a) {
+      Op u;
+      u.kind = k, u.operands = {a};
+      return b.add(std::move(u));
+    };
+    auto bin = [&](OpKind k, int a, int y) { return b.binary(k, a, y); };
+    switch (op.kind) {
+      case OpKind::exponential_minus_one: return bin(OpKind::subtract, un(OpKind::exponential, x), c(1));
+      case OpKind::log_plus_one: return un(OpKind::log, bin(OpKind::add, x, c(1)));
+      case OpKind::is_finite: return b.compare(Direction::EQ, bin(OpKind::subtract, x, x), c(0));
+      case OpKind::erf: {  // sign(x) (1 - poly(t) exp(-x^2)), t = 1 / (1 + p |x|)
+        const int t = bin(OpKind::divide, c(1), bin(OpKind::add, c(1), bin(OpKind::multiply, c(0.3275911), un(OpKind::abs, x))));
+        int poly = c(1.061405429);
+        for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), c(a));
+        poly = bin(OpKind::multiply, poly, t);
+        const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
+        return bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)));
+      }
+      case OpKind::sine: case OpKind::cosine: return sin_cos(b, x, op.kind == OpKind::cosine);
+      default: return -1;
+    }
+  });
   return out;
 }
 
@@ -663,7 +732,6 @@ Function lower_unsigned(const Function& in) {
       default: return -1;
     }
   });
-  verify(out);
   return out;
 }
 
@@ -701,7 +769,6 @@ Function canonicalize_reduce(const Function& in) {
     if (!constant_init) v = b.binary(combiner_op(op.combiner), v, b.broadcast(init, op.type.dims, {}));
     return v;
   });
-  verify(out);
   return out;
 }
 
@@ -743,7 +810,6 @@ Function canonicalize_dot(const Function& in) {
     y = b.reshape(y, op.type.dims);
     return b.convert(y, op.type.dtype);
   });
-  verify(out);
   return out;
 }
 
@@ -778,7 +844,6 @@ Function split_f32_dots(const Function& in, std::optional<Precision> override) {
     }
     return acc;
   });
-  verify(out);
   return out;
 }
 
@@ -838,9 +903,66 @@ Function leading_collectives(const Function& in) {
   });
 }
 
+Function run_pipeline(const Function& f, const std::vector<Pass>& passes, const PassObserver& after) {
+  Function cur = f;
+  for (const Pass& p : passes) {
+    cur = p.run(cur);
+    try {
+      verify(cur);
+    } catch (const Error& e) {
+      throw std::logic_error(fmt::format("internal error: pass {} left an invalid function: {}", p.name, e.what()));
+    }
+    if (after) after(p.name, cur);
+  }
+  return cur;
+}
+
+void check_backend_form(const Function& f) {
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = f.ops[i];
+    auto refuse = [&](const std::string& why) {
+      throw std::logic_error(fmt::format("{}: internal error: %{} {} reaches the back end {}", op.loc.empty() ? "<ir>" : op.loc, i,
+                                         op_name(op.kind), why));
+    };
+    auto dtype = [&](size_t k) { return f.ops[size_t(op.operands[k])].type.dtype; };
+    switch (op.kind) {
+      case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
+      case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
+      case OpKind::is_finite:
+        refuse("(a pass lowers it)");
+        break;
+      case OpKind::dot: {
+        const size_t rank = op.type.dims.size();
+        const bool batch = rank == 3 && op.lhs_batch == std::vector<int64_t>{0} && op.rhs_batch == std::vector<int64_t>{0} &&
+                           op.lhs_contract == std::vector<int64_t>{2} && op.rhs_contract == std::vector<int64_t>{1};
+        const bool plain = rank == 2 && op.lhs_batch.empty() && op.rhs_batch.empty() && op.lhs_contract == std::vector<int64_t>{1} &&
+                           op.rhs_contract == std::vector<int64_t>{0};
+        if (!batch && !plain) refuse("not as [B,M,K] x [B,K,N] or [M,K] x [K,N]");
+        const bool mxu = (dtype(0) == DType::bf16 && dtype(1) == DType::bf16 && op.type.dtype == DType::f32) ||
+                         (dtype(0) == DType::s8 && dtype(1) == DType::s8 && op.type.dtype == DType::s32);
+        if (!mxu) refuse(fmt::format("of {} x {} -> {} (the MXU takes bf16 -> f32 and s8 -> s32)", dtype_name(dtype(0)),
+                                     dtype_name(dtype(1)), dtype_name(op.type.dtype)));
+        break;
+      }
+      case OpKind::reduce:
+        if (f.ops[size_t(op.operands[0])].type.dims.size() != 2 || op.dims.size() != 1) refuse("not as a 2-D reduce of one dimension");
+        if (!splat_value(f, op.operands[1])) refuse("with an init that is not a constant");
+        break;
+      case OpKind::compare:
+        if (dtype(0) == DType::u32 && op.direction != Direction::EQ && op.direction != Direction::NE) refuse("ordering u32 values");
+        break;
+      case OpKind::maximum: case OpKind::minimum: case OpKind::clamp: case OpKind::divide: case OpKind::power:
+        if (op.type.dtype == DType::u32) refuse("on u32 values");
+        break;
+      default: break;
+    }
+  }
+}
+
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
       {"fold-empty", fold_empty},
+      {"legalize-math", legalize_math},
       {"canonicalize", canonicalize},
       {"lower-unsigned", lower_unsigned},
       {"lower-convolution", lower_convolution},

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -442,6 +443,99 @@ TEST_CASE("passes: what each pass leaves behind") {
   const ir::Function red = compiler::canonicalize_reduce(compiler::load_module(kCorpus + "reductions/module.hlo"));
   for (const auto& op : red.ops)
     if (op.kind == ir::OpKind::reduce) CHECK(red.ops[op.operands[0]].type.dims.size() == 2);
+}
+
+TEST_CASE("passes: legalize-math writes the math functions in the VPU's ops to their documented accuracy") {
+  // x over each function's useful range, plus the values is-finite tells apart.
+  std::vector<double> xs;
+  for (int k = 0; k <= 400; ++k) xs.push_back(-20 + 0.1 * k);
+  for (double v : {1e-6, -1e-6, 0.5, -0.999, 1e30, -1e30}) xs.push_back(v);
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    ir::OpKind kind;
+    double (*ref)(double);
+    double tol;  // absolute, in units of max(1, |ref|)
+  };
+  const Case cases[] = {
+      {ir::OpKind::erf, [](double x) { return std::erf(x); }, 3e-7},
+      {ir::OpKind::sine, [](double x) { return std::sin(x); }, 2e-6},
+      {ir::OpKind::cosine, [](double x) { return std::cos(x); }, 2e-6},
+      {ir::OpKind::exponential_minus_one, [](double x) { return std::expm1(x); }, 3e-7},
+      {ir::OpKind::log_plus_one, [](double x) { return std::log1p(x); }, 3e-7},
+  };
+  for (const Case& c : cases) {
+    INFO(ir::op_name(c.kind));
+    std::vector<double> in;
+    for (double x : xs) {
+      const bool finite_domain = c.kind == ir::OpKind::log_plus_one ? x > -1 && x < 1e6 : c.kind == ir::OpKind::exponential_minus_one ? x < 80 : std::fabs(x) <= 20;
+      if (finite_domain) in.push_back(double(float(x)));
+    }
+    ir::Function f;
+    ir::Op p;
+    p.kind = ir::OpKind::parameter, p.type = {DType::f32, {int64_t(in.size())}};
+    const int x = f.add(p);
+    ir::Op u;
+    u.kind = c.kind, u.operands = {x}, u.type = p.type;
+    f.results = {f.add(u)};
+    ir::verify(f);
+    const ir::Function g = compiler::legalize_math(f);
+    ir::verify(g);
+    for (const auto& op : g.ops) CHECK(op.kind != c.kind);
+    const auto got = ir::interpret(g, {Tensor{p.type, in}});
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double want = c.ref(in[i]);
+      INFO("x = " << in[i] << ": " << got[0].v[i] << " against " << want);
+      CHECK(std::fabs(got[0].v[i] - want) <= c.tol * std::max(1.0, std::fabs(want)));
+    }
+  }
+  // is-finite: exact, on infinities, NaN and the largest floats.
+  ir::Function f;
+  ir::Op p;
+  const std::vector<double> in = {0, 1, -3.4e38, 3.4e38, inf, -inf, std::nan("")};
+  p.kind = ir::OpKind::parameter, p.type = {DType::f32, {int64_t(in.size())}};
+  const int x = f.add(p);
+  ir::Op u;
+  u.kind = ir::OpKind::is_finite, u.operands = {x}, u.type = {DType::pred, p.type.dims};
+  f.results = {f.add(u)};
+  const auto got = ir::interpret(compiler::legalize_math(f), {Tensor{p.type, in}});
+  CHECK(got[0].v == std::vector<double>{1, 1, 1, 1, 0, 0, 0});
+}
+
+TEST_CASE("passes: the pass manager verifies after every pass and the back end takes only the form the passes leave") {
+  const ir::Function f = compiler::load_module(kCorpus + "lenet/module.hlo");
+  // A pass that leaves a result of the wrong type is named.
+  compiler::Pass broken{"break-a-type", [](const ir::Function& g) {
+                          ir::Function h = g;
+                          h.ops.back().type.dims.push_back(3);
+                          return h;
+                        }};
+  try {
+    compiler::run_pipeline(f, {compiler::ir_pipeline(std::nullopt).front(), broken});
+    FAIL("no error");
+  } catch (const std::logic_error& e) {
+    CHECK(std::string(e.what()).find("internal error: pass break-a-type left an invalid function") != std::string::npos);
+  }
+  // Convolutions before lowering, f32 dots before splitting, 3-D reductions
+  // before canonicalize-reduce: each is named.
+  auto refusal = [](const ir::Function& g) {
+    try {
+      compiler::check_backend_form(g);
+    } catch (const std::logic_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal(f).find("convolution reaches the back end") != std::string::npos);
+  const ir::Function mm = compiler::canonicalize_dot(compiler::load_module(kCorpus + "matmul_f32/module.hlo"));
+  CHECK(refusal(mm).find("dot reaches the back end of f32 x f32 -> f32") != std::string::npos);
+  CHECK(refusal(compiler::load_module(kCorpus + "reductions/module.hlo")).find("reduce reaches the back end") != std::string::npos);
+  // What the pipeline leaves, for every corpus program and precision.
+  for (const auto& name : corpus_programs())
+    for (auto precision : {std::optional<ir::Precision>{}, std::optional<ir::Precision>{ir::Precision::highest}}) {
+      INFO(name);
+      CHECK(refusal(compiler::run_pipeline(compiler::load_module(kCorpus + name + "/module.hlo"), compiler::ir_pipeline(precision))) ==
+            "accepted");
+    }
 }
 
 TEST_CASE("compile: the dump hook sees every pass, then the kernel plan") {

@@ -1,6 +1,7 @@
 // IR -> IR passes. Each keeps the function's meaning (the interpreter gives
 // the same results before and after, up to float rounding where a pass
-// reorders or splits arithmetic) and leaves a verified function.
+// reorders or splits arithmetic, and the approximations of legalize-math);
+// run_pipeline verifies what each leaves.
 #pragma once
 
 #include <functional>
@@ -17,6 +18,10 @@ namespace tpu::compiler {
 // reduce-window and pad of one the init or pad value; empty concatenate
 // operands are dropped. The back end then meets no empty work.
 ir::Function fold_empty(const ir::Function& f);
+
+// erf, sine, cosine, exponential-minus-one, log-plus-one and is-finite ->
+// the ops the VPU has (polynomials, exp and log, compare).
+ir::Function legalize_math(const ir::Function& f);
 
 // Inline-free cleanups: constant folding (small results), identity
 // reshape/transpose/convert/broadcast removal, reshape and broadcast chains
@@ -63,5 +68,19 @@ struct Pass {
 
 // The IR pipeline tpuc runs, in order.
 std::vector<Pass> ir_pipeline(std::optional<ir::Precision> precision);
+
+// Runs the passes in order and verifies the function after each (a pass that
+// leaves an invalid function is an internal error that names the pass);
+// `after`, if set, sees each pass's result.
+using PassObserver = std::function<void(const std::string& pass, const ir::Function& f)>;
+ir::Function run_pipeline(const ir::Function& f, const std::vector<Pass>& passes, const PassObserver& after = {});
+
+// The form the back end takes, which the pipeline establishes: no op a pass
+// lowers (convolution, reduce-window, select-and-scatter, the math functions
+// of legalize-math), dots as [B,M,K] x [B,K,N] or [M,K] x [K,N] of bf16 -> f32
+// or s8 -> s32, reduces of one dimension of a 2-D value with a constant
+// init, no u32 ordering, maximum, minimum, clamp, divide or power. Anything
+// else is an internal error naming the op.
+void check_backend_form(const ir::Function& f);
 
 }  // namespace tpu::compiler
