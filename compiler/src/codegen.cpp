@@ -2731,6 +2731,13 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
     passes.push_back({idx(aparts, a), idx(wparts, w)});
   }
   na = int64_t(aparts.size()), nw = int64_t(wparts.size());
+  // Two weight panels of every part (one in use, one loading; below) must
+  // fit in half of VMEM: with a long K and several parts (f32 at a higher
+  // precision), fewer MXUs share a group of columns.
+  const auto panels_fit = [&](int n) {
+    return uint64_t(em.vmem_top_) + uint64_t(2 * nw) * (uint64_t(Kp * n * D * esz) + 4096) <= p_.t.vmem_bytes / 2;
+  };
+  while (nmu > 1 && !panels_fit(nmu)) --nmu;
   groups = ceil_div(nt, nmu), nsteps = kt * int64_t(passes.size());
   // Rows per work item: enough to hide the next weight load (3N - 1 cycles)
   // and few enough that draining the last items overlaps little else.

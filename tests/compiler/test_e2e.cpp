@@ -690,6 +690,35 @@ TEST_CASE("dot: staggered ends of large matmuls on v5e") {
 // MXUs at under a row a cycle) the run takes well under two thirds of the
 // cycles of 4 MXUs (17,749 -> 10,645 when written; the rest is the start
 // and the drain of the last block).
+// f32 at the highest precision has three weight parts; with a long K their
+// panels (two of each) outgrow half of VMEM on four MXUs. tpuc then gives
+// a group of columns fewer MXUs rather than refusing the dot.
+TEST_CASE("dot: f32 weight panels that outgrow VMEM take fewer MXUs instead of an error") {
+  const uint64_t seed = test::test_seed(708);
+  Gen g(seed);
+  Function f;
+  const int64_t M = 64, K = 2048, N = 512;
+  const int a = param(f, {DType::f32, {M, K}}), w = param(f, {DType::f32, {K, N}});
+  f.results = {matmul(f, a, w, M, N)};
+  const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+  const auto want = ir::interpret(f, in);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+  // Half of 8 MiB holds two panels of three parts for one MXU (3 MiB), not for two.
+  const auto cfg = sim::load_config("v5e", {"target.vmem_bytes=8388608"});
+  compiler::CompileOptions o;
+  o.machine = cfg;
+  o.precision = ir::Precision::highest;
+  const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
+  INFO("seed " << seed);
+  REQUIRE_FALSE(r.fault);
+  CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0)), want[0]) <= 1e-6);
+  uint64_t macs = 0;
+  for (int m = 0; m < 4; ++m) macs += r.stats["units"][fmt::format("core0.mxu{}", m)]["macs"].get<uint64_t>();
+  CHECK(macs == uint64_t(6 * M * K * N));  // six bf16 passes
+  CHECK(r.stats["units"]["core0.mxu1"]["macs"].get<uint64_t>() == 0);
+}
+
 TEST_CASE("dot: every MXU of an 8-MXU core") {
   const uint64_t seed = test::test_seed(707);
   Gen g(seed);
