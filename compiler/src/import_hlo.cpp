@@ -686,7 +686,7 @@ class Importer {
         {"ceil", OpKind::ceil}, {"round-nearest-even", OpKind::round_nearest_even}, {"sign", OpKind::sign},
         {"erf", OpKind::erf}, {"sine", OpKind::sine}, {"cosine", OpKind::cosine},
         {"exponential-minus-one", OpKind::exponential_minus_one}, {"log-plus-one", OpKind::log_plus_one},
-        {"is-finite", OpKind::is_finite},
+        {"is-finite", OpKind::is_finite}, {"round-nearest-afz", OpKind::round_nearest_afz}, {"remainder", OpKind::remainder},
         {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
         {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
         {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape},
@@ -706,7 +706,11 @@ class Importer {
       if (op.type != Type{opc == "is-finite" ? DType::pred : xt.dtype, xt.dims})
         malformed(i, fmt::format("{} must return {} of its operand's shape", opc, opc == "is-finite" ? "pred" : xt.str()));
     }
-    if (opc == "remainder" || opc == "round-nearest-afz") return need_operands(i, op, opc == "remainder" ? 2 : 1), std::vector<int>{rounding(i, op, opc)};
+    if (opc == "remainder" || opc == "round-nearest-afz") {
+      need_operands(i, op, opc == "remainder" ? 2 : 1);
+      for (int x : op.operands)
+        if (f_.ops[size_t(x)].type != op.type) malformed(i, fmt::format("{} operands must have the result's type", opc));
+    }
     if (opc == "gather") return need_operands(i, op, 2), std::vector<int>{gather(i, op)};
     if (opc == "scatter") return {scatter(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {
@@ -1310,41 +1314,6 @@ class Importer {
       if (ok) return sign;
     }
     return 0;
-  }
-
-  // remainder (C's fmod: the sign of the dividend; for integers x - (x / y) y
-  // with division toward zero) and round-nearest-afz (halves away from zero):
-  // t = floor(|x|), plus one when |x| - t >= 0.5 (exact for every f32).
-  int rounding(const Instruction& i, const Op& op, const std::string& opc) {
-    const Type t = op.type;
-    const std::string& l = op.loc;
-    auto un = [&](OpKind k, int a) { return emit(k, {a}, t, l); };
-    auto bin = [&](OpKind k, int a, int b) { return emit(k, {a, b}, t, l); };
-    const int x = op.operands.at(0);
-    if (f_.ops[size_t(x)].type != t) malformed(i, fmt::format("{} operands must have the result's type", opc));
-    if (opc == "round-nearest-afz") {
-      if (!is_float(t.dtype)) return x;
-      const int a = un(OpKind::abs, x), fl = un(OpKind::floor, a);
-      Op ge;
-      ge.kind = OpKind::compare, ge.direction = Direction::GE, ge.operands = {bin(OpKind::subtract, a, fl), splat(t, 0.5, l)};
-      ge.type = {DType::pred, t.dims}, ge.loc = l;
-      const int r = bin(OpKind::add, fl, emit(OpKind::select, {f_.add(std::move(ge)), splat(t, 1, l), splat(t, 0, l)}, t, l));
-      // The sign of x (a -0 or NaN stays what it was).
-      Op neg;
-      neg.kind = OpKind::compare, neg.direction = Direction::LT, neg.operands = {x, splat(t, 0, l)}, neg.type = {DType::pred, t.dims}, neg.loc = l;
-      Op nan;
-      nan.kind = OpKind::compare, nan.direction = Direction::NE, nan.operands = {x, x}, nan.type = {DType::pred, t.dims}, nan.loc = l;
-      const int signed_r = emit(OpKind::select, {f_.add(std::move(neg)), un(OpKind::negate, r), r}, t, l);
-      Op zero;
-      zero.kind = OpKind::compare, zero.direction = Direction::EQ, zero.operands = {x, splat(t, 0, l)}, zero.type = {DType::pred, t.dims}, zero.loc = l;
-      const int keep = emit(OpKind::or_, {f_.add(std::move(nan)), f_.add(std::move(zero))}, {DType::pred, t.dims}, l);
-      return emit(OpKind::select, {keep, x, signed_r}, t, l);
-    }
-    const int y = op.operands.at(1);
-    if (f_.ops[size_t(y)].type != t) malformed(i, "remainder operands must have the result's type");
-    int q = bin(OpKind::divide, x, y);
-    if (is_float(t.dtype)) q = bin(OpKind::multiply, un(OpKind::sign, q), un(OpKind::floor, un(OpKind::abs, q)));  // toward zero
-    return bin(OpKind::subtract, x, bin(OpKind::multiply, q, y));
   }
 
   // scatter into one operand dimension d (the gradient of a gather:

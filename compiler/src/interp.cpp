@@ -77,6 +77,7 @@ double unary(OpKind k, DType from, DType to, double x) {
     case OpKind::floor: return std::floor(f);
     case OpKind::ceil: return std::ceil(f);
     case OpKind::round_nearest_even: return std::nearbyint(f);
+    case OpKind::round_nearest_afz: return fl ? double(std::round(f)) : x;
     case OpKind::sign:
       if (fl) return std::isnan(f) ? double(f) : f > 0 ? 1.0 : f < 0 ? -1.0 : double(f);
       return x > 0 ? 1 : x < 0 ? -1 : 0;
@@ -113,6 +114,7 @@ double binary(const Op& op, DType t, double a, double b) {
       case OpKind::subtract: return x - y;
       case OpKind::multiply: return x * y;
       case OpKind::divide: return x / y;
+      case OpKind::remainder: return std::fmod(x, y);
       case OpKind::maximum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmax(x, y);
       case OpKind::minimum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmin(x, y);
       case OpKind::power: return std::pow(x, y);
@@ -125,6 +127,7 @@ double binary(const Op& op, DType t, double a, double b) {
   if (t == DType::u32) {  // unsigned: the ops whose result depends on the sign
     switch (op.kind) {
       case OpKind::divide: return uy == 0 ? 4294967295.0 : double(ux / uy);
+      case OpKind::remainder: return uy == 0 ? double(ux) : double(ux % uy);
       case OpKind::maximum: return double(std::max(ux, uy));
       case OpKind::minimum: return double(std::min(ux, uy));
       case OpKind::power: {
@@ -144,6 +147,10 @@ double binary(const Op& op, DType t, double a, double b) {
       if (y == 0) return -1;
       if (x == INT32_MIN && y == -1) return x;
       return x / y;
+    case OpKind::remainder:  // x - (x / y) y with the division above
+      if (y == 0) return x;
+      if (x == INT32_MIN && y == -1) return 0;
+      return x % y;
     case OpKind::maximum: return std::max(x, y);
     case OpKind::minimum: return std::min(x, y);
     case OpKind::power: {

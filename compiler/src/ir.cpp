@@ -48,6 +48,7 @@ const char* op_name(OpKind k) {
   };
   switch (k) {
     case OpKind::round_nearest_even: return "round-nearest-even";
+    case OpKind::round_nearest_afz: return "round-nearest-afz";
     case OpKind::bitcast_convert: return "bitcast-convert";
     case OpKind::exponential_minus_one: return "exponential-minus-one";
     case OpKind::log_plus_one: return "log-plus-one";
@@ -499,7 +500,7 @@ void verify(const Function& f) {
       case OpKind::shift_right_arithmetic: case OpKind::shift_right_logical:
         if (fl) bad(op, fmt::format("(%{}) needs an integer or pred type", i));
         break;
-      case OpKind::negate: case OpKind::abs: case OpKind::sign:
+      case OpKind::negate: case OpKind::abs: case OpKind::sign: case OpKind::round_nearest_afz: case OpKind::remainder:
         if (t.dtype == DType::pred) bad(op, fmt::format("(%{}) needs a numeric type, not pred", i));
         break;
       default: break;

@@ -606,15 +606,48 @@ int sin_cos(Builder& b, int x0, bool cosine) {
   return b.convert(b.select(bit(2), un(OpKind::negate, v), v), xt.dtype);
 }
 
+// round-nearest-afz (halves away from zero): t = floor(|x|), plus one when
+// |x| - t >= 0.5 (exact for every f32), with the sign of x; -0 and NaN stay.
+int round_afz(Builder& b, int x) {
+  const Type t = b.type(x);
+  if (!is_float(t.dtype)) return x;
+  auto c = [&](double v) { return b.splat(t.dtype, v, t.dims); };
+  auto un = [&](OpKind k, int a) {
+    Op op;
+    op.kind = k, op.operands = {a};
+    return b.add(std::move(op));
+  };
+  const int a = un(OpKind::abs, x), fl = un(OpKind::floor, a);
+  const int r = b.binary(OpKind::add, fl, b.select(b.compare(Direction::GE, b.binary(OpKind::subtract, a, fl), c(0.5)), c(1), c(0)));
+  const int signed_r = b.select(b.compare(Direction::LT, x, c(0)), un(OpKind::negate, r), r);
+  const int keep = b.binary(OpKind::or_, b.compare(Direction::NE, x, x), b.compare(Direction::EQ, x, c(0)));
+  return b.select(keep, x, signed_r);
+}
+
+// remainder: x - q y with q = x / y rounded toward zero (C's fmod to a few
+// units in the last place of x, as q y rounds; integers divide as the VPU
+// does).
+int remainder(Builder& b, int x, int y) {
+  auto un = [&](OpKind k, int a) {
+    Op op;
+    op.kind = k, op.operands = {a};
+    return b.add(std::move(op));
+  };
+  int q = b.binary(OpKind::divide, x, y);
+  if (is_float(b.type(x).dtype)) q = b.binary(OpKind::multiply, un(OpKind::sign, q), un(OpKind::floor, un(OpKind::abs, q)));
+  return b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
+}
+
 }  // namespace
 
 // The math functions the VPU has no instruction for, in the ones it has:
 // expm1(x) = exp(x) - 1 and log1p(x) = log(x + 1) (less accurate than XLA's
 // for |x| << 1), is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
 // 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine and
-// cosine as sin_cos above.
+// cosine as sin_cos above, round-nearest-afz and remainder as above.
 Function legalize_math(const Function& in) {
   Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind == OpKind::remainder) return remainder(b, op.operands[0], op.operands[1]);
     if (op.operands.size() != 1) return -1;
     const int x = op.operands[0];
     const Type xt = b.type(x);
@@ -638,6 +671,7 @@ Function legalize_math(const Function& in) {
         return bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)));
       }
       case OpKind::sine: case OpKind::cosine: return sin_cos(b, x, op.kind == OpKind::cosine);
+      case OpKind::round_nearest_afz: return round_afz(b, x);
       default: return -1;
     }
   });
@@ -928,7 +962,7 @@ void check_backend_form(const Function& f) {
     switch (op.kind) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
-      case OpKind::is_finite:
+      case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder:
         refuse("(a pass lowers it)");
         break;
       case OpKind::dot: {

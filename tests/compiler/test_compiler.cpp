@@ -462,6 +462,7 @@ TEST_CASE("passes: legalize-math writes the math functions in the VPU's ops to t
       {ir::OpKind::cosine, [](double x) { return std::cos(x); }, 2e-6},
       {ir::OpKind::exponential_minus_one, [](double x) { return std::expm1(x); }, 3e-7},
       {ir::OpKind::log_plus_one, [](double x) { return std::log1p(x); }, 3e-7},
+      {ir::OpKind::round_nearest_afz, [](double x) { return std::round(x); }, 0},  // exact, halves included
   };
   for (const Case& c : cases) {
     INFO(ir::op_name(c.kind));
@@ -486,6 +487,25 @@ TEST_CASE("passes: legalize-math writes the math functions in the VPU's ops to t
       const double want = c.ref(in[i]);
       INFO("x = " << in[i] << ": " << got[0].v[i] << " against " << want);
       CHECK(std::fabs(got[0].v[i] - want) <= c.tol * std::max(1.0, std::fabs(want)));
+    }
+  }
+  // remainder: C's fmod to a few units in the last place of x (q y rounds).
+  {
+    ir::Function f;
+    ir::Op p;
+    std::vector<double> xs2, ys2;
+    for (int k = 0; k < 200; ++k) xs2.push_back(double(float(-50 + 0.5 * k + 0.013 * k))), ys2.push_back(double(float(0.03 + 0.07 * (k % 17) - (k % 3 == 0 ? 1.3 : 0))));
+    p.kind = ir::OpKind::parameter, p.type = {DType::f32, {int64_t(xs2.size())}};
+    const int x = f.add(p);
+    p.index = 1;
+    const int y = f.add(p);
+    ir::Op r;
+    r.kind = ir::OpKind::remainder, r.operands = {x, y}, r.type = p.type;
+    f.results = {f.add(r)};
+    const auto got = ir::interpret(compiler::legalize_math(f), {Tensor{p.type, xs2}, Tensor{p.type, ys2}});
+    for (size_t i = 0; i < xs2.size(); ++i) {
+      INFO("fmod(" << xs2[i] << ", " << ys2[i] << ")");
+      CHECK(std::fabs(got[0].v[i] - std::fmod(xs2[i], ys2[i])) <= 4 * std::ldexp(std::fabs(xs2[i]), -23));
     }
   }
   // is-finite: exact, on infinities, NaN and the largest floats.

@@ -19,8 +19,9 @@ namespace tpu::compiler {
 // operands are dropped. The back end then meets no empty work.
 ir::Function fold_empty(const ir::Function& f);
 
-// erf, sine, cosine, exponential-minus-one, log-plus-one and is-finite ->
-// the ops the VPU has (polynomials, exp and log, compare).
+// erf, sine, cosine, exponential-minus-one, log-plus-one, is-finite,
+// remainder and round-nearest-afz -> the ops the VPU has (polynomials, exp
+// and log, compares, floor and selects).
 ir::Function legalize_math(const ir::Function& f);
 
 // Inline-free cleanups: constant folding (small results), identity
