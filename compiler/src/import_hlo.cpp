@@ -698,19 +698,6 @@ class Importer {
         unsupported(i, fmt::format("bitcast-convert from {} to {} (tpuc reinterprets between s32, u32 and f32 of one shape)", xt.str(),
                                    op.type.str()));
     }
-    if (opc == "erf" || opc == "exponential-minus-one" || opc == "log-plus-one" || opc == "is-finite" || opc == "sine" ||
-        opc == "cosine") {
-      need_operands(i, op, 1);
-      const Type& xt = f_.ops[op.operands[0]].type;
-      if (!is_float(xt.dtype)) malformed(i, opc + " needs a float operand");
-      if (op.type != Type{opc == "is-finite" ? DType::pred : xt.dtype, xt.dims})
-        malformed(i, fmt::format("{} must return {} of its operand's shape", opc, opc == "is-finite" ? "pred" : xt.str()));
-    }
-    if (opc == "remainder" || opc == "round-nearest-afz") {
-      need_operands(i, op, opc == "remainder" ? 2 : 1);
-      for (int x : op.operands)
-        if (f_.ops[size_t(x)].type != op.type) malformed(i, fmt::format("{} operands must have the result's type", opc));
-    }
     if (opc == "gather") return need_operands(i, op, 2), std::vector<int>{gather(i, op)};
     if (opc == "scatter") return {scatter(i, op)};
     if (auto it = simple.find(opc); it != simple.end()) {

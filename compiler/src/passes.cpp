@@ -74,6 +74,12 @@ struct Builder {
     op.dims = std::move(map);
     return add(std::move(op));
   }
+  int unary(OpKind k, int a) {
+    Op op;
+    op.kind = k;
+    op.operands = {a};
+    return add(std::move(op));
+  }
   int binary(OpKind k, int a, int b) {
     Op op;
     op.kind = k;
@@ -426,7 +432,7 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
 }  // namespace
 
 Function lower_convolution(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::convolution) return -1;
     const int x = op.operands[0], k = op.operands[1];
     const ConvDims& c = op.conv;
@@ -454,13 +460,12 @@ Function lower_convolution(const Function& in) {
     }
     return b.concat(parts, c.out_feature);
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- reduce-window
 
 Function lower_reduce_window(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::reduce_window) return -1;
     const int x = op.operands[0], init = op.operands[1];
     const size_t n = op.window.size();
@@ -490,7 +495,6 @@ Function lower_reduce_window(const Function& in) {
     if (is_identity_init(b.f, init, op.combiner)) return acc;
     return b.binary(k, acc, initb);
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- select-and-scatter
@@ -500,7 +504,7 @@ Function lower_reduce_window(const Function& in) {
 // offset, the source values whose window selected it, scattered back by an
 // interior-padded pad and combined.
 Function lower_select_and_scatter(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::select_and_scatter) return -1;
     const int x = op.operands[0], src = op.operands[1], init = op.operands[2];
     const Type xt = b.type(x), st = b.type(src);
@@ -568,7 +572,6 @@ Function lower_select_and_scatter(const Function& in) {
     for (size_t i = 0; i < n; ++i) limit[i] = op.lo[i] + xt.dims[i];
     return b.binary(k, b.slice(acc, op.lo, limit, one), initb);
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- math functions
@@ -586,13 +589,8 @@ int sin_cos(Builder& b, int x0, bool cosine) {
   auto c = [&](double v) { return b.splat(DType::f32, v, dims); };
   auto mul = [&](int a, int y) { return b.binary(OpKind::multiply, a, y); };
   auto add = [&](int a, int y) { return b.binary(OpKind::add, a, y); };
-  auto un = [&](OpKind k, int a) {
-    Op op;
-    op.kind = k, op.operands = {a};
-    return b.add(std::move(op));
-  };
   const int x = b.convert(x0, DType::f32);
-  const int q = un(OpKind::round_nearest_even, mul(x, c(0.63661977236758134308)));
+  const int q = b.unary(OpKind::round_nearest_even, mul(x, c(0.63661977236758134308)));
   int r = x;
   for (double part : {1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8}) r = b.binary(OpKind::subtract, r, mul(q, c(part)));
   const int z = mul(r, r);
@@ -601,9 +599,24 @@ int sin_cos(Builder& b, int x0, bool cosine) {
   const int co = add(b.binary(OpKind::subtract, mul(mul(cp, z), z), mul(c(0.5), z)), c(1));
   int quad = b.convert(q, DType::s32);
   if (cosine) quad = b.binary(OpKind::add, quad, b.splat(DType::s32, 1, dims));
-  auto bit = [&](double v) { return b.compare(Direction::NE, b.binary(OpKind::and_, quad, b.splat(DType::s32, v, dims)), b.splat(DType::s32, 0, dims)); };
+  auto bit = [&](double v) {
+    return b.compare(Direction::NE, b.binary(OpKind::and_, quad, b.splat(DType::s32, v, dims)), b.splat(DType::s32, 0, dims));
+  };
   const int v = b.select(bit(1), co, s);
-  return b.convert(b.select(bit(2), un(OpKind::negate, v), v), xt.dtype);
+  return b.convert(b.select(bit(2), b.unary(OpKind::negate, v), v), xt.dtype);
+}
+
+// erf(x) = sign(x) (1 - poly(t) exp(-x^2)), t = 1 / (1 + p |x|): Abramowitz
+// & Stegun 7.1.26.
+int erf_approx(Builder& b, int x) {
+  const Type xt = b.type(x);
+  auto c = [&](double v) { return b.splat(xt.dtype, v, xt.dims); };
+  auto mul = [&](int a, int y) { return b.binary(OpKind::multiply, a, y); };
+  const int t = b.binary(OpKind::divide, c(1), b.binary(OpKind::add, c(1), mul(c(0.3275911), b.unary(OpKind::abs, x))));
+  int poly = c(1.061405429);
+  for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = b.binary(OpKind::add, mul(poly, t), c(a));
+  const int e = b.unary(OpKind::exponential, b.unary(OpKind::negate, mul(x, x)));
+  return mul(b.unary(OpKind::sign, x), b.binary(OpKind::subtract, c(1), mul(mul(poly, t), e)));
 }
 
 // round-nearest-afz (halves away from zero): t = floor(|x|), plus one when
@@ -612,14 +625,9 @@ int round_afz(Builder& b, int x) {
   const Type t = b.type(x);
   if (!is_float(t.dtype)) return x;
   auto c = [&](double v) { return b.splat(t.dtype, v, t.dims); };
-  auto un = [&](OpKind k, int a) {
-    Op op;
-    op.kind = k, op.operands = {a};
-    return b.add(std::move(op));
-  };
-  const int a = un(OpKind::abs, x), fl = un(OpKind::floor, a);
+  const int a = b.unary(OpKind::abs, x), fl = b.unary(OpKind::floor, a);
   const int r = b.binary(OpKind::add, fl, b.select(b.compare(Direction::GE, b.binary(OpKind::subtract, a, fl), c(0.5)), c(1), c(0)));
-  const int signed_r = b.select(b.compare(Direction::LT, x, c(0)), un(OpKind::negate, r), r);
+  const int signed_r = b.select(b.compare(Direction::LT, x, c(0)), b.unary(OpKind::negate, r), r);
   const int keep = b.binary(OpKind::or_, b.compare(Direction::NE, x, x), b.compare(Direction::EQ, x, c(0)));
   return b.select(keep, x, signed_r);
 }
@@ -628,13 +636,8 @@ int round_afz(Builder& b, int x) {
 // units in the last place of x, as q y rounds; integers divide as the VPU
 // does).
 int remainder(Builder& b, int x, int y) {
-  auto un = [&](OpKind k, int a) {
-    Op op;
-    op.kind = k, op.operands = {a};
-    return b.add(std::move(op));
-  };
   int q = b.binary(OpKind::divide, x, y);
-  if (is_float(b.type(x).dtype)) q = b.binary(OpKind::multiply, un(OpKind::sign, q), un(OpKind::floor, un(OpKind::abs, q)));
+  if (is_float(b.type(x).dtype)) q = b.binary(OpKind::multiply, b.unary(OpKind::sign, q), b.unary(OpKind::floor, b.unary(OpKind::abs, q)));
   return b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
 }
 
@@ -643,39 +646,25 @@ int remainder(Builder& b, int x, int y) {
 // The math functions the VPU has no instruction for, in the ones it has:
 // expm1(x) = exp(x) - 1 and log1p(x) = log(x + 1) (less accurate than XLA's
 // for |x| << 1), is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
-// 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine and
-// cosine as sin_cos above, round-nearest-afz and remainder as above.
+// 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine,
+// cosine, round-nearest-afz and remainder by the helpers above.
 Function legalize_math(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind == OpKind::remainder) return remainder(b, op.operands[0], op.operands[1]);
     if (op.operands.size() != 1) return -1;
     const int x = op.operands[0];
     const Type xt = b.type(x);
     auto c = [&](double v) { return b.splat(xt.dtype, v, xt.dims); };
-    auto un = [&](OpKind k, int a) {
-      Op u;
-      u.kind = k, u.operands = {a};
-      return b.add(std::move(u));
-    };
-    auto bin = [&](OpKind k, int a, int y) { return b.binary(k, a, y); };
     switch (op.kind) {
-      case OpKind::exponential_minus_one: return bin(OpKind::subtract, un(OpKind::exponential, x), c(1));
-      case OpKind::log_plus_one: return un(OpKind::log, bin(OpKind::add, x, c(1)));
-      case OpKind::is_finite: return b.compare(Direction::EQ, bin(OpKind::subtract, x, x), c(0));
-      case OpKind::erf: {  // sign(x) (1 - poly(t) exp(-x^2)), t = 1 / (1 + p |x|)
-        const int t = bin(OpKind::divide, c(1), bin(OpKind::add, c(1), bin(OpKind::multiply, c(0.3275911), un(OpKind::abs, x))));
-        int poly = c(1.061405429);
-        for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = bin(OpKind::add, bin(OpKind::multiply, poly, t), c(a));
-        poly = bin(OpKind::multiply, poly, t);
-        const int e = un(OpKind::exponential, un(OpKind::negate, bin(OpKind::multiply, x, x)));
-        return bin(OpKind::multiply, un(OpKind::sign, x), bin(OpKind::subtract, c(1), bin(OpKind::multiply, poly, e)));
-      }
+      case OpKind::exponential_minus_one: return b.binary(OpKind::subtract, b.unary(OpKind::exponential, x), c(1));
+      case OpKind::log_plus_one: return b.unary(OpKind::log, b.binary(OpKind::add, x, c(1)));
+      case OpKind::is_finite: return b.compare(Direction::EQ, b.binary(OpKind::subtract, x, x), c(0));
+      case OpKind::erf: return erf_approx(b, x);
       case OpKind::sine: case OpKind::cosine: return sin_cos(b, x, op.kind == OpKind::cosine);
       case OpKind::round_nearest_afz: return round_afz(b, x);
       default: return -1;
     }
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- unsigned integers
@@ -690,7 +679,7 @@ Function legalize_math(const Function& in) {
 // and the signed types reinterpret the bits (XLA wraps). Division, power and
 // maximum/minimum reductions of u32 values are refused.
 Function lower_unsigned(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     const bool ures = op.type.dtype == DType::u32;
     auto is_u = [&](int v) { return b.type(v).dtype == DType::u32; };
     auto refuse = [&](const std::string& what) -> int {
@@ -766,13 +755,12 @@ Function lower_unsigned(const Function& in) {
       default: return -1;
     }
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- reduce
 
 Function canonicalize_reduce(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::reduce) return -1;
     const int x = op.operands[0];
     int init = op.operands[1];
@@ -803,13 +791,12 @@ Function canonicalize_reduce(const Function& in) {
     if (!constant_init) v = b.binary(combiner_op(op.combiner), v, b.broadcast(init, op.type.dims, {}));
     return v;
   });
-  return out;
 }
 
 // ---------------------------------------------------------------- dot
 
 Function canonicalize_dot(const Function& in) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::dot) return -1;
     int a = op.operands[0], w = op.operands[1];
     const Type at = b.type(a), wt = b.type(w);
@@ -844,11 +831,10 @@ Function canonicalize_dot(const Function& in) {
     y = b.reshape(y, op.type.dims);
     return b.convert(y, op.type.dtype);
   });
-  return out;
 }
 
 Function split_f32_dots(const Function& in, std::optional<Precision> override) {
-  Function out = rebuild(in, [&](Builder& b, Op& op) -> int {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind != OpKind::dot || b.type(op.operands[0]).dtype != DType::f32) return -1;
     const Precision p = override ? *override : op.precision;
     const int nparts = p == Precision::default_ ? 1 : p == Precision::high ? 2 : 3;
@@ -878,7 +864,6 @@ Function split_f32_dots(const Function& in, std::optional<Precision> override) {
     }
     return acc;
   });
-  return out;
 }
 
 Function fold_empty(const Function& in) {

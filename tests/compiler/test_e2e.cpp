@@ -683,6 +683,45 @@ TEST_CASE("dot: staggered ends of large matmuls on v5e") {
   }
 }
 
+// A random a[M,K] @ w[K,N] of dtype dt: its inputs (as values and as the
+// bytes the simulator reads) and the interpreter's result.
+struct RandomMatmul {
+  Function f;
+  std::vector<Tensor> want;
+  std::vector<std::vector<uint8_t>> bytes;
+  RandomMatmul(Gen& g, DType dt, int64_t M, int64_t K, int64_t N) {
+    const int a = param(f, {dt, {M, K}}), w = param(f, {dt, {K, N}});
+    f.results = {matmul(f, a, w, M, N)};
+    const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+    want = ir::interpret(f, in);
+    for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+  }
+  Tensor result(const test::SimRun& r) const { return ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0)); }
+};
+
+// f32 at the highest precision has three weight parts; with a long K their
+// panels (two of each) outgrow half of VMEM on four MXUs. tpuc then gives
+// a group of columns fewer MXUs rather than refusing the dot.
+TEST_CASE("dot: f32 weight panels that outgrow VMEM take fewer MXUs instead of an error") {
+  const uint64_t seed = test::test_seed(708);
+  Gen g(seed);
+  const int64_t M = 64, K = 2048, N = 512;
+  const RandomMatmul mm(g, DType::f32, M, K, N);
+  // Half of 8 MiB holds two panels of three parts for one MXU (3 MiB), not for two.
+  const auto cfg = sim::load_config("v5e", {"target.vmem_bytes=8388608"});
+  compiler::CompileOptions o;
+  o.machine = cfg;
+  o.precision = ir::Precision::highest;
+  const test::SimRun r = test::simulate(compiler::compile(mm.f, o).program, cfg, mm.bytes);
+  INFO("seed " << seed);
+  REQUIRE_FALSE(r.fault);
+  CHECK(rel_error(mm.result(r), mm.want[0]) <= 1e-6);
+  uint64_t macs = 0;
+  for (int m = 0; m < 4; ++m) macs += r.stats["units"][fmt::format("core0.mxu{}", m)]["macs"].get<uint64_t>();
+  CHECK(macs == uint64_t(6 * M * K * N));  // six bf16 passes
+  CHECK(r.stats["units"]["core0.mxu1"]["macs"].get<uint64_t>() == 0);
+}
+
 // tpuc spreads a matmul over every MXU of the core: on v5e with 8 MXUs each
 // MXU does its share of the MACs (the staggered end moves a few steps), the
 // results match the interpreter, and with HBM and DMA fast enough that the
@@ -690,55 +729,20 @@ TEST_CASE("dot: staggered ends of large matmuls on v5e") {
 // MXUs at under a row a cycle) the run takes well under two thirds of the
 // cycles of 4 MXUs (17,749 -> 10,645 when written; the rest is the start
 // and the drain of the last block).
-// f32 at the highest precision has three weight parts; with a long K their
-// panels (two of each) outgrow half of VMEM on four MXUs. tpuc then gives
-// a group of columns fewer MXUs rather than refusing the dot.
-TEST_CASE("dot: f32 weight panels that outgrow VMEM take fewer MXUs instead of an error") {
-  const uint64_t seed = test::test_seed(708);
-  Gen g(seed);
-  Function f;
-  const int64_t M = 64, K = 2048, N = 512;
-  const int a = param(f, {DType::f32, {M, K}}), w = param(f, {DType::f32, {K, N}});
-  f.results = {matmul(f, a, w, M, N)};
-  const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
-  const auto want = ir::interpret(f, in);
-  std::vector<std::vector<uint8_t>> bytes;
-  for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
-  // Half of 8 MiB holds two panels of three parts for one MXU (3 MiB), not for two.
-  const auto cfg = sim::load_config("v5e", {"target.vmem_bytes=8388608"});
-  compiler::CompileOptions o;
-  o.machine = cfg;
-  o.precision = ir::Precision::highest;
-  const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
-  INFO("seed " << seed);
-  REQUIRE_FALSE(r.fault);
-  CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0)), want[0]) <= 1e-6);
-  uint64_t macs = 0;
-  for (int m = 0; m < 4; ++m) macs += r.stats["units"][fmt::format("core0.mxu{}", m)]["macs"].get<uint64_t>();
-  CHECK(macs == uint64_t(6 * M * K * N));  // six bf16 passes
-  CHECK(r.stats["units"]["core0.mxu1"]["macs"].get<uint64_t>() == 0);
-}
-
 TEST_CASE("dot: every MXU of an 8-MXU core") {
   const uint64_t seed = test::test_seed(707);
   Gen g(seed);
-  Function f;
   const int64_t M = 512, K = 2048, N = 1024;
-  const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
-  f.results = {matmul(f, a, w, M, N)};
-  const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
-  const auto want = ir::interpret(f, in);
-  std::vector<std::vector<uint8_t>> bytes;
-  for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+  const RandomMatmul mm(g, DType::bf16, M, K, N);
   std::map<int, uint64_t> cycles;
   for (int mxus : {4, 8}) {
     INFO("seed " << seed << ", " << mxus << " MXUs");
     const auto cfg = sim::load_config("v5e", {fmt::format("target.mxus_per_core={}", mxus), "hbm.model=ideal", "dma.bursts_per_cycle=8"});
     compiler::CompileOptions o;
     o.machine = cfg;
-    const test::SimRun r = test::simulate(compiler::compile(f, o).program, cfg, bytes);
+    const test::SimRun r = test::simulate(compiler::compile(mm.f, o).program, cfg, mm.bytes);
     REQUIRE_FALSE(r.fault);
-    CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0)), want[0]) <= 1e-5);
+    CHECK(rel_error(mm.result(r), mm.want[0]) <= 1e-5);
     uint64_t macs = 0;
     for (int m = 0; m < mxus; ++m) {
       const auto n = r.stats["units"][fmt::format("core0.mxu{}", m)]["macs"].get<uint64_t>();
