@@ -14,7 +14,7 @@ std::string check_directive(const isa::Check& c, std::string_view actual, std::s
   return s;
 }
 
-std::string disassemble(const isa::Program& p) {
+std::string disassemble(const isa::Program& p, const std::vector<Note>& notes) {
   std::string out;
   out += fmt::format("# {} instructions, {} data segments, {} tensor symbols\n", p.code.size(), p.data.size(),
                      p.symbols.size());
@@ -52,7 +52,9 @@ std::string disassemble(const isa::Program& p) {
 
   out += ".text\n";
   uint32_t kernel = isa::kNoKernel;
+  auto note = notes.begin();
   for (int64_t pc = 0; pc <= n; ++pc) {
+    for (; note != notes.end() && int64_t(note->pc) <= pc; ++note) out += note->text.empty() ? "\n" : "    # " + note->text + "\n";
     if (targets.count(pc)) out += fmt::format("L{}:\n", pc);
     if (pc == n) break;
     if (!p.kernel_of.empty() && p.kernel_of[size_t(pc)] != kernel) {

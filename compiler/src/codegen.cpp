@@ -15,7 +15,6 @@
 #include "tpu/compiler/codegen.h"
 #include "tpu/isa/isa.h"
 #include "tpu/isa/program.h"
-#include "tpu/asm/assembler.h"
 #include "loops.h"
 
 #include <fmt/format.h>
@@ -51,6 +50,33 @@ const char* vty(DType d) {  // load/store suffix
   }
 }
 const char* aty(DType d) { return is_float(d) ? "f32" : "s32"; }  // arithmetic suffix
+
+namespace ib = isa::build;
+
+// The opcode of the mnemonic `parts` spell: instruction selection is a
+// lookup in isa.def's table (a name it lacks is a bug here).
+template <typename... S>
+isa::Opcode opcode(const S&... parts) {
+  std::string m;
+  ((m += parts), ...);
+  const isa::InsnSpec* s = isa::find_mnemonic(m);
+  if (s == nullptr) throw std::logic_error("internal error: no instruction " + m);
+  return s->op;
+}
+
+// Instruction `op` with its scalar-register operands left 0 for the values
+// push() binds to them, and its other operands `rest`, in format order.
+isa::Instruction with_regs(isa::Opcode op, std::initializer_list<int64_t> rest) {
+  const auto& ops = isa::format_spec(isa::spec(op).format).operands;
+  std::vector<int64_t> v;
+  auto it = rest.begin();
+  for (const auto& o : ops) {
+    if (o.kind == isa::OperandKind::Sreg) v.push_back(0);
+    else if (it == rest.end()) throw std::logic_error(fmt::format("internal error: {} lacks its {}", isa::spec(op).mnemonic, o.role));
+    else v.push_back(*it++);
+  }
+  return isa::make(op, v.data(), v.size());
+}
 
 uint32_t lane_bits(DType d, double v) {
   if (is_float(d)) {
@@ -192,8 +218,8 @@ struct Plan {
   std::vector<uint64_t> addr;   // HBM byte address of each materialised base
   std::vector<Kernel> kernels;
   uint64_t hbm_used = 0;
-  std::vector<std::string> data;  // .data directives for constants
-  std::vector<std::string> symbols;
+  std::vector<isa::DataSegment> data;  // the constants' bytes
+  std::vector<isa::TensorSymbol> symbols;
 
   Plan(const Function& fn, const isa::Target& target);
 
@@ -642,9 +668,13 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
   return k;
 }
 
-// ", tiles [a, b]" of a tiled .input or .output (docs/system.md); "" if none.
-std::string tiles_text(const std::vector<int64_t>& tiles) {
-  return tiles.empty() ? std::string() : fmt::format(", tiles [{}]", fmt::join(tiles, ", "));
+isa::TensorSymbol tensor_symbol(isa::SymbolKind kind, std::string name, const Type& t, uint64_t addr,
+                                const std::vector<int64_t>& tiles = {}) {
+  isa::TensorSymbol s;
+  s.kind = kind, s.name = std::move(name), s.dtype = isa_dtype(t.dtype), s.hbm_addr = addr;
+  for (int64_t d : t.dims) s.dims.push_back(uint64_t(d));
+  for (int64_t d : tiles) s.tiles.push_back(uint64_t(d));
+  return s;
 }
 
 void Plan::assign_buffers() {
@@ -661,39 +691,32 @@ void Plan::assign_buffers() {
   for (size_t p = 0; p < params.size(); ++p) {
     take(params[p]);
     const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
-    symbols.push_back(fmt::format(".input {}, {}, {:#x}{}", name, f.param_global_type(p).str(), addr[params[p]],
-                                  tiles_text(p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{})));
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]],
+                                    p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{}));
   }
   for (size_t i = 0; i < n; ++i) {
     const Op& o = f.ops[i];
     if (o.kind != OpKind::constant || !mat[i] || splat(int(i))) continue;
     take(int(i));
-    symbols.push_back(fmt::format(".const {}, {}, {:#x}", clean_name(fmt::format("const{}", i), used), o.type.str(), addr[i]));
-    std::string d = fmt::format(".data {:#x}  # {}\n", addr[i], o.loc);
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Constant, clean_name(fmt::format("const{}", i), used), o.type, addr[i]));
+    isa::DataSegment d;
+    d.hbm_addr = addr[i];
     const int esz = dtype_bytes(o.type.dtype);
-    const char* dir = esz == 1 ? ".byte" : esz == 2 ? ".half" : ".word";
-    std::vector<std::string> vals;
-    for (size_t k = 0; k < o.literal.size(); ++k) {
-      uint32_t bits = lane_bits(o.type.dtype, o.literal[k]);
+    for (double v : o.literal) {
+      uint32_t bits = lane_bits(o.type.dtype, v);
       if (o.type.dtype == DType::bf16) bits >>= 16;
-      if (esz == 1) bits &= 0xff;
-      vals.push_back(fmt::format("{:#x}", bits));
-      if (vals.size() == 16 || k + 1 == o.literal.size()) {
-        d += fmt::format("    {} {}\n", dir, fmt::join(vals, ", "));
-        vals.clear();
-      }
+      for (int b = 0; b < esz; ++b) d.bytes.push_back(uint8_t(bits >> (8 * b)));  // little-endian
     }
-    data.push_back(d);
+    if (!d.bytes.empty()) data.push_back(std::move(d));  // an empty constant has a symbol only
   }
   for (const Kernel& k : kernels) take(k.out);
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
     out_names.push_back(clean_name(fmt::format("out{}", r), used));
-    symbols.push_back(fmt::format(".output {}, {}, {:#x}{}", out_names.back(), f.result_global_type(r).str(), addr[v],
-                                  tiles_text(r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{})));
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Output, out_names.back(), f.result_global_type(r), addr[v],
+                                    r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{}));
   }
-  for (const isa::Check& c : f.checks) symbols.push_back(as::check_directive(c, out_names[c.actual], out_names[c.expected]));
   hbm_used = cursor;
   if (hbm_used > t.hbm_bytes)
     throw Error(fmt::format("the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
@@ -717,15 +740,10 @@ struct Counter {
   }
 };
 
-// One instruction before scheduling: its unit, its estimated dispatch cycle,
-// its text with `@` for each scalar register operand and their values.
+// One instruction (or comment) before the schedule orders them.
 struct Pending {
-  double t = 0;
-  int unit = 0;  // -1: a comment
-  std::string text;
-  std::vector<uint64_t> regs;
-  int kernel = -1;  // the kernel it belongs to (.in_kernel)
-  double key = 0;   // its place in the program: t, unless pinned (Emitter::pin_)
+  double key = 0;  // its place in the program: its dispatch estimate, unless pinned (Emitter::pin_)
+  Scheduled s;
 };
 
 // The DMA's bytes per cycle for the cost model: the HBM's peak, or with
@@ -768,6 +786,9 @@ class VRegs {
 
 class MatmulEmitter;
 
+// The units, numbered as `wait` and `signal` name them.
+constexpr int kSc = isa::kUnitScalar, kDma = isa::kUnitDma, kVpu = isa::kUnitVpu, kMxu0 = isa::kUnitMxu0;
+
 class Emitter {
  public:
   // The program of core `core` of `ncores` (each runs its share of every
@@ -793,62 +814,85 @@ class Emitter {
   // its share of every kernel (Emitter::share) and meets the other cores at
   // the end of each kernel (their results are in HBM before any core reads
   // them in the next).
-  std::string run() {
-    line(fmt::format("# generated by tpuc: {} kernels", p_.kernels.size()));
-    std::vector<std::string> kv;
-    for (const auto& fld : isa::target_fields()) kv.push_back(fmt::format("{}={}", fld.key, p_.t.*fld.member));
-    line(fmt::format(".target \"{}\", {}", p_.t.name, fmt::join(kv, ", ")));
-    for (const auto& s : p_.symbols) line(s);
-    for (const auto& d : p_.data) out_ += d;
+  Generated run() {
+    Generated g;
+    isa::Program& prog = g.program;
+    prog.target = p_.t;
+    prog.symbols = p_.symbols;
+    prog.data = p_.data;
+    prog.checks = p_.f.checks;
     for (size_t i = 0; i < p_.kernels.size(); ++i) {
       kernel_ops_.push_back(p_.profile_ops(p_.kernels[i]));
-      std::string d = fmt::format(".kernel {}, \"{}\"", i, debug_text(kernel_name(i, p_.kernels[i])));
-      for (const auto& [loc, work] : kernel_ops_.back()) d += fmt::format(", \"{}\", {}", debug_text(loc), work);
-      line(d);
+      isa::KernelInfo info{debug_text(kernel_name(i, p_.kernels[i])), {}};
+      for (const auto& [loc, work] : kernel_ops_.back()) info.ops.push_back({debug_text(loc), work});
+      prog.kernels.push_back(std::move(info));
     }
-    line(".text");
     // Each (chip, core) runs its own code: the cores split the work, and a
     // system's chips (an SPMD program) differ in their collectives.
+    std::vector<isa::Instruction> code;
     const int64_t programs = nchips_ * ncores_;
+    std::vector<size_t> branch;  // per program after the first: the beq to its code
     if (programs > 1) {
-      if (nchips_ > 1) line(fmt::format("    csrr s29, chip\n    muli s29, s29, {}\n    csrr s30, core\n    add s29, s29, s30", ncores_));
-      else line("    csrr s29, core");
-      for (int64_t c = 1; c < programs; ++c) line(fmt::format("    li s30, {}\n    beq s29, s30, tpuc_core{}", c, c));
+      constexpr int id = 29, tmp = 30;
+      if (nchips_ > 1) {
+        code.push_back(ib::CSRR(id, isa::values::Csr_chip));
+        code.push_back(ib::MULI(id, id, ncores_));
+        code.push_back(ib::CSRR(tmp, isa::values::Csr_core));
+        code.push_back(ib::ADD(id, id, tmp));
+      } else {
+        code.push_back(ib::CSRR(id, isa::values::Csr_core));
+      }
+      for (int64_t c = 1; c < programs; ++c) {
+        code.push_back(ib::LI(tmp, c));
+        branch.push_back(code.size());
+        code.push_back(ib::BEQ(id, tmp, 0));
+      }
     }
-    size_t instructions = 0;
+    std::vector<std::pair<size_t, int>> marks;
     for (int64_t c = 0; c < programs; ++c) {
       Emitter e(p_, m_, loops_, c % ncores_, ncores_, c / ncores_, nchips_);
       e.kernel_ops_ = kernel_ops_;
-      if (c > 0) line(fmt::format("tpuc_core{}:", c));
-      out_ += e.body();
-      instructions += e.instructions_;
+      const size_t start = code.size();
+      if (c > 0) code[branch[size_t(c - 1)]][isa::operand::B::target] = int64_t(start - branch[size_t(c - 1)]);
+      LoopCode body = e.body();
+      if (start + body.code.size() > isa::kMaxInstructions)
+        throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds", isa::kMaxInstructions));
+      code.insert(code.end(), body.code.begin(), body.code.end());
+      for (const auto& [pc, k] : body.kernel_marks) marks.push_back({start + pc, k});
+      for (auto& [pc, text] : body.notes) g.notes.push_back({start + pc, std::move(text)});
     }
-    if (instructions > isa::kMaxInstructions)
-      throw Error(fmt::format("the program needs more than {} instructions, the most a .tpu holds",
-                              isa::kMaxInstructions));
-    return out_;
+    prog.code.reserve(code.size());
+    for (const isa::Instruction& i : code) prog.code.push_back(isa::encode(i));
+    if (!prog.kernels.empty()) {
+      prog.kernel_of.assign(code.size(), isa::kNoKernel);
+      for (size_t i = 0; i < marks.size(); ++i) {
+        const size_t end = i + 1 < marks.size() ? marks[i + 1].first : code.size();
+        std::fill(prog.kernel_of.begin() + long(marks[i].first), prog.kernel_of.begin() + long(end), uint32_t(marks[i].second));
+      }
+    }
+    isa::validate(prog);
+    return g;
   }
 
  private:
   // This core's code: its share of every kernel, each followed (on several
   // cores) by a barrier across the cores.
-  std::string body() {
+  LoopCode body() {
     for (size_t i = 0; i < p_.kernels.size(); ++i) {
       kernel(i, p_.kernels[i]);
       if (ncores_ > 1 && i + 1 < p_.kernels.size()) core_barrier();
     }
     cur_kernel_ = -1;
-    push(0, now(), "halt");
-    schedule();
-    return out_;
+    push(kSc, now(), ib::HALT());
+    return schedule();
   }
   // Every core's stores of the kernel have landed (its drain waited for
   // them); each tells the others behind its own transfers and waits for
   // theirs, on a semaphore no kernel uses.
   void core_barrier() {
     for (int64_t o = 0; o < ncores_; ++o)
-      if (o != core_) push(kDma, done_[kDma], fmt::format("dma.csig @, sem{}, 1", kCoreSem), {uint64_t(o)});
-    push(kSc, now(), fmt::format("wait sc, sem{}, {}", kCoreSem, ncores_ - 1));
+      if (o != core_) push(kDma, done_[kDma], ib::DMA_CSIG(0, kCoreSem, 1), {uint64_t(o)});
+    push(kSc, now(), ib::WAIT(kSc, kCoreSem, ncores_ - 1));
   }
   // [lo, hi) of n items (multiples of `align` but the last) for this core.
   std::pair<int64_t, int64_t> share(int64_t n, int64_t align) const {
@@ -863,17 +907,9 @@ class Emitter {
   // precedes the waits it satisfies): the scalar unit pushes work to each
   // queue shortly before the queue can take it, so no queue fills up with
   // blocked work while another unit starves.
-  static constexpr int kSc = isa::kUnitScalar, kDma = isa::kUnitDma, kVpu = isa::kUnitVpu, kMxu0 = isa::kUnitMxu0;
   static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
   static constexpr int kCoreSem = isa::kNumSems - 2;     // the other cores signal it at the end of a kernel
   static constexpr int kChipSem = isa::kNumSems - 3;     // the other chips signal it entering a collective
-  static int unit_index(const std::string& u) {
-    if (u == "sc") return kSc;
-    if (u == "dma") return kDma;
-    if (u == "vpu") return kVpu;
-    return kMxu0 + (u[3] - '0');
-  }
-  static std::string unit_name(int u) { return u == kSc ? "sc" : u == kDma ? "dma" : u == kVpu ? "vpu" : fmt::format("mxu{}", u - kMxu0); }
   double now() const {
     double t = floor_;
     for (double c : clk_) t = std::max(t, c);
@@ -882,10 +918,13 @@ class Emitter {
   // Records an instruction of `unit` that may not dispatch before `ready`,
   // keeps the unit busy `occupancy` cycles and completes `latency` after it
   // dispatches. Returns the dispatch estimate.
-  double push(int unit, double ready, std::string text, std::vector<uint64_t> regs = {}, double occupancy = 1, double latency = 1) {
-    if (unit == kVpu) return push_vpu(ready, std::move(text), std::move(regs), occupancy, latency);
+  // `vals` are the values of its scalar-register operands, in order; the
+  // loop writer puts each in a register (loops.h).
+  double push(int unit, double ready, const isa::Instruction& insn, std::vector<uint64_t> vals = {}, double occupancy = 1,
+              double latency = 1) {
+    if (unit == kVpu) return push_vpu(ready, insn, std::move(vals), occupancy, latency);
     const double t = std::max({clk_[unit], ready, floor_, pin_});
-    prog_.push_back({t, unit, std::move(text), std::move(regs), cur_kernel_, place(t, unit)});
+    record(t, unit, insn, std::move(vals));
     clk_[unit] = t + std::max(1.0, occupancy);
     done_[unit] = std::max(done_[unit], t + latency);
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
@@ -895,9 +934,8 @@ class Emitter {
   // (docs/timing.md); `wait` takes no slot, `signal` and `vxpose` go alone.
   // Register dependencies are not modelled. An instruction's slot and
   // latency come from its class (isa.def) and the config.
-  double push_vpu(double ready, std::string text, std::vector<uint64_t> regs, double occupancy, double latency) {
-    const isa::InsnSpec* spec = isa::find_mnemonic(std::string_view(text).substr(0, text.find(' ')));
-    if (spec == nullptr) throw std::logic_error("internal error: unknown instruction " + text);
+  double push_vpu(double ready, const isa::Instruction& insn, std::vector<uint64_t> vals, double occupancy, double latency) {
+    const isa::InsnSpec* spec = &isa::spec(insn.op);
     const bool wait = spec->op == isa::Opcode::WAIT, sync = spec->unit == isa::ExecUnit::Sync;
     const isa::VpuSlot slot = sync ? isa::VpuSlot::Whole : isa::vpu_slot(spec->vpu_class);
     const bool alone = slot == isa::VpuSlot::Whole;
@@ -917,12 +955,37 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
-    prog_.push_back({t, kVpu, std::move(text), std::move(regs), cur_kernel_, place(t, kVpu)});
+    record(t, kVpu, insn, std::move(vals));
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
   }
-  void line(const std::string& s) { out_ += s + "\n"; }
+  // Adds an instruction at its place; `vals` bind its scalar-register
+  // operands, in order. A VPU load or store from `s0 + imm` has its
+  // address bound instead, so a loop can step it.
+  void record(double t, int unit, const isa::Instruction& insn, std::vector<uint64_t> vals) {
+    Scheduled s;
+    s.unit = unit, s.insn = insn, s.kernel = cur_kernel_, s.t = t;
+    const auto& ops = isa::format_spec(isa::spec(insn.op).format).operands;
+    const isa::Format f = isa::spec(insn.op).format;
+    if (vals.empty() && (f == isa::Format::VLD || f == isa::Format::VST) && insn[isa::operand::VLD::rs1] == 0) {
+      static_assert(int(isa::operand::VLD::rs1) == int(isa::operand::VST::rs1) && int(isa::operand::VLD::imm) == int(isa::operand::VST::imm) &&
+                    isa::operand::VLD::imm == isa::operand::VLD::rs1 + 1);
+      s.vals = {uint64_t(insn[isa::operand::VLD::imm])};
+      s.at[0] = isa::operand::VLD::rs1, s.addr = 0;
+      s.insn[isa::operand::VLD::imm] = 0;
+    } else if (!vals.empty()) {
+      size_t v = 0;
+      for (size_t o = 0; o < ops.size(); ++o)
+        if (ops[o].kind == isa::OperandKind::Sreg) {
+          if (v == vals.size() || v == Scheduled::kMaxBound) throw std::logic_error("internal error: operands do not match");
+          s.at[v++] = int8_t(o);
+        }
+      if (v != vals.size()) throw std::logic_error("internal error: operands do not match");
+      s.vals = std::move(vals);
+    }
+    prog_.push_back({place(t, unit), std::move(s)});
+  }
   std::string kernel_name(size_t idx, const Kernel& k) const {
     return fmt::format("kernel {}: {} -> %{} {}", idx, kind_name(k.kind), k.out, p_.type(k.out).str());
   }
@@ -941,36 +1004,43 @@ class Emitter {
     if (unit >= 0) key = std::max(key, last_key_[unit]), last_key_[unit] = key;
     return key;
   }
-  void note(const std::string& s, int unit = -1) {
+  void note(const std::string& text, int unit = -1) {
     const double t = unit >= 0 ? clk_[unit] : floor_;
-    prog_.push_back({t, -1, "# " + s, {}, -1, place(t)});
+    Scheduled s;
+    s.unit = -1, s.comment = text, s.t = t;
+    prog_.push_back({place(t), std::move(s)});
   }
   // VPU instructions and mxu.swap (no scalar register operands).
-  template <typename... A>
-  void ins(fmt::format_string<A...> f, A&&... a) {
-    std::string text = fmt::format(f, std::forward<A>(a)...);
-    if (text.rfind("mxu.swap m", 0) == 0) {
-      const int m = text[10] - '0';
-      push(kMxu0 + m, weights_ready_[m], std::move(text));
-    } else if (text[0] == 'v' && capture_) {
-      capture_->push_back(std::move(text));
-    } else if (text[0] == 'v') {
-      push(kVpu, 0, std::move(text));  // latency: its class's
+  void ins(const isa::Instruction& i) {
+    if (i.op == isa::Opcode::MXU_SWAP) {
+      const int m = int(i[isa::operand::M1::mxu]);
+      push(kMxu0 + m, weights_ready_[m], i);
+    } else if (isa::spec(i.op).unit != isa::ExecUnit::Vpu) {
+      throw std::logic_error(fmt::format("internal error: unscheduled instruction {}", isa::spec(i.op).mnemonic));
+    } else if (capture_) {
+      capture_->push_back(i);
     } else {
-      throw std::logic_error("internal error: unscheduled instruction " + text);
+      push(kVpu, 0, i);  // latency: its class's
     }
   }
+  template <typename... A>
+  void vop(isa::Opcode op, A... a) {
+    ins(isa::make(op, {int64_t(a)...}));
+  }
+  // A vector load or store of VMEM at `at`.
+  void vld(DType dt, int vd, uint64_t at) { vop(opcode("vld.", vty(dt)), vd, 0, at); }
+  void vst(DType dt, int vs, uint64_t at) { vop(opcode("vst.", vty(dt)), vs, 0, at); }
   // A weight load commits N - 1 cycles after it starts, once the last
   // stream through the weights it replaces has reached the accumulators
   // (docs/timing.md).
-  void mxu_lw(int m, uint64_t src, uint64_t stride, const char* dt) {
-    const double t = push(kMxu0 + m, mm_done_[m][1] - double(D_ - 1), fmt::format("mxu.lw m{}, @, @, {}", m, dt), {src, stride}, 1, double(D_));
+  void mxu_lw(int m, uint64_t src, uint64_t stride, int dt) {
+    const double t = push(kMxu0 + m, mm_done_[m][1] - double(D_ - 1), with_regs(isa::Opcode::MXU_LW, {m, dt}), {src, stride}, 1, double(D_));
     weights_ready_[m] = t + double(D_);
   }
   // `more` continues the previous stream's rows through the same weights.
   // Returns its dispatch estimate.
-  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
-    const double t = push(kMxu0 + m, feed_free_[m], fmt::format("mxu.{} m{}, @, @, @, @, {}", acc ? "mma" : "mm", m, dt),
+  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, int dt, bool more = false) {
+    const double t = push(kMxu0 + m, feed_free_[m], with_regs(acc ? isa::Opcode::MXU_MMA : isa::Opcode::MXU_MM, {m, dt}),
                           {racc, src, stride, rows}, 1, double(rows) + 2.0 * double(D_));
     feed_free_[m] = t + double(rows);
     if (!more) mm_done_[m][1] = mm_done_[m][0];
@@ -978,36 +1048,19 @@ class Emitter {
     return t;
   }
 
-  // Writes the scheduled program, its repeats folded into loops (loops.h).
-  void schedule() {
+  // The scheduled program, its repeats folded into loops (loops.h).
+  LoopCode schedule() {
     std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.key < b.key; });
     std::vector<Scheduled> code;
     code.reserve(prog_.size());
-    for (Pending& p : prog_) {
-      code.push_back({p.unit, std::move(p.text), std::move(p.regs), p.kernel, p.t});
-      if (p.unit == kVpu) address_operand(code.back());
-    }
+    for (Pending& p : prog_) code.push_back(std::move(p.s));
     prog_.clear();
     LoopOptions o;
     o.enabled = loops_;
     o.kernels = !p_.kernels.empty();
-    o.label = nchips_ > 1 ? fmt::format("tpuc_p{}c{}_l", chip_, core_) : fmt::format("tpuc_c{}_l", core_);
     o.issue_width = m_.core.issue_width;
     o.branch_penalty = m_.core.branch_penalty;
-    LoopCode c = write_loops(code, o);
-    out_ += c.text;
-    instructions_ = c.instructions;
-  }
-  // A VPU load or store of VMEM (or an accumulator row) at `s0, addr`: the
-  // address becomes an operand, so a loop can step it.
-  static void address_operand(Scheduled& s) {
-    const size_t at = s.text.find(", s0, ");
-    if (at == std::string::npos || at + 6 == s.text.size() ||
-        s.text.find_first_not_of("0123456789", at + 6) != std::string::npos)
-      return;
-    s.vals.push_back(std::stoull(s.text.substr(at + 6)));
-    s.text.resize(at + 2);
-    s.text += '$';
+    return write_loops(code, o);
   }
 
   // ---- synchronisation
@@ -1017,23 +1070,22 @@ class Emitter {
     c.sem = next_sem_++;
     return c;
   }
-  void wait(const char* unit, Counter& c, int64_t total) {
+  void wait(int unit, Counter& c, int64_t total) {
     while (c.consumed < total) {
       const int64_t n = std::min<int64_t>(total - c.consumed, 65535);
       const double ready = c.when.at(size_t(c.consumed + n - 1));
-      push(unit_index(unit), ready, fmt::format("wait {}, sem{}, {}", unit, c.sem, n));
+      push(unit, ready, ib::WAIT(unit, c.sem, n));
       c.consumed += n;
     }
   }
   // A queued unit's signal leaves its queue at once and adds the count when
   // the unit's earlier work is done (docs/timing.md).
-  void signal(const char* unit, Counter& c, int64_t n = 1) {
-    const int u = unit_index(unit);
+  void signal(int u, Counter& c, int64_t n = 1) {
     const bool deferred = u != kSc;
     for (int64_t left = n; left > 0;) {
       const int64_t k = std::min<int64_t>(left, 65535);
       const double done = done_[u];
-      const double t = push(u, deferred ? 0 : done, fmt::format("signal {}, sem{}, {}", unit, c.sem, k));
+      const double t = push(u, deferred ? 0 : done, ib::SIGNAL(u, c.sem, k));
       c.produce(std::max(t, done) + 1, k);
       left -= k;
     }
@@ -1044,35 +1096,32 @@ class Emitter {
   void drain(const std::vector<Counter*>& cs, int mxus = 0) {
     Counter barrier;
     barrier.sem = kBarrierSem;
-    signal("dma", barrier);
-    signal("vpu", barrier);
-    for (int m = 0; m < mxus; ++m) signal(fmt::format("mxu{}", m).c_str(), barrier);
-    wait("sc", barrier, barrier.produced);
-    for (Counter* c : cs) wait("sc", *c, c->produced);
+    signal(kDma, barrier);
+    signal(kVpu, barrier);
+    for (int m = 0; m < mxus; ++m) signal(kMxu0 + m, barrier);
+    wait(kSc, barrier, barrier.produced);
+    for (Counter* c : cs) wait(kSc, *c, c->produced);
     next_sem_ = 0;
   }
 
   // ---- DMA (byte addresses); each transfer counts once on its counter
   // A transfer of `rows` rows of `rowbytes` costs the larger of its bytes at
   // HBM bandwidth and its bursts at one per cycle.
-  void dma(const char* op, std::vector<uint64_t> regs, uint64_t rows, uint64_t rowbytes, Counter& c) {
-    std::string text = fmt::format("dma.{}", op);
-    for (size_t i = 0; i < regs.size(); ++i) text += i ? ", @" : " @";
-    text += fmt::format(", sem{}", c.sem);
+  void dma(isa::Opcode op, std::vector<uint64_t> regs, uint64_t rows, uint64_t rowbytes, Counter& c) {
     const double bursts = double(rows) * std::ceil(double(rowbytes) / kDmaBurst) / kDmaBurstsPerCycle;
     const double cost = std::max(double(rows * rowbytes) / kDmaBytesPerCycle, bursts);
-    const double t = push(kDma, 0, std::move(text), std::move(regs), cost, cost + kDmaLatency);
+    const double t = push(kDma, 0, with_regs(op, {c.sem}), std::move(regs), cost, cost + kDmaLatency);
     c.produce(t + cost + kDmaLatency);
   }
-  void dma_ld(uint64_t vmem, uint64_t hbm, uint64_t bytes, Counter& c) { dma("ld", {vmem, hbm, bytes}, 1, bytes, c); }
-  void dma_st(uint64_t hbm, uint64_t vmem, uint64_t bytes, Counter& c) { dma("st", {hbm, vmem, bytes}, 1, bytes, c); }
+  void dma_ld(uint64_t vmem, uint64_t hbm, uint64_t bytes, Counter& c) { dma(isa::Opcode::DMA_LD, {vmem, hbm, bytes}, 1, bytes, c); }
+  void dma_st(uint64_t hbm, uint64_t vmem, uint64_t bytes, Counter& c) { dma(isa::Opcode::DMA_ST, {hbm, vmem, bytes}, 1, bytes, c); }
   void dma_2d(bool load, uint64_t dst, uint64_t src, uint64_t rows, uint64_t rowbytes, uint64_t dstride, uint64_t sstride,
               Counter& c) {
     if (rows == 1 || (dstride == rowbytes && sstride == rowbytes)) {
       load ? dma_ld(dst, src, rows * rowbytes, c) : dma_st(dst, src, rows * rowbytes, c);
       return;
     }
-    dma(load ? "ld2d" : "st2d", {dst, src, rows, rowbytes, dstride, sstride}, rows, rowbytes, c);
+    dma(load ? isa::Opcode::DMA_LD2D : isa::Opcode::DMA_ST2D, {dst, src, rows, rowbytes, dstride, sstride}, rows, rowbytes, c);
   }
 
   // ---- VMEM: a bump allocator per kernel
@@ -1091,7 +1140,7 @@ class Emitter {
     vmem_top_ = 0;
     next_sem_ = 0;
     vregs_.reset();
-    prog_.push_back({floor_, -1, "", {}, -1, place(floor_)});
+    note("");
     note(kernel_name(idx, k));
     cur_kernel_ = int(idx);
     for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
@@ -1114,59 +1163,59 @@ class Emitter {
   void node(const Node& n, int d, const std::vector<int>& a) {
     const bool fl = is_float(n.dtype);
     auto round = [&] {
-      if (n.dtype == DType::bf16) ins("vrnd.bf16 v{}, v{}", d, d);
+      if (n.dtype == DType::bf16) ins(ib::VRND_BF16(d, d));
       if (n.dtype == DType::s8) {
-        ins("vshl v{}, v{}, v{}", d, d, vregs_.at(kS8Shift));
-        ins("vsra v{}, v{}, v{}", d, d, vregs_.at(kS8Shift));
+        ins(ib::VSHL(d, d, vregs_.at(kS8Shift)));
+        ins(ib::VSRA(d, d, vregs_.at(kS8Shift)));
       }
     };
     switch (n.kind) {
-      case OpKind::bitcast_convert: ins("vmov v{}, v{}", d, a[0]); return;
+      case OpKind::bitcast_convert: ins(ib::VMOV(d, a[0])); return;
       case OpKind::convert: {
         const bool sf = is_float(n.src);
         if (n.dtype == DType::pred) {
-          ins("vcmpne.{} v{}, v{}, v{}", aty(n.src), d, a[0], vregs_.at(0));
+          vop(opcode("vcmpne.", aty(n.src)), d, a[0], vregs_.at(0));
         } else if (sf && fl) {
-          ins(n.dtype == DType::bf16 && n.src == DType::f32 ? "vrnd.bf16 v{}, v{}" : "vmov v{}, v{}", d, a[0]);
+          ins(n.dtype == DType::bf16 && n.src == DType::f32 ? ib::VRND_BF16(d, a[0]) : ib::VMOV(d, a[0]));
         } else if (!sf && fl) {
-          ins("vcvt.f32.s32 v{}, v{}", d, a[0]);
+          ins(ib::VCVT_F32_S32(d, a[0]));
           round();
         } else {
-          if (sf) ins("vcvt.s32.f32 v{}, v{}", d, a[0]);
-          else ins("vmov v{}, v{}", d, a[0]);
+          if (sf) ins(ib::VCVT_S32_F32(d, a[0]));
+          else ins(ib::VMOV(d, a[0]));
           round();
         }
         return;
       }
       case OpKind::not_:
         if (n.dtype == DType::pred) {
-          ins("vxor v{}, v{}, v{}", d, a[0], vregs_.at(1));
+          ins(ib::VXOR(d, a[0], vregs_.at(1)));
         } else {
-          ins("vnot v{}, v{}", d, a[0]);
+          ins(ib::VNOT(d, a[0]));
         }
         return;
-      case OpKind::negate: ins("vneg.{} v{}, v{}", aty(n.dtype), d, a[0]); return round();
-      case OpKind::abs: ins("vabs.{} v{}, v{}", aty(n.dtype), d, a[0]); return round();
-      case OpKind::sign: ins("vsign.{} v{}, v{}", aty(n.dtype), d, a[0]); return;
+      case OpKind::negate: vop(opcode("vneg.", aty(n.dtype)), d, a[0]); return round();
+      case OpKind::abs: vop(opcode("vabs.", aty(n.dtype)), d, a[0]); return round();
+      case OpKind::sign: vop(opcode("vsign.", aty(n.dtype)), d, a[0]); return;
       case OpKind::compare: {
         static const char* dn[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-        ins("vcmp{}.{} v{}, v{}, v{}", dn[int(n.dir)], aty(n.src), d, a[0], a[1]);
+        vop(opcode("vcmp", dn[int(n.dir)], ".", aty(n.src)), d, a[0], a[1]);
         return;
       }
-      case OpKind::select: ins("vsel v{}, v{}, v{}, v{}", d, a[0], a[1], a[2]); return;
-      case OpKind::clamp: ins("vclamp.{} v{}, v{}, v{}, v{}", aty(n.dtype), d, a[0], a[1], a[2]); return;
-      case OpKind::and_: ins("vand v{}, v{}, v{}", d, a[0], a[1]); return;
-      case OpKind::or_: ins("vor v{}, v{}, v{}", d, a[0], a[1]); return;
-      case OpKind::xor_: ins("vxor v{}, v{}, v{}", d, a[0], a[1]); return;
-      case OpKind::shift_left: ins("vshl v{}, v{}, v{}", d, a[0], a[1]); return round();
-      case OpKind::shift_right_arithmetic: ins("vsra v{}, v{}, v{}", d, a[0], a[1]); return;
+      case OpKind::select: ins(ib::VSEL(d, a[0], a[1], a[2])); return;
+      case OpKind::clamp: vop(opcode("vclamp.", aty(n.dtype)), d, a[0], a[1], a[2]); return;
+      case OpKind::and_: ins(ib::VAND(d, a[0], a[1])); return;
+      case OpKind::or_: ins(ib::VOR(d, a[0], a[1])); return;
+      case OpKind::xor_: ins(ib::VXOR(d, a[0], a[1])); return;
+      case OpKind::shift_left: ins(ib::VSHL(d, a[0], a[1])); return round();
+      case OpKind::shift_right_arithmetic: ins(ib::VSRA(d, a[0], a[1])); return;
       case OpKind::shift_right_logical:
         if (n.dtype == DType::s8) {
-          ins("vand v{}, v{}, v{}", d, a[0], vregs_.at(kLowByte));  // d is none of the arguments (regplan)
-          ins("vshr v{}, v{}, v{}", d, d, a[1]);
+          ins(ib::VAND(d, a[0], vregs_.at(kLowByte)));  // d is none of the arguments (regplan)
+          ins(ib::VSHR(d, d, a[1]));
           return round();
         }
-        ins("vshr v{}, v{}, v{}", d, a[0], a[1]);
+        ins(ib::VSHR(d, a[0], a[1]));
         return;
       default: break;
     }
@@ -1175,7 +1224,7 @@ class Emitter {
         {OpKind::rsqrt, "vrsqrt"},     {OpKind::sqrt, "vsqrt"},   {OpKind::floor, "vfloor"}, {OpKind::ceil, "vceil"},
         {OpKind::round_nearest_even, "vround"}};
     if (auto it = f1.find(n.kind); it != f1.end()) {
-      ins("{}.f32 v{}, v{}", it->second, d, a[0]);
+      vop(opcode(it->second, ".f32"), d, a[0]);
       return round();
     }
     static const std::map<OpKind, const char*> f2 = {{OpKind::add, "vadd"},     {OpKind::subtract, "vsub"}, {OpKind::multiply, "vmul"},
@@ -1183,7 +1232,7 @@ class Emitter {
                                                      {OpKind::power, "vpow"}};
     if (auto it = f2.find(n.kind); it != f2.end()) {
       if (!fl && n.kind == OpKind::power) throw Error("unsupported integer power (the VPU has vpow.f32 only)");
-      ins("{}.{} v{}, v{}, v{}", it->second, aty(n.dtype), d, a[0], a[1]);
+      vop(opcode(it->second, ".", aty(n.dtype)), d, a[0], a[1]);
       return round();
     }
     throw Error(fmt::format("internal error: no VPU code for {}", op_name(n.kind)));
@@ -1265,44 +1314,44 @@ class Emitter {
   // every group's meaning.
   struct Pipeliner {
     Emitter& em;
-    std::vector<std::string> rest;  // the previous group's instructions after its loads
+    std::vector<isa::Instruction> rest;  // the previous group's instructions after its loads
     // Runs gen() (which emits one group's VPU instructions) and interleaves them.
     template <typename G>
     void group(G gen) {
-      std::vector<std::string> cur;
+      std::vector<isa::Instruction> cur;
       em.capture_ = &cur;
       gen();
       em.capture_ = nullptr;
       size_t h = 0;
-      while (h < cur.size() && cur[h].rfind("vld", 0) == 0) ++h;
+      while (h < cur.size() && isa::spec(cur[h].op).vpu_class == isa::VpuClass::Load) ++h;
       for (size_t i = 0; i < std::max(rest.size(), h); ++i) {
-        if (i < rest.size()) em.ins("{}", rest[i]);
-        if (i < h) em.ins("{}", cur[i]);
+        if (i < rest.size()) em.ins(rest[i]);
+        if (i < h) em.ins(cur[i]);
       }
       rest.assign(cur.begin() + long(h), cur.end());
     }
     void flush() {
-      for (const auto& t : rest) em.ins("{}", t);
+      for (const auto& i : rest) em.ins(i);
       rest.clear();
     }
   };
   void hoist(const Expr& e, const RegPlan& rp, const std::vector<uint64_t>& scalar_vmem) {
-    for (const auto& [r, bits] : rp.consts) ins("vli v{}, {:#x}", r, bits);
+    for (const auto& [r, bits] : rp.consts) ins(ib::VLI(r, bits));
     for (size_t i = 0; i < e.nodes.size(); ++i) {
       const Node& nd = e.nodes[i];
-      if (nd.leaf == Leaf::scalar) ins("vld.{} v{}, s0, {}", vty(nd.dtype), rp.hoisted_reg[i], scalar_vmem[nd.input]);
+      if (nd.leaf == Leaf::scalar) vld(nd.dtype, rp.hoisted_reg[i], scalar_vmem[nd.input]);
     }
     if (rp.lane0 >= 0) {
-      ins("viota v{}", rp.lane0);
-      ins("vcmpeq.s32 v{}, v{}, v{}", rp.lane0, rp.lane0, vregs_.at(0));
+      ins(ib::VIOTA(rp.lane0));
+      ins(ib::VCMPEQ_S32(rp.lane0, rp.lane0, vregs_.at(0)));
     }
   }
   // A col leaf: source element `index` in every lane. The vector loaded from
   // there has it in lane 0; the other lanes become the identity of max.
   void col_splat(const RegPlan& rp, int d, uint64_t at, DType dt) {
-    ins("vld.{} v{}, s0, {}", vty(dt), d, at);
-    ins("vsel v{}, v{}, v{}, v{}", d, rp.lane0, d, vregs_.at(is_float(dt) ? kNegInf : kIntMin));
-    ins("vredmax.{} v{}, v{}", aty(dt), d, d);
+    vld(dt, d, at);
+    ins(ib::VSEL(d, rp.lane0, d, vregs_.at(is_float(dt) ? kNegInf : kIntMin)));
+    vop(opcode("vredmax.", aty(dt)), d, d);
   }
   // Loads scalar inputs (L copies each), row inputs (repeated to cover any
   // L-lane window) and col inputs (whole) once per kernel. Returns the VMEM
@@ -1348,7 +1397,7 @@ class Emitter {
           ways(ways) {}
     void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
       const double cost = double(bytes) / bytes_per_cycle;
-      const double t = em.push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", arrivals.sem), {next, dst, src, bytes}, cost / ways, cost + hop);
+      const double t = em.push(kDma, 0, with_regs(isa::Opcode::DMA_RCP, {arrivals.sem}), {next, dst, src, bytes}, cost / ways, cost + hop);
       arrivals.produce(t + cost + hop);
     }
   };
@@ -1518,7 +1567,7 @@ class Emitter {
       chip_barrier();
       if (lanes.empty()) {
         move(true, 0, bytes, ld);
-        wait("dma", ld, ld.produced);
+        wait(kDma, ld, ld.produced);
         move(false, 0, bytes, st);
       } else {
         load_first(lanes[0], first_ld, [&](uint64_t at, uint64_t n_bytes) { move(true, at - buf, at - buf + n_bytes, first_ld); });
@@ -1590,12 +1639,12 @@ class Emitter {
         }
       }
       for (int64_t w = 0; w < W; ++w) load(w, 0, f0[size_t(w)], ld), load(w, f1[size_t(w)], n, ld);
-      signal("dma", in);  // counts once every load has landed, for the VPU
+      signal(kDma, in);  // counts once every load has landed, for the VPU
       if (lanes.empty()) {
-        wait("dma", ld, ld.produced);
+        wait(kDma, ld, ld.produced);
       } else {
         reduce_phases(lanes, dt, k.combiner, &in);
-        for (Lane& l : lanes.back()) wait("dma", l.added, l.added.produced);
+        for (Lane& l : lanes.back()) wait(kDma, l.added, l.added.produced);
       }
       for (int64_t w = 0; w < W; ++w) {
         const uint64_t mine = lanes.empty() ? base[size_t(w)] : lanes.back()[size_t(w)].ch.at(lanes.back()[size_t(w)].ch.n - 1);
@@ -1703,29 +1752,29 @@ class Emitter {
       for (int64_t p = 0; p < P; ++p)
         for (Lane& l : lanes) {
           if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
-          if (s > 0) wait("dma", l.added, (s - 1) * l.ch.P + p + 1);  // the piece's combination is in
-          else if (l.first) wait("dma", *l.first, l.first_at[size_t(p)]);  // the piece has landed
+          if (s > 0) wait(kDma, l.added, (s - 1) * l.ch.P + p + 1);  // the piece's combination is in
+          else if (l.first) wait(kDma, *l.first, l.first_at[size_t(p)]);  // the piece has landed
           l.ring.send(*this, l.ch.piece(l.recv + uint64_t(s) * l.ch.cb, p), l.ch.piece(l.ch.at(s), p), l.ch.piece_bytes(p), l.rs);
         }
       for (int64_t p = 0; p < P; ++p)
         for (Lane& l : lanes) {
           if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
-          if (loaded && s == 0 && p == 0 && &l == &lanes[0]) wait("vpu", *loaded, loaded->produced);
-          wait("vpu", l.rs, s * l.ch.P + p + 1);
+          if (loaded && s == 0 && p == 0 && &l == &lanes[0]) wait(kVpu, *loaded, loaded->produced);
+          wait(kVpu, l.rs, s * l.ch.P + p + 1);
           const uint64_t in = l.recv + uint64_t(s) * l.ch.cb, got = l.ch.at(s + 1);
           const int64_t lo = int64_t(l.ch.lo(p)) / esz, hi = int64_t(l.ch.lo(p + 1)) / esz;
           constexpr int64_t U = 4;  // vectors at once: v0..v3 and v4..v7
           for (int64_t v = lo; v < hi; v += U * L_) {
             const int64_t u = std::min<int64_t>(U, (hi - v) / L_);
-            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
-            for (int64_t j = 0; j < u; ++j) ins("vld.{} v{}, s0, {}", vty(dt), U + j, in + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) vld(dt, j, got + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) vld(dt, U + j, in + uint64_t((v + j * L_) * esz));
             for (int64_t j = 0; j < u; ++j) {
-              ins("{}.{} v{}, v{}, v{}", op, aty(dt), j, j, U + j);
-              if (bf) ins("vrnd.bf16 v{}, v{}", j, j);
+              vop(opcode(op, ".", aty(dt)), j, j, U + j);
+              if (bf) ins(ib::VRND_BF16(j, j));
             }
-            for (int64_t j = 0; j < u; ++j) ins("vst.{} v{}, s0, {}", vty(dt), j, got + uint64_t((v + j * L_) * esz));
+            for (int64_t j = 0; j < u; ++j) vst(dt, j, got + uint64_t((v + j * L_) * esz));
           }
-          signal("vpu", l.added);
+          signal(kVpu, l.added);
         }
     }
   }
@@ -1775,7 +1824,7 @@ class Emitter {
   void reduce_phases(std::vector<std::vector<Lane>>& lanes, DType dt, Combiner c, Counter* loaded) {
     for (size_t a = 0; a < lanes.size(); ++a) {
       if (a > 0)
-        for (Lane& l : lanes[a - 1]) wait("dma", l.added, l.added.produced);  // the region is combined over the phase before
+        for (Lane& l : lanes[a - 1]) wait(kDma, l.added, l.added.produced);  // the region is combined over the phase before
       ring_reduce(lanes[a], dt, c, a == 0 ? loaded : nullptr);
     }
   }
@@ -1790,7 +1839,7 @@ class Emitter {
     for (size_t a = lanes.size(); a-- > 0;) {
       const bool last = a + 1 == lanes.size();
       if (!last)
-        for (Lane& l : lanes[a + 1]) wait("dma", l.ag, l.ag.produced);  // its own chunks are whole again
+        for (Lane& l : lanes[a + 1]) wait(kDma, l.ag, l.ag.produced);  // its own chunks are whole again
       int64_t steps = 0, P = 0;
       for (const Lane& l : lanes[a]) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
       for (int64_t s = 0; s < steps; ++s) {
@@ -1798,8 +1847,8 @@ class Emitter {
           for (Lane& l : lanes[a]) {
             if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
             const uint64_t at = l.ch.at(s - 1);  // its own chunk first
-            if (s > 0) wait("dma", l.ag, (s - 1) * l.ch.P + p + 1);
-            else if (last && combined) wait("dma", l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
+            if (s > 0) wait(kDma, l.ag, (s - 1) * l.ch.P + p + 1);
+            else if (last && combined) wait(kDma, l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
             l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
           }
         if (a == 0)
@@ -1810,7 +1859,7 @@ class Emitter {
         for (size_t w = 0; w < lanes[a].size(); ++w) {
           Lane& l = lanes[a][w];
           if (p >= l.ch.P) continue;
-          wait("dma", l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
+          wait(kDma, l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
           if (a == 0) store(int64_t(w), l.ch.piece(l.ch.at(l.ch.n - 2), p), l.ch.piece_bytes(p));
         }
     }
@@ -1867,7 +1916,7 @@ class Emitter {
       };
       for (int64_t w = 0; w < W; ++w) dma_ld(base[size_t(w)] + uint64_t(ws.slot(w, pos)) * slot_bytes(w),
                                              p_.addr[k.inputs[0]] + uint64_t((b0 + cut[size_t(w)]) * esz), part(w), ld);
-      wait("dma", ld, ld.produced);
+      wait(kDma, ld, ld.produced);
       if (lanes.empty())
         for (int64_t w = 0; w < W; ++w) store(w, base[size_t(w)], slot_bytes(w));
       gather_phases(lanes, false, store);
@@ -1896,15 +1945,15 @@ class Emitter {
       chip_barrier();
       dma_2d(true, in, src, uint64_t(n), pb, pb, uint64_t(E * esz), ld);
       dma_ld(out + uint64_t(pos) * pb, src + uint64_t(pos * E * esz), pb, ld);  // its own piece stays
-      wait("dma", ld, ld.produced);
+      wait(kDma, ld, ld.produced);
       for (int64_t j = 1; j < n; ++j) {
         const int64_t q = (pos + j) % n;
-        const double sent = push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem),
+        const double sent = push(kDma, 0, with_regs(isa::Opcode::DMA_RCP, {got.sem}),
                                  {uint64_t((*grp)[size_t(q)]), out + uint64_t(pos) * pb, in + uint64_t(q) * pb, pb}, double(pb) / link,
                                  double(pb) / link + hop);
         got.produce(sent + double(pb) / link + hop);
       }
-      if (n > 1) wait("dma", got, n - 1);
+      if (n > 1) wait(kDma, got, n - 1);
       dma_2d(false, p_.addr[k.out] + uint64_t(b0 * esz), out, uint64_t(n), pb, uint64_t(E * esz), pb, st);
       drain({&ld, &got, &st});
     });
@@ -1931,16 +1980,16 @@ class Emitter {
       if (from >= 0) got.produce(done_[kDma] + hop + double(bytes) / link);
       if (to >= 0) {
         dma_ld(in, p_.addr[k.inputs[0]] + uint64_t(b0 * esz), bytes, ld);
-        wait("dma", ld, ld.produced);
-        push(kDma, 0, fmt::format("dma.rcp @, @, @, @, sem{}", got.sem), {uint64_t(to), out, in, bytes}, double(bytes) / link,
+        wait(kDma, ld, ld.produced);
+        push(kDma, 0, with_regs(isa::Opcode::DMA_RCP, {got.sem}), {uint64_t(to), out, in, bytes}, double(bytes) / link,
              double(bytes) / link + hop);
       }
       if (from < 0) {  // zeros
-        ins("vli v0, 0");
-        for (int64_t v = 0; v < mine; v += L_) ins("vst.{} v0, s0, {}", vty(dt), out + uint64_t(v * esz));
-        signal("vpu", got);
+        ins(ib::VLI(0, 0));
+        for (int64_t v = 0; v < mine; v += L_) vst(dt, 0, out + uint64_t(v * esz));
+        signal(kVpu, got);
       }
-      wait("dma", got, 1);
+      wait(kDma, got, 1);
       dma_st(p_.addr[k.out] + uint64_t(b0 * esz), out, bytes, st);
       drain({&ld, &got, &st});
     });
@@ -1963,9 +2012,9 @@ class Emitter {
     Counter c;
     c.sem = kChipSem;
     for (int64_t o = 0; o < nchips_; ++o)
-      if (o != chip_) push(kDma, 0, fmt::format("dma.rsig @, sem{}, 1", kChipSem), {uint64_t(o)});
+      if (o != chip_) push(kDma, 0, ib::DMA_RSIG(0, kChipSem, 1), {uint64_t(o)});
     c.produce(done_[kDma] + double(m_.ici_hop_cycles()), nchips_ - 1);
-    wait("dma", c, nchips_ - 1);
+    wait(kDma, c, nchips_ - 1);
   }
 
   // ---- element-wise kernels: chunks of the flat tensor, double-buffered
@@ -2013,8 +2062,8 @@ class Emitter {
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t b = range(c).first, end = range(c).second;
       const int s = int(c % 2);
-      wait("vpu", ld, loads_through[c]);
-      if (c >= 2) wait("vpu", st, stores_through[c - 2]);
+      wait(kVpu, ld, loads_through[c]);
+      if (c >= 2) wait(kVpu, st, stores_through[c - 2]);
       if (c == 0) hoist(e, rp, pre);
       const int64_t nv = ceil_div(end - b, L_);
       Pipeliner pipe{*this, {}};
@@ -2026,11 +2075,11 @@ class Emitter {
           const int64_t vec = q + u;
           if (nd.leaf == Leaf::input) {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
-            ins("vld.{} v{}, s0, {}", vty(dt), r, in_buf[s][nd.input] + uint64_t(vec * L_ * dtype_bytes(dt)));
+            vld(dt, r, in_buf[s][nd.input] + uint64_t(vec * L_ * dtype_bytes(dt)));
           } else if (nd.leaf == Leaf::row) {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
             const int64_t off = (b + vec * L_) % e.row_len;
-            ins("vld.{} v{}, s0, {}", vty(dt), r, pre[nd.input] + uint64_t(off * dtype_bytes(dt)));
+            vld(dt, r, pre[nd.input] + uint64_t(off * dtype_bytes(dt)));
           } else if (nd.leaf == Leaf::col) {
             const DType dt = p_.type(k.inputs[nd.input]).dtype;
             const int64_t index = (b + vec * L_) / int64_t(nd.value);
@@ -2038,12 +2087,12 @@ class Emitter {
           }
         }, u0);
         for (int u = 0; u < U; ++u)
-          ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+          vst(od, rp.reg[u0 + u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
         });
       }
       pipe.flush();
-      signal("vpu", vd);
-      wait("dma", vd, c + 1);
+      signal(kVpu, vd);
+      wait(kDma, vd, c + 1);
       dma_st(p_.addr[k.out] + uint64_t(b * dtype_bytes(od)), out_buf[s], uint64_t((end - b) * dtype_bytes(od)), st);
       stores_through[c] = st.produced;
       if (c + 2 < chunks) loads(c + 2);
@@ -2191,10 +2240,10 @@ class Emitter {
     const int esz = dtype_bytes(dt);
     const int64_t nv = std::min<int64_t>(ceil_div(elements, L_), 256);
     const uint64_t buf = vmem(uint64_t(nv * L_ * esz));
-    ins("vli v0, {:#x}", lane_bits(dt, value));
-    for (int64_t q = 0; q < nv; ++q) ins("vst.{} v0, s0, {}", vty(dt), buf + uint64_t(q * L_ * esz));
-    signal("vpu", vd);
-    wait("dma", vd, 1);
+    ins(ib::VLI(0, lane_bits(dt, value)));
+    for (int64_t q = 0; q < nv; ++q) vst(dt, 0, buf + uint64_t(q * L_ * esz));
+    signal(kVpu, vd);
+    wait(kDma, vd, 1);
     for (int64_t done = 0; done < elements; done += nv * L_) {
       const int64_t n = std::min(nv * L_, elements - done);
       dma_st(hbm + uint64_t(done * esz), buf, uint64_t(n * esz), st);
@@ -2249,11 +2298,11 @@ class Emitter {
     for (int64_t t = 0; t < tiles; ++t) {
       const auto [b, r0, c0, nr, nc] = tile_of(t);
       const int s = int(t % 2);
-      wait("vpu", ld, t + 1);
-      if (t >= 2) wait("vpu", st, stores_through[size_t(t - 2)]);
-      push(kVpu, 0, "vxpose @, @", {out_buf[s], in_buf[s]}, double(L_), double(L_));
-      signal("vpu", vd);
-      wait("dma", vd, t + 1);
+      wait(kVpu, ld, t + 1);
+      if (t >= 2) wait(kVpu, st, stores_through[size_t(t - 2)]);
+      push(kVpu, 0, ib::VXPOSE(0, 0), {out_buf[s], in_buf[s]}, double(L_), double(L_));
+      signal(kVpu, vd);
+      wait(kDma, vd, t + 1);
       // Row c of the transposed tile holds source column c0 + c.
       dma_2d(false, dst + uint64_t((b * R * C + c0 * R + r0) * 4), out_buf[s], uint64_t(nc), uint64_t(nr * 4), uint64_t(R * 4),
              uint64_t(L_ * 4), st);
@@ -2306,9 +2355,9 @@ class Emitter {
         bd.base = uint64_t(int64_t(dst.base) + dof * esz);
         if (nth++ % ways == core_ % ways) {
           const int s = int(box_no % 2);
-          if (box_no >= 2) wait("dma", st, stores_through[box_no - 2]);
+          if (box_no >= 2) wait(kDma, st, stores_through[box_no - 2]);
           view_dma(true, bs, stage[s], esz, ld);
-          wait("dma", ld, ld.produced);
+          wait(kDma, ld, ld.produced);
           view_dma(false, bd, stage[s], esz, st);
           stores_through.push_back(st.produced);
           ++box_no;
@@ -2326,16 +2375,16 @@ class Emitter {
   }
 
   // ---- reductions
-  std::string combine_op(Combiner c, DType d) const {
+  static isa::Opcode combine_op(Combiner c, DType d) {
     switch (c) {
-      case Combiner::add: return fmt::format("vadd.{}", aty(d));
-      case Combiner::multiply: return fmt::format("vmul.{}", aty(d));
-      case Combiner::maximum: return fmt::format("vmax.{}", aty(d));
-      case Combiner::minimum: return fmt::format("vmin.{}", aty(d));
-      case Combiner::and_: return "vand";
-      case Combiner::or_: return "vor";
+      case Combiner::add: return opcode("vadd.", aty(d));
+      case Combiner::multiply: return opcode("vmul.", aty(d));
+      case Combiner::maximum: return opcode("vmax.", aty(d));
+      case Combiner::minimum: return opcode("vmin.", aty(d));
+      case Combiner::and_: return isa::Opcode::VAND;
+      case Combiner::or_: return isa::Opcode::VOR;
     }
-    return "";
+    throw std::logic_error("internal error: unknown combiner");
   }
   void reduce_lanes(const Kernel& k) {
     const DType dt = k.dtype;
@@ -2356,11 +2405,11 @@ class Emitter {
     for (int s = 0; s < 2; ++s) in_buf[s] = vmem(uint64_t(rc * row_bytes)), out_buf[s] = vmem(uint64_t(rc * esz));
     const double id = combiner_identity(k.combiner, dt);
     if (R % L_) {  // the lanes past R in each row's last vector hold the identity
-      ins("vli v0, {:#x}", lane_bits(dt, id));
+      ins(ib::VLI(0, lane_bits(dt, id)));
       for (int s = 0; s < std::min<int64_t>(2, chunks); ++s)
-        for (int64_t r = 0; r < rc; ++r) ins("vst.{} v0, s0, {}", vty(dt), in_buf[s] + uint64_t(r * row_bytes + (lr - 1) * L_ * esz));
-      signal("vpu", z);
-      wait("dma", z, 1);
+        for (int64_t r = 0; r < rc; ++r) vst(dt, 0, in_buf[s] + uint64_t(r * row_bytes + (lr - 1) * L_ * esz));
+      signal(kVpu, z);
+      wait(kDma, z, 1);
     }
     std::vector<int64_t> lt(chunks), stt(chunks);
     auto loads = [&](int64_t c) {
@@ -2370,34 +2419,34 @@ class Emitter {
       lt[c] = ld.produced;
     };
     const bool with_init = !(k.init == id && !std::isnan(k.init));
-    const std::string op = combine_op(k.combiner, dt);
+    const isa::Opcode op = combine_op(k.combiner, dt);
     const char* red = k.combiner == Combiner::add ? "vredsum" : k.combiner == Combiner::maximum ? "vredmax" : "vredmin";
     loads(0);
     if (chunks > 1) loads(1);
     constexpr int U = 8;  // rows at once, in v0 .. v(2U - 1)
     vregs_.per_vector(2 * U);
     const int init = with_init ? vregs_.hold() : -1;
-    if (with_init) ins("vli v{}, {:#x}", init, lane_bits(dt, k.init));
+    if (with_init) ins(ib::VLI(init, lane_bits(dt, k.init)));
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t r0 = (c_lo + c) * rc, n = std::min(rc, K - r0);
       const int s = int(c % 2);
-      wait("vpu", ld, lt[c]);
-      if (c >= 2) wait("vpu", st, stt[c - 2]);
+      wait(kVpu, ld, lt[c]);
+      if (c >= 2) wait(kVpu, st, stt[c - 2]);
       for (int64_t r = 0; r < n; r += U) {
         const int u_n = int(std::min<int64_t>(U, n - r));
-        for (int u = 0; u < u_n; ++u) ins("vld.{} v{}, s0, {}", vty(dt), 2 * u, in_buf[s] + uint64_t((r + u) * row_bytes));
+        for (int u = 0; u < u_n; ++u) vld(dt, 2 * u, in_buf[s] + uint64_t((r + u) * row_bytes));
         for (int64_t q = 1; q < lr; ++q) {
           for (int u = 0; u < u_n; ++u)
-            ins("vld.{} v{}, s0, {}", vty(dt), 2 * u + 1, in_buf[s] + uint64_t((r + u) * row_bytes + q * L_ * esz));
-          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v{}", op, 2 * u, 2 * u, 2 * u + 1);
+            vld(dt, 2 * u + 1, in_buf[s] + uint64_t((r + u) * row_bytes + q * L_ * esz));
+          for (int u = 0; u < u_n; ++u) vop(op, 2 * u, 2 * u, 2 * u + 1);
         }
-        for (int u = 0; u < u_n; ++u) ins("{}.{} v{}, v{}", red, aty(dt), 2 * u, 2 * u);
+        for (int u = 0; u < u_n; ++u) vop(opcode(red, ".", aty(dt)), 2 * u, 2 * u);
         if (with_init)
-          for (int u = 0; u < u_n; ++u) ins("{} v{}, v{}, v{}", op, 2 * u, 2 * u, init);
-        for (int u = 0; u < u_n; ++u) ins("vst.{} v{}, s0, {}", vty(dt), 2 * u, out_buf[s] + uint64_t((r + u) * esz));
+          for (int u = 0; u < u_n; ++u) vop(op, 2 * u, 2 * u, init);
+        for (int u = 0; u < u_n; ++u) vst(dt, 2 * u, out_buf[s] + uint64_t((r + u) * esz));
       }
-      signal("vpu", vd);
-      wait("dma", vd, c + 1);
+      signal(kVpu, vd);
+      wait(kDma, vd, c + 1);
       dma_st(p_.addr[k.out] + uint64_t(r0 * esz), out_buf[s], uint64_t(n * esz), st);
       stt[c] = st.produced;
       if (c + 2 < chunks) loads(c + 2);
@@ -2435,7 +2484,7 @@ class Emitter {
              uint64_t(row_bytes), uint64_t(K * esz), ld);
       lt[i] = ld.produced;
     };
-    const std::string op = combine_op(k.combiner, dt);
+    const isa::Opcode op = combine_op(k.combiner, dt);
     loads(0);
     if (steps.size() > 1) loads(1);
     int64_t stores_for_out[2] = {0, 0};
@@ -2444,27 +2493,27 @@ class Emitter {
       const auto [g, c] = steps[i];
       const int64_t r0 = c * rc, n = std::min(rc, R - r0);
       const int s = int(i % 2);
-      wait("vpu", ld, lt[i]);
+      wait(kVpu, ld, lt[i]);
       if (c == 0)
-        for (int64_t q = 0; q < gw; ++q) ins("vli v{}, {:#x}", q, lane_bits(dt, k.init));
+        for (int64_t q = 0; q < gw; ++q) ins(ib::VLI(q, lane_bits(dt, k.init)));
       for (int64_t r = 0; r < n; ++r) {
-        for (int64_t q = 0; q < gw; ++q) ins("vld.{} v{}, s0, {}", vty(dt), 16 + q, in_buf[s] + uint64_t(r * row_bytes + q * L_ * esz));
-        for (int64_t q = 0; q < gw; ++q) ins("{} v{}, v{}, v{}", op, q, q, 16 + q);
+        for (int64_t q = 0; q < gw; ++q) vld(dt, 16 + q, in_buf[s] + uint64_t(r * row_bytes + q * L_ * esz));
+        for (int64_t q = 0; q < gw; ++q) vop(op, q, q, 16 + q);
       }
       const bool last = c + 1 == rchunks;
       if (last) {
-        wait("vpu", st, stores_for_out[out_set]);
-        for (int64_t q = 0; q < gw; ++q) ins("vst.{} v{}, s0, {}", vty(dt), q, out_buf[out_set] + uint64_t(q * L_ * esz));
+        wait(kVpu, st, stores_for_out[out_set]);
+        for (int64_t q = 0; q < gw; ++q) vst(dt, q, out_buf[out_set] + uint64_t(q * L_ * esz));
       }
-      signal("vpu", vd);
+      signal(kVpu, vd);
       if (last) {
-        wait("dma", vd, int64_t(i) + 1);
+        wait(kDma, vd, int64_t(i) + 1);
         dma_st(p_.addr[k.out] + uint64_t(g * gw * L_ * esz), out_buf[out_set], uint64_t(cols_of(g) * esz), st);
         stores_for_out[out_set] = st.produced;
         out_set ^= 1;
       }
       if (i + 2 < steps.size()) {
-        wait("dma", vd, int64_t(i) + 1);
+        wait(kDma, vd, int64_t(i) + 1);
         loads(i + 2);
       }
     }
@@ -2481,7 +2530,6 @@ class Emitter {
   const isa::MachineConfig& m_;
   const bool loops_;
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
-  std::string out_;
   std::vector<Pending> prog_;
   double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;
   // When >= 0, what is pushed goes at this place in the program (and
@@ -2489,11 +2537,10 @@ class Emitter {
   // loop (MatmulEmitter's drain) rather than where the estimates fall.
   double pin_ = -1;
   double last_key_[isa::kUnitSlots] = {};  // per unit: the place of its last instruction
-  std::vector<std::string>* capture_ = nullptr;  // VPU instructions go here instead when set
+  std::vector<isa::Instruction>* capture_ = nullptr;  // VPU instructions go here instead when set
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
   double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
-  size_t instructions_ = 0;  // written by schedule()
   uint64_t vmem_top_ = 0;
   VRegs vregs_;  // the kernel's vector registers
   std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
@@ -2604,11 +2651,11 @@ class MatmulEmitter {
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
   // Telling an MXU that DMA data is in: a `signal dma` counts once every
   // transfer before it has landed, without holding up what follows.
-  void dma_fence(Counter& c) { signal("dma", c); }
+  void dma_fence(Counter& c) { signal(kDma, c); }
   // An MXU's signals leave its queue at once and count when the streams
   // before them are done (docs/timing.md).
   void signal_mxu(int m, Counter& c, int slot) {
-    signal(fmt::format("mxu{}", m).c_str(), c);
+    signal(kMxu0 + m, c);
     if (slot >= 0) slot_release[size_t(slot)][size_t(m)] = c.produced;
   }
   bool first_pass(int pa, int pw) const { return pa == passes[0].first && pw == passes[0].second; }
@@ -2616,20 +2663,23 @@ class MatmulEmitter {
   int64_t wslice_k0(int64_t sl) const { return std::min(K, wslice_step[size_t(std::min(sl, KSW))] * D); }
 
   // The Emitter's instruction and buffer primitives.
+  void ins(const isa::Instruction& i) { em.ins(i); }
   template <typename... A>
-  void ins(fmt::format_string<A...> f, A&&... a) {
-    em.ins(f, std::forward<A>(a)...);
+  void vop(isa::Opcode op, A... a) {
+    em.vop(op, a...);
   }
-  void wait(const char* unit, Counter& c, int64_t total) { em.wait(unit, c, total); }
-  void signal(const char* unit, Counter& c) { em.signal(unit, c); }
+  void vld(DType dt, int vd, uint64_t at) { em.vld(dt, vd, at); }
+  void vst(DType dt, int vs, uint64_t at) { em.vst(dt, vs, at); }
+  void wait(int unit, Counter& c, int64_t total) { em.wait(unit, c, total); }
+  void signal(int unit, Counter& c) { em.signal(unit, c); }
   void note(const std::string& s, int unit = -1) { em.note(s, unit); }
   Counter counter() { return em.counter(); }
   uint64_t vmem(uint64_t bytes) { return em.vmem(bytes); }
   void dma_2d(bool load, uint64_t dst, uint64_t src, uint64_t rows, uint64_t rowbytes, uint64_t dstride, uint64_t sstride, Counter& c) {
     em.dma_2d(load, dst, src, rows, rowbytes, dstride, sstride, c);
   }
-  void mxu_lw(int m, uint64_t src, uint64_t stride, const char* dt) { em.mxu_lw(m, src, stride, dt); }
-  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, const char* dt, bool more = false) {
+  void mxu_lw(int m, uint64_t src, uint64_t stride, int dt) { em.mxu_lw(m, src, stride, dt); }
+  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, int dt, bool more = false) {
     return em.mxu_mm(acc, m, racc, src, stride, rows, dt, more);
   }
 
@@ -2639,7 +2689,7 @@ class MatmulEmitter {
   // The kernel's shape and this core's share of it.
   DType in, od;
   int esz, oesz;
-  const char* mdt;
+  int mdt;  // the MXU operand type (values::MxuDtype_*)
   int64_t D, B, M, K, N, b_lo = 0, b_hi = 0, m_lo = 0, m_hi = 0, Bl = 0, Ml = 0, Kp = 0, kt = 0, nt = 0;
   int nmu = 0;
   std::vector<int> aparts, wparts;
@@ -2700,7 +2750,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
       od(p_.type(k.out).dtype),
       esz(dtype_bytes(in)),
       oesz(dtype_bytes(od)),
-      mdt(in == DType::s8 ? "s8" : "bf16"),
+      mdt(in == DType::s8 ? isa::values::MxuDtype_s8 : isa::values::MxuDtype_bf16),
       D(em_.D_),
       B(k.B),
       M(k.M),
@@ -2816,7 +2866,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // Steady blocks: each output slot starts with a credit on `st` (-1: take
   // one), so the first drains wait for their slots as every later one does.
   if (steady) {
-    em.signal("sc", st, 2 * nmu);
+    em.signal(kSc, st, 2 * nmu);
     for (auto& s : slot_store) s.assign(2, -1);
   }
   // A is loaded in K-slices, so the MXUs start on the first and little work
@@ -2854,16 +2904,16 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
 // Zeroes the padding columns of A and rows of the panels once.
 void MatmulEmitter::zero_padding() {
   if (K % D == 0) return;
-  ins("vli v0, 0");
+  ins(ib::VLI(0, 0));
   for (int s = 0; s < abufs; ++s)
     for (int64_t a = 0; a < na; ++a)
-      for (int64_t r = 0; r < chunk; ++r) ins("vst.{} v0, s0, {}", vty(in), abuf[s][a] + uint64_t((r * Kp + K) * esz));
+      for (int64_t r = 0; r < chunk; ++r) vst(in, 0, abuf[s][a] + uint64_t((r * Kp + K) * esz));
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w)
       for (int64_t r = K; r < Kp; ++r)
-        for (int64_t c = 0; c < pw_elems; c += em.L_) ins("vst.{} v0, s0, {}", vty(in), panel[s][w] + uint64_t((r * pw_elems + c) * esz));
-  signal("vpu", z);
-  wait("dma", z, 1);
+        for (int64_t c = 0; c < pw_elems; c += em.L_) vst(in, 0, panel[s][w] + uint64_t((r * pw_elems + c) * esz));
+  signal(kVpu, z);
+  wait(kDma, z, 1);
 }
 
 // The VPU drains a block's items through the epilogue; DMA stores them.
@@ -2879,7 +2929,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   auto inputs = [&](size_t ii) {  // DMA: the epilogue's other tensors
     const Item& it = items[ii];
     const int64_t oslot = it.idx % 2, j0 = it.j * D, cols = std::min(D, N - j0);
-    wait("dma", v, ebuf_release[it.m][oslot]);
+    wait(kDma, v, ebuf_release[it.m][oslot]);
     for (int e : extras) {
       const int esz_e = dtype_bytes(p_.type(k.inputs[e]).dtype);
       dma_2d(true, ebuf[e][it.m][oslot], p_.addr[k.inputs[e]] + uint64_t(((b * M + m0) * N + j0) * esz_e), uint64_t(rows),
@@ -2889,15 +2939,15 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   };
   auto before = [&](size_t ii) {  // VPU: its inputs are in, its output tile is free
     const int m = items[ii].m;
-    wait("vpu", E, eready[ii]);
+    wait(kVpu, E, eready[ii]);
     const int64_t free = slot_store[m][items[ii].idx % 2];
-    wait("vpu", st, free < 0 ? st.consumed + 1 : free);
+    wait(kVpu, st, free < 0 ? st.consumed + 1 : free);
     if (!hoisted) {
       // Pinned, only for the preloads: loads of A counted on `pre` since
       // may come later in the program. (Unpinned, for everything loaded so
       // far: the first drain then goes no earlier than the first block of
       // A, which keeps the VPU's queue clear for it.)
-      wait("vpu", pre, em.pin_ >= 0 ? preloads : pre.produced);
+      wait(kVpu, pre, em.pin_ >= 0 ? preloads : pre.produced);
       em.hoist(k.expr, rp, pre_at);
       hoisted = true;
     }
@@ -2910,13 +2960,13 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     const int u0 = bank * U0;
     em.eval(k.expr, rp, U, [&](int u, const Node& nd, int rg) {
       if (nd.leaf == Leaf::acc) {
-        ins("vlda v{}, s0, {}", rg, acc_base(m, aslot) + uint64_t(r + u));
+        ins(ib::VLDA(rg, 0, acc_base(m, aslot) + uint64_t(r + u)));
       } else if (nd.leaf == Leaf::row) {
         const DType dt = p_.type(k.inputs[nd.input]).dtype;
-        ins("vld.{} v{}, s0, {}", vty(dt), rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
+        vld(dt, rg, pre_at[nd.input] + uint64_t(j0 * dtype_bytes(dt)));
       } else if (nd.leaf == Leaf::input) {
         const DType dt = p_.type(k.inputs[nd.input]).dtype;
-        ins("vld.{} v{}, s0, {}", vty(dt), rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
+        vld(dt, rg, ebuf[nd.input][m][oslot] + uint64_t((r + u) * D * dtype_bytes(dt)));
       } else if (nd.leaf == Leaf::col) {  // the tile row lies within one source element's span
         const DType dt = p_.type(k.inputs[nd.input]).dtype;
         const int64_t index = ((b * M + m0 + r + u) * N + it.j * D) / int64_t(nd.value);
@@ -2926,7 +2976,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
       }
     }, u0);
     for (int u = 0; u < U; ++u)
-      ins("vst.{} v{}, s0, {}", vty(od), rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
+      vst(od, rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
   };
   // Row group g (rows r .. r + U0) of item ii, pipelined across the banks.
   auto rows_of = [&](Pipeliner& pipe, size_t ii, int64_t r, int64_t g) {
@@ -2936,8 +2986,8 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   };
   auto done = [&](size_t ii) {
     const int m = items[ii].m;
-    signal("vpu", AccFree[m]);
-    signal("vpu", v);  // the last chunk
+    signal(kVpu, AccFree[m]);
+    signal(kVpu, v);  // the last chunk
     ebuf_release[m][items[ii].idx % 2] = v.produced;
   };
   auto drain = [&](size_t ii) {  // VPU: one item, chunk by chunk
@@ -2950,10 +3000,10 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
       if (r % cr == 0) {  // a new chunk: its rows are in the accumulators
         if (r > 0) {
           pipe.flush();
-          signal("vpu", v);
+          signal(kVpu, v);
         }
         const auto [mu, total] = acc_marks[m].at(size_t(it.idx)).at(size_t(r / cr));
-        wait("vpu", Acc[size_t(mu)], total);
+        wait(kVpu, Acc[size_t(mu)], total);
       }
       rows_of(pipe, ii, r, g);
     }
@@ -2968,7 +3018,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     const int64_t cr = chunk_rows[m].at(size_t(it.idx));
     for (int64_t r = 0; r < rows; r += cr) {  // chunk by chunk, as the VPU finishes them
       const int64_t n = std::min(cr, rows - r);
-      wait("dma", v, ++items_total);
+      wait(kDma, v, ++items_total);
       dma_2d(false, p_.addr[k.out] + uint64_t(((b * M + m0 + r) * N + j0) * oesz), obuf[m][oslot] + uint64_t(r * D * oesz),
              uint64_t(n), uint64_t(cols * oesz), uint64_t(N * oesz), uint64_t(D * oesz), st);
     }
@@ -3000,7 +3050,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     if (p == 0)
       for (size_t ii = 0; ii < items.size(); ++ii) {
         before(ii);
-        for (const auto& [mu, total] : acc_marks[items[ii].m].at(size_t(items[ii].idx))) wait("vpu", Acc[size_t(mu)], total);
+        for (const auto& [mu, total] : acc_marks[items[ii].m].at(size_t(items[ii].idx))) wait(kVpu, Acc[size_t(mu)], total);
       }
     Pipeliner pipe{em, {}};
     for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
@@ -3024,8 +3074,8 @@ void MatmulEmitter::finish() {
   if (held) drain_block(*held);
   em.drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
-    for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait("sc", *c, c->produced);
-  for (Counter& c : H) wait("sc", c, c.produced);
+    for (Counter* c : {&Ca[m], &Afree[m], &P[m], &Pfree[m], &Acc[m], &AccFree[m]}) wait(kSc, *c, c->produced);
+  for (Counter& c : H) wait(kSc, c, c.produced);
 }
 
 // One chunk of A's rows (batch b, rows c0..): its blocks, the order its
@@ -3033,8 +3083,8 @@ void MatmulEmitter::finish() {
 void MatmulEmitter::chunk_of_a() {
   crows = std::min(chunk, m_hi - c0);
   as = int(chunk_no % abufs);
-  note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), Emitter::kDma);
-  for (int m = 0; m < nmu; ++m) wait("dma", Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
+  note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
+  for (int m = 0; m < nmu; ++m) wait(kDma, Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
   cut_blocks();
   assign_items();
   // A slice arrives in pieces of `piece` rows, each counted once on Ca
@@ -3137,7 +3187,7 @@ void MatmulEmitter::load_group_slice(int64_t g, int64_t sl) {
   if (sl == 0) {
     const int slot = int(groups_loaded++ % nslots);
     gslot[g] = slot;
-    for (int m = 0; m < nmu; ++m) wait("dma", Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
+    for (int m = 0; m < nmu; ++m) wait(kDma, Pfree[m], slot_release[slot][m]);  // every MXU is done with the slot
   }
   const int64_t j0 = g * nmu * D, cols = std::min(nmu * D, N - j0);
   Counter& any = P[0];  // the transfers count on MXU 0's counter; each MXU then gets one signal
@@ -3234,7 +3284,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     const Item& it = items[ii];
     const int m = it.m;
     const bool first_use = uses[size_t(g)][size_t(m)].first == int64_t(bi), last_use = uses[size_t(g)][size_t(m)].second == int64_t(bi);
-    const std::string mu = fmt::format("mxu{}", m);
+    const int mu = kMxu0 + m;
     const int pslot = gslot[g];
     const int64_t aslot = it.idx % S;
     const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
@@ -3245,25 +3295,25 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       const auto [pa, pw] = passes[size_t(q) % passes.size()];
       if (q >= keep) {  // handed over; the arrival counts of its A slices are still this MXU's to take
         if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block))
-          wait(mu.c_str(), Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
+          wait(mu, Ca[m], Ca[m].consumed + (first_block ? ceil_div(rows, kPiece) : 1));
         continue;
       }
       // A new K-slice: the weight load waits for its panel rows, the
       // stream for its A rows (which may still be arriving meanwhile).
       if (first_pass(pa, pw) && first_use && wslice_of[size_t(kk)] >= 0)
-        wait(mu.c_str(), P[m], pready[g][m][wslice_of[size_t(kk)]]);
+        wait(mu, P[m], pready[g][m][wslice_of[size_t(kk)]]);
       mxu_lw(m, panel[pslot][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
       const bool last = kk == kt - 1 && std::pair{pa, pw} == passes.back();
       const int64_t npieces = first_block ? ceil_div(rows, kPiece) : 1;
       const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
       if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
-        wait(mu.c_str(), Ca[m], Ca[m].consumed + npieces);
-      if (first) wait(mu.c_str(), AccFree[m], it.idx - S + 1);
-      ins("mxu.swap m{}", m);
+        wait(mu, Ca[m], Ca[m].consumed + npieces);
+      if (first) wait(mu, AccFree[m], it.idx - S + 1);
+      ins(ib::MXU_SWAP(m));
       const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
       if (pieced) {
         for (int64_t r = 0; r < rows; r += kPiece) {
-          wait(mu.c_str(), Ca[m], Ca[m].consumed + 1);
+          wait(mu, Ca[m], Ca[m].consumed + 1);
           step_t[q] = std::max(step_t[q], mxu_mm(!first, m, acc_base(m, aslot) + uint64_t(r), src + uint64_t(r * Kp * esz), uint64_t(Kp * esz),
                  uint64_t(std::min(kPiece, rows - r)), mdt, r > 0));
         }
@@ -3296,14 +3346,14 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     if (!moved[size_t(i)]) continue;
     const Item& it = items[size_t(i)];
     const int f = items[size_t(n_it - 1 - i)].m;
-    const std::string mu = fmt::format("mxu{}", f);
+    const int mu = kMxu0 + f;
     const uint64_t arow = uint64_t((m0 - c0) * Kp * esz);
     for (int64_t q = nsteps - moved[size_t(i)]; q < nsteps; ++q) {
       const int64_t kk = q / int64_t(passes.size());
       const auto [pa, pw] = passes[size_t(q) % passes.size()];
       mxu_lw(f, panel[gslot[g]][pw] + uint64_t((kk * D * pw_elems + pcol(it)) * esz), uint64_t(pw_elems * esz), mdt);
-      if (q == nsteps - moved[size_t(i)]) wait(mu.c_str(), H[size_t(i)], H[size_t(i)].produced);
-      ins("mxu.swap m{}", f);
+      if (q == nsteps - moved[size_t(i)]) wait(mu, H[size_t(i)], H[size_t(i)].produced);
+      ins(ib::MXU_SWAP(f));
       mxu_mm(true, f, acc_base(it.m, it.idx % S), abuf[as][pa] + arow + uint64_t(kk * D * esz), uint64_t(Kp * esz), uint64_t(rows), mdt);
     }
     signal_mxu(f, Acc[size_t(f)], -1);
@@ -3368,7 +3418,7 @@ std::string Backend::describe() const {
   return s;
 }
 
-std::string Backend::assembly() const {
+Generated Backend::generate() const {
   return Emitter(*plan_, machine_, loops_, 0, int64_t(plan_->t.cores), 0, plan_->f.devices).run();
 }
 

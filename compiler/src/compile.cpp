@@ -49,12 +49,9 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
   Backend backend(c.lowered, machine, options.loops);
   c.plan = backend.describe();
   if (options.dump) options.dump("kernel plan", c.plan);
-  c.assembly = backend.assembly();
-  as::AssembleOptions ao;
-  ao.target = machine.target;
-  auto r = as::assemble(c.assembly, "tpuc.s", ao);
-  if (!r.program) throw std::logic_error("internal error: generated assembly does not assemble: " + r.errors.front().render());
-  c.program = std::move(*r.program);
+  Generated g = backend.generate();
+  c.program = std::move(g.program);
+  c.assembly = as::disassemble(c.program, g.notes);
   return c;
 }
 

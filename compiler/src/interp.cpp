@@ -612,22 +612,6 @@ Difference compare(const Tensor& got, const Tensor& ref) {
 
 // ---------------------------------------------------------------- npy and bytes
 
-namespace {
-
-isa::Dtype isa_dtype(DType d) {
-  switch (d) {
-    case DType::pred: return isa::Dtype::pred;
-    case DType::s8: return isa::Dtype::s8;
-    case DType::s32: return isa::Dtype::s32;
-    case DType::bf16: return isa::Dtype::bf16;
-    case DType::f32: return isa::Dtype::f32;
-    case DType::u32: return isa::Dtype::u32;
-  }
-  return isa::Dtype::f32;
-}
-
-}  // namespace
-
 std::vector<uint8_t> to_bytes(const Tensor& t) {
   const int sz = dtype_bytes(t.type.dtype);
   std::vector<uint8_t> b(t.v.size() * sz);

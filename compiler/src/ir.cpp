@@ -24,6 +24,18 @@ const char* dtype_name(DType d) {
 }
 bool is_float(DType d) { return d == DType::bf16 || d == DType::f32; }
 bool is_32bit(DType d) { return d == DType::s32 || d == DType::u32 || d == DType::f32; }
+isa::Dtype isa_dtype(DType d) {
+  switch (d) {
+    case DType::pred: return isa::Dtype::pred;
+    case DType::s8: return isa::Dtype::s8;
+    case DType::s32: return isa::Dtype::s32;
+    case DType::bf16: return isa::Dtype::bf16;
+    case DType::f32: return isa::Dtype::f32;
+    case DType::u32: return isa::Dtype::u32;
+  }
+  return isa::Dtype::f32;
+}
+
 int dtype_bytes(DType d) {
   switch (d) {
     case DType::pred:

@@ -48,23 +48,16 @@ constexpr int64_t kMinSaving = 16;  // instructions a loop must save to be worth
 
 bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
 
-// Per instruction: which operand is a `$` address (-1: none).
-std::vector<int> address_operands(const std::vector<Scheduled>& prog) {
-  std::vector<int> addr(prog.size(), -1);
-  for (size_t i = 0; i < prog.size(); ++i) {
-    int v = 0;
-    for (char c : prog[i].text) {
-      if (c == '$') addr[i] = v;
-      v += c == '@' || c == '$';
-    }
-    if (size_t(v) != prog[i].vals.size()) throw std::logic_error("internal error: operands do not match " + prog[i].text);
-  }
-  return addr;
+// The hash of an instruction and its comment (bound operands are 0).
+uint64_t hash_of(const Scheduled& s) {
+  uint64_t h = mix(std::hash<std::string>()(s.comment), uint64_t(s.insn.op));
+  for (int64_t v : s.insn.operands) h = mix(h, uint64_t(v));
+  return h;
 }
 
 class Reroller {
  public:
-  Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(address_operands(prog)) {}
+  Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
 
   std::vector<Node> run() {
     std::vector<Node> seq(prog_.size());
@@ -82,7 +75,7 @@ class Reroller {
     uint64_t h;
     if (n.insn >= 0) {
       const Scheduled& s = prog_[size_t(n.insn)];
-      h = mix(mix(std::hash<std::string>()(s.text), uint64_t(s.unit + 2)), uint64_t(s.kernel + 2));
+      h = mix(mix(hash_of(s), uint64_t(s.unit + 2)), uint64_t(s.kernel + 2));
       for (const auto& st : n.steps)
         for (int64_t d : st) h = mix(h, uint64_t(d));
       n.size = s.unit < 0 ? 0 : 1;
@@ -118,7 +111,7 @@ class Reroller {
   // only the steps, shared by every address with the same step).
   void flatten_kinds(const Node& n, std::vector<bool>& out) const {
     if (n.insn >= 0)
-      for (size_t v = 0; v < n.vals.size(); ++v) out.push_back(addr_[size_t(n.insn)] == int(v));
+      for (size_t v = 0; v < n.vals.size(); ++v) out.push_back(prog_[size_t(n.insn)].addr == int(v));
     for (const Node& b : n.body) flatten_kinds(b, out);
   }
   // Registers a loop steps: one per step of `$` addresses, one per start
@@ -135,7 +128,7 @@ class Reroller {
     if (a.insn >= 0 || b.insn >= 0) {
       if (a.insn < 0 || b.insn < 0 || a.steps != b.steps) return false;
       const Scheduled &x = prog_[size_t(a.insn)], &y = prog_[size_t(b.insn)];
-      return x.unit == y.unit && x.kernel == y.kernel && x.text == y.text;
+      return x.unit == y.unit && x.kernel == y.kernel && x.insn == y.insn && x.comment == y.comment;
     }
     if (a.count != b.count || a.body.size() != b.body.size()) return false;
     for (size_t k = 0; k < a.body.size(); ++k)
@@ -332,13 +325,12 @@ class Reroller {
 
   const std::vector<Scheduled>& prog_;
   const LoopOptions& o_;
-  std::vector<int> addr_;  // per instruction: which operand is a `$` address (-1: none)
 };
 
-// Writes nodes as assembly and assigns scalar registers.
+// Writes nodes as instructions and assigns scalar registers.
 class Writer {
  public:
-  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o), addr_(address_operands(prog)) {}
+  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
 
   void seq(const std::vector<Node>& nodes) {
     for (const Node& n : nodes) {
@@ -394,16 +386,14 @@ class Writer {
     void forget() { held.assign(held.size(), {0, 0}); }
   };
 
-  void put(const std::string& s) {
-    code_.text += "    " + s + "\n";
-    ++code_.instructions;
-  }
+  void put(const isa::Instruction& i) { code_.code.push_back(i); }
+  size_t pc() const { return code_.code.size(); }
   void enter_kernel(int k) {
-    if (o_.kernels && k != kNoKernel && k != kernel_) code_.text += fmt::format(".in_kernel {}\n", kernel_ = k);
+    if (o_.kernels && k != kNoKernel && k != kernel_) code_.kernel_marks.push_back({pc(), kernel_ = k});
   }
   void load(int r, uint64_t v) {
-    put(fmt::format("li s{}, {}", r, int64_t(int32_t(uint32_t(v & 0xffffffffu)))));
-    if (v >= (uint64_t(1) << 31)) put(fmt::format("lih s{}, {}", r, int64_t(int32_t(uint32_t(v >> 32)))));
+    put(isa::build::LI(r, int32_t(uint32_t(v & 0xffffffffu))));
+    if (v >= (uint64_t(1) << 31)) put(isa::build::LIH(r, int32_t(uint32_t(v >> 32))));
   }
   // A register holding constant v outside loops: from the cache, else
   // loaded into the least recently used register.
@@ -425,7 +415,7 @@ class Writer {
 
   // The function operand v of leaf n computes, inside `loops` (outermost first).
   Fn fn_of(const Node& n, size_t v, const std::vector<const Node*>& loops, const Nest& ns) const {
-    Fn f{addr_[size_t(n.insn)] == int(v) ? 0 : n.vals[v], {}};
+    Fn f{prog_[size_t(n.insn)].addr == int(v) ? 0 : n.vals[v], {}};
     const auto& st = n.steps[v];  // innermost first
     for (size_t l = st.size(); l-- > 0;)
       if (st[l] != 0) f.second.push_back({ns.id.at(loops[loops.size() - 1 - l]), st[l]});
@@ -435,21 +425,17 @@ class Writer {
     const Scheduled& s = prog_[size_t(n.insn)];
     std::vector<int> temps;
     if (s.unit < 0) {
-      code_.text += s.text.empty() ? "\n" : "    " + s.text + "\n";
+      code_.notes.push_back({pc(), s.comment});
       return;
     }
     enter_kernel(s.kernel);
-    std::string text;
-    size_t v = 0;
-    for (char c : s.text) {
-      if (c != '@' && c != '$') {
-        text += c;
-        continue;
-      }
+    isa::Instruction insn = s.insn;
+    for (size_t v = 0; v < n.vals.size(); ++v) {
+      const bool addr = s.addr == int(v);
       int r = 0;
       Fn f = ns ? fn_of(n, v, loops, *ns) : Fn{};
-      if (ns && (f.second.empty() ? c == '@' && ns->at_use_const(n.vals[v]) : ns->at_use(f))) {
-        const uint64_t base = c == '$' ? 0 : n.vals[v];
+      if (ns && (f.second.empty() ? !addr && ns->at_use_const(n.vals[v]) : ns->at_use(f))) {
+        const uint64_t base = addr ? 0 : n.vals[v];
         f.first = 0;
         const int sum = f.second.empty() ? 0 : ns->fn_reg.at(f);
         if (base == 0) {
@@ -462,23 +448,27 @@ class Writer {
           r = take(*ns);
           temps.push_back(r);
           if (fits32(int64_t(base)) && sum != 0) {
-            put(fmt::format("addi s{}, s{}, {}", r, sum, int64_t(base)));
+            put(isa::build::ADDI(r, sum, int64_t(base)));
           } else {
             load(r, base);
-            if (sum != 0) put(fmt::format("add s{}, s{}, s{}", r, r, sum));
+            if (sum != 0) put(isa::build::ADD(r, r, sum));
           }
           ns->held[size_t(r)] = {sum, base};
         }
       } else if (ns) {
         if (!f.second.empty()) r = ns->fn_reg.at(f);
-        else if (c == '@' && n.vals[v] != 0) r = ns->const_reg.at(n.vals[v]);
-      } else if (c == '@') {
+        else if (!addr && n.vals[v] != 0) r = ns->const_reg.at(n.vals[v]);
+      } else if (!addr) {
         r = reg(n.vals[v]);
       }
-      text += c == '$' ? fmt::format("s{}, {}", r, n.vals[v]) : fmt::format("s{}", r);
-      ++v;
+      const size_t at = size_t(s.at[v]);
+      insn[at] = r;
+      if (addr) {
+        if (!fits32(int64_t(n.vals[v]))) throw std::logic_error("internal error: a VMEM address beyond an immediate's range");
+        insn[at + 1] = int64_t(n.vals[v]);
+      }
     }
-    put(text);
+    put(insn);
     for (int r : temps) ns->free[size_t(r)] = true;
   }
 
@@ -503,7 +493,7 @@ class Writer {
         if (ns.at_use(f)) f.first = 0;
       }
       if (f.second.empty()) {
-        if (addr_[size_t(n.insn)] == int(v) || n.vals[v] == 0) continue;
+        if (prog_[size_t(n.insn)].addr == int(v) || n.vals[v] == 0) continue;
         ns.const_uses[n.vals[v]] += weight;
         if (ns.at_use_const(n.vals[v])) continue;
         auto [it, fresh] = paths.emplace(n.vals[v], path);
@@ -635,13 +625,13 @@ class Writer {
       mine.push_back(r), ns.fn_reg[f] = r;
       Fn outer{f.first, {f.second.begin(), f.second.end() - 1}};
       if (outer.second.empty()) load(r, f.first);
-      else put(fmt::format("addi s{}, s{}, 0", r, ns.fn_reg.at(outer)));
+      else put(isa::build::ADDI(r, ns.fn_reg.at(outer), 0));
     }
     const int rc = take(ns);
     mine.push_back(rc);
-    put(fmt::format("li s{}, {}", rc, l.count));
-    const std::string label = fmt::format("{}{}", o_.label, code_.loops++);
-    code_.text += label + ":\n";
+    put(isa::build::LI(rc, l.count));
+    ++code_.loops;
+    const size_t top = pc();
     ns.forget();
     loops.push_back(&l);
     for (const Node& b : l.body) {
@@ -651,9 +641,9 @@ class Writer {
     loops.pop_back();
     for (const Fn& f : ns.fns[id]) {
       const int r = ns.fn_reg.at(f);
-      put(fmt::format("addi s{}, s{}, {}", r, r, f.second.back().second));
+      put(isa::build::ADDI(r, r, f.second.back().second));
     }
-    put(fmt::format("loop s{}, {}", rc, label));
+    put(isa::build::LOOP(rc, int64_t(top) - int64_t(pc())));
     ns.forget();
     for (uint64_t c : ns.consts[id]) ns.const_reg.erase(c);
     for (const Fn& f : ns.fns[id]) ns.fn_reg.erase(f);
@@ -682,7 +672,6 @@ class Writer {
 
   const std::vector<Scheduled>& prog_;
   const LoopOptions& o_;
-  std::vector<int> addr_;  // per instruction: which operand is a `$` address (-1: none)
   LoopCode code_;
   static constexpr int kNoKernel = std::numeric_limits<int>::min();
   int kernel_ = kNoKernel;  // the last .in_kernel written

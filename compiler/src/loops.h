@@ -14,21 +14,32 @@
 // always did), and a loop nest pins the registers it needs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tpu/isa/isa.h"
+
 namespace tpu::compiler {
 
-// One scheduled instruction. In `text` each '@' is a scalar-register operand
-// and a '$' a VMEM (or accumulator) address written `s0, addr`; their values
-// are in `vals`, in order.
+// One scheduled instruction. Its operands that hold a scalar value (a DMA's
+// addresses and byte counts, an MXU's rows) are bound: value i of `vals`
+// goes in the scalar register the writer loads or steps for it, operand
+// `at[i]` of `insn`. A VPU load or store's VMEM (or accumulator) address
+// `rs1 + imm` is one bound value, value `addr`: its first value goes in
+// the immediate (operand at[addr] + 1) and the register holds what loops
+// add to it. Bound operands are 0 in `insn` until the writer fills them.
 struct Scheduled {
-  int unit = 0;  // the unit's number (isa.def); -1: a comment line
-  std::string text;
+  static constexpr size_t kMaxBound = 6;  // dma.ld2d's six
+  int unit = 0;          // the unit's number (isa.def); -1: a comment line
+  isa::Instruction insn;
   std::vector<uint64_t> vals;
-  int kernel = -1;  // the kernel it belongs to (.in_kernel); -1: none
-  double t = 0;     // its estimated dispatch cycle (the schedule's order)
+  std::array<int8_t, kMaxBound> at{};
+  int addr = -1;
+  std::string comment;   // a comment line's text ("": a blank line)
+  int kernel = -1;       // the kernel it belongs to; -1: none
+  double t = 0;          // its estimated dispatch cycle (the schedule's order)
 };
 
 struct LoopOptions {
@@ -39,14 +50,14 @@ struct LoopOptions {
   bool kernels = true;     // write .in_kernel where the kernel changes
   // The scalar unit: instructions a cycle, bubble cycles after a taken branch.
   double issue_width = 1, branch_penalty = 0;
-  std::string label = "l"; // prefix of the loops' labels (unique per program)
 };
 
-// The program's text (one instruction or directive a line, `.in_kernel`
-// where the kernel changes) and its instruction count.
+// The program: its instructions, where the kernel changes (pc, kernel)
+// and the comment lines that stand before an instruction (pc, text).
 struct LoopCode {
-  std::string text;
-  size_t instructions = 0;
+  std::vector<isa::Instruction> code;
+  std::vector<std::pair<size_t, int>> kernel_marks;
+  std::vector<std::pair<size_t, std::string>> notes;
   size_t loops = 0;
 };
 LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt);

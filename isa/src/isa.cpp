@@ -162,6 +162,20 @@ std::optional<std::string> check_operand(OperandKind kind, int64_t v) {
   }
 }
 
+Instruction make(Opcode op, const int64_t* operands, size_t count) {
+  const InsnSpec& s = spec(op);
+  const auto& ops = format_spec(s.format).operands;
+  if (count != ops.size()) throw std::logic_error(fmt::format("{} takes {} operands, not {}", s.mnemonic, ops.size(), count));
+  Instruction insn;
+  insn.op = op;
+  for (size_t i = 0; i < count; ++i) {
+    if (auto err = check_operand(ops[i].kind, operands[i]))
+      throw std::logic_error(fmt::format("{}, operand {}: {}", s.mnemonic, ops[i].role, *err));
+    insn[i] = operands[i];
+  }
+  return insn;
+}
+
 uint64_t encode(const Instruction& insn) {
   const InsnSpec& s = spec(insn.op);
   const auto& ops = format_spec(s.format).operands;

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "tpu/asm/assembler.h"
 #include "tpu/compiler/codegen.h"
 #include "tpu/compiler/compile.h"
 #include "tpu/compiler/passes.h"
@@ -588,6 +589,24 @@ TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tile
   // Every kernel is commented with the HLO it came from.
   CHECK(c.assembly.find("from tests/corpus/mlp_f32/module.hlo") == std::string::npos);
   CHECK(c.assembly.find("module.hlo:6 dot_general.2") != std::string::npos);
+}
+
+// tpuc builds the program as instructions and writes its listing from them:
+// the listing assembles back to the same program, on one core and on two.
+TEST_CASE("codegen: the listing assembles to the program") {
+  for (const char* preset : {"tiny", "v4"}) {
+    for (const char* name : {"mlp_f32", "pmap_psum_4"}) {
+      INFO(preset << " " << name);
+      compiler::CompileOptions o;
+      o.machine = isa::load_config(preset);
+      const auto c = compiler::compile(compiler::load_module(kCorpus + name + "/module.hlo"), o);
+      const auto r = as::assemble(c.assembly, "listing.s");
+      INFO((r.errors.empty() ? "" : r.errors.front().render()));
+      REQUIRE(r.errors.empty());
+      CHECK(*r.program == c.program);
+      CHECK(c.assembly.find("    # kernel 0: ") != std::string::npos);
+    }
+  }
 }
 
 // tests/compiler/hlo/held_registers.hlo: kernels whose code needs many

@@ -158,6 +158,26 @@ TEST_CASE("check_operand rejects out-of-range values", "[isa]") {
   CHECK_THROWS_AS(encode(bad), std::invalid_argument);
 }
 
+// The builders place operands by the format's order (docs/isa.md gives the
+// assembly syntax the expected text is written in) and check each.
+TEST_CASE("builders place and check operands", "[isa]") {
+  const Instruction add = build::VADD_F32(1, 2, 3);
+  CHECK(add.op == Opcode::VADD_F32);
+  CHECK(add[operand::V3::vd] == 1);
+  CHECK(add[operand::V3::vb] == 3);
+  CHECK(disassemble(add, 0) == "vadd.f32 v1, v2, v3");
+  CHECK(disassemble(build::DMA_LD2D(1, 2, 3, 4, 5, 6, 7), 0) == "dma.ld2d s1, s2, s3, s4, s5, s6, sem7");
+  CHECK(disassemble(build::WAIT(values::Unit_mxu0 + 2, 9, 4), 0) == "wait mxu2, sem9, 4");
+  CHECK(disassemble(build::LOOP(5, -3), 10) == "loop s5, . - 3");
+  const Instruction li = build::LI(7, -1);
+  CHECK(decode(encode(li)) == li);
+  CHECK_THROWS_AS(build::VADD_F32(32, 0, 0), std::logic_error);
+  CHECK_THROWS_AS(build::LI(1, int64_t(1) << 31), std::logic_error);
+  CHECK_THROWS_AS(build::SIGNAL(values::Unit_vpu, kNumSems, 1), std::logic_error);
+  CHECK_THROWS_AS(make(Opcode::VADD_F32, {1, 2}), std::logic_error);
+  static_assert(operand_count::DMA2 == 7 && operand_count::N == 0);
+}
+
 TEST_CASE("disassembly of branch targets", "[isa]") {
   Instruction j;
   j.op = Opcode::JMP;

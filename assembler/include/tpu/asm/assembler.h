@@ -39,8 +39,16 @@ struct AssembleResult {
 
 AssembleResult assemble(std::string_view source, std::string_view filename, const AssembleOptions& options = {});
 
+// A comment line of a listing, before the instruction at `pc` ("": a blank
+// line). Notes come in pc order.
+struct Note {
+  size_t pc = 0;
+  std::string text;
+};
+
 // Assembly text for a program; assemble(disassemble(p)) reproduces p exactly.
-std::string disassemble(const isa::Program& p);
+// `notes` are written as comments where they belong.
+std::string disassemble(const isa::Program& p, const std::vector<Note>& notes = {});
 
 // The `.check` directive for a check between two outputs of these names.
 std::string check_directive(const isa::Check& c, std::string_view actual, std::string_view expected);

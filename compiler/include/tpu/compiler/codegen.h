@@ -1,10 +1,11 @@
 // The back end: kernel planning (fusion, tiling, buffer assignment) and code
-// generation to assembly for one TensorCore. Input: a function after the IR
+// generation to a program for the chip's TensorCores. Input: a function after the IR
 // pipeline (passes.h). docs/compiler.md describes the kernels and the schedule.
 #pragma once
 
 #include <string>
 
+#include "tpu/asm/assembler.h"
 #include "tpu/ir/ir.h"
 #include "tpu/isa/machine.h"
 #include "tpu/isa/target.h"
@@ -12,6 +13,11 @@
 namespace tpu::compiler {
 
 struct Plan;  // opaque: kernels, buffers, fused expressions
+
+struct Generated {
+  isa::Program program;
+  std::vector<as::Note> notes;  // comment lines by pc, for as::disassemble
+};
 
 struct Backend {
   // The code is correct on any machine with `m.target`; the rest of `m`
@@ -24,8 +30,9 @@ struct Backend {
 
   // The kernel plan in text (for --dump-after-each-pass and tests).
   std::string describe() const;
-  // Assembly text, each kernel commented with the HLO ops it came from.
-  std::string assembly() const;
+  // The program, and for its listing each kernel's comments: the HLO ops
+  // it came from and how it is tiled.
+  Generated generate() const;
 
  private:
   Plan* plan_;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,14 @@ namespace operand {
 #include "tpu/isa/isa.def"
 #undef OPND
 }  // namespace operand
+
+// Each format's operand count: operand_count::DMA2.
+namespace operand_count {
+#define OPND(kind, role, hi, lo) 0
+#define ISA_FORMAT(name, ...) inline constexpr int name = int(std::initializer_list<int>{__VA_ARGS__}.size());
+#include "tpu/isa/isa.def"
+#undef OPND
+}  // namespace operand_count
 
 // Opcode values are the encodings themselves.
 enum class Opcode : uint8_t {
@@ -136,6 +145,24 @@ struct Instruction {
 
 // Checks that value fits the operand kind; returns an error message if not.
 std::optional<std::string> check_operand(OperandKind kind, int64_t value);
+
+// An instruction from its operands in format order, each checked against
+// its kind: a wrong count or a value out of range is a bug in the caller
+// (std::logic_error naming the instruction and the operand).
+Instruction make(Opcode op, const int64_t* operands, size_t count);
+inline Instruction make(Opcode op, std::initializer_list<int64_t> operands) { return make(op, operands.begin(), operands.size()); }
+
+// One builder per instruction of isa.def, its operand count checked at
+// compile time: build::VADD_F32(vd, va, vb), build::LOOP(rc, target).
+namespace build {
+#define ISA_INSN(id, mnemonic, opcode, format, unit, cls, doc)                                              \
+  template <typename... A>                                                                                  \
+  Instruction id(A... a) {                                                                                  \
+    static_assert(sizeof...(A) == operand_count::format, mnemonic " takes a different number of operands"); \
+    return make(Opcode::id, {int64_t(a)...});                                                               \
+  }
+#include "tpu/isa/isa.def"
+}  // namespace build
 
 // Encodes an instruction whose operands pass check_operand (throws
 // std::invalid_argument otherwise: that is a bug in the caller).
