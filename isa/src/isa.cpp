@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -160,6 +162,42 @@ std::optional<std::string> check_operand(OperandKind kind, int64_t v) {
     default:
       return std::nullopt;
   }
+}
+
+RegisterUse register_use(const Instruction& insn) {
+  // Per opcode and operand: 1 read, 2 written, 3 both (from isa.def's
+  // register effects), 0 not a register.
+  static const auto table = [] {
+    const std::set<std::string_view> dest_roles = {
+#define ISA_DEST_ROLE(role) #role,
+#include "tpu/isa/isa.def"
+    };
+    const std::set<Opcode> reads_dest = {
+#define ISA_READS_DEST(id) Opcode::id,
+#include "tpu/isa/isa.def"
+    };
+    std::array<std::array<uint8_t, kMaxOperands>, 256> t{};
+    for (const InsnSpec& s : instructions()) {
+      const auto& ops = format_spec(s.format).operands;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].kind != OperandKind::Sreg && ops[i].kind != OperandKind::Vreg) continue;
+        const bool dest = dest_roles.count(ops[i].role) > 0;
+        t[s.opcode][i] = uint8_t(dest ? (reads_dest.count(s.op) ? 3 : 2) : 1);
+      }
+    }
+    return t;
+  }();
+  RegisterUse u;
+  const auto& ops = format_spec(spec(insn.op).format).operands;
+  const auto& eff = table[uint8_t(insn.op)];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (eff[i] == 0) continue;
+    const uint32_t bit = uint32_t(1) << insn[i];
+    const bool s = ops[i].kind == OperandKind::Sreg;
+    if (eff[i] & 1) (s ? u.sread : u.vread) |= bit;
+    if (eff[i] & 2) (s ? u.swrite : u.vwrite) |= bit;
+  }
+  return u;
 }
 
 Instruction make(Opcode op, const int64_t* operands, size_t count) {

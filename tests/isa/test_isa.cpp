@@ -178,6 +178,29 @@ TEST_CASE("builders place and check operands", "[isa]") {
   static_assert(operand_count::DMA2 == 7 && operand_count::N == 0);
 }
 
+// Register effects, as each instruction's description in docs/isa.md reads.
+TEST_CASE("register effects: what each instruction reads and writes", "[isa]") {
+  const RegisterUse add = register_use(build::ADD(3, 1, 2));
+  CHECK(add.swrite == 1u << 3);
+  CHECK(add.sread == ((1u << 1) | (1u << 2)));
+  CHECK(register_use(build::LIH(4, 1)).sread == 1u << 4);  // keeps the low half
+  CHECK(register_use(build::LI(4, 1)).sread == 0);
+  CHECK(register_use(build::LOOP(5, -2)).sread == 1u << 5);
+  CHECK(register_use(build::LOOP(5, -2)).swrite == 1u << 5);
+  const RegisterUse ld = register_use(build::VLD_F32(7, 2, 64));
+  CHECK(ld.vwrite == 1u << 7);
+  CHECK(ld.sread == 1u << 2);
+  CHECK(ld.vread == 0);
+  CHECK(register_use(build::VST_F32(7, 2, 64)).vread == 1u << 7);
+  CHECK(register_use(build::VST_F32(7, 2, 64)).vwrite == 0);
+  CHECK(register_use(build::DMA_LD(1, 2, 3, 0)).sread == 0b1110u);  // addresses are read
+  CHECK(register_use(build::DMA_LD(1, 2, 3, 0)).swrite == 0);
+  CHECK(independent(register_use(build::VLD_F32(1, 0, 0)), register_use(build::VADD_F32(2, 3, 4))));
+  CHECK_FALSE(independent(register_use(build::VLD_F32(1, 0, 0)), register_use(build::VADD_F32(2, 1, 4))));  // read after write
+  CHECK_FALSE(independent(register_use(build::VLD_F32(1, 0, 0)), register_use(build::VADD_F32(1, 3, 4))));  // write after write
+  CHECK_FALSE(independent(register_use(build::VLD_F32(2, 0, 0)), register_use(build::VADD_F32(1, 2, 4))));  // write after read
+}
+
 TEST_CASE("disassembly of branch targets", "[isa]") {
   Instruction j;
   j.op = Opcode::JMP;

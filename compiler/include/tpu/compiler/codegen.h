@@ -12,7 +12,9 @@
 
 namespace tpu::compiler {
 
-struct Plan;  // opaque: kernels, buffers, fused expressions
+namespace backend {
+struct Plan;  // opaque: kernels, buffers, fused expressions (src/plan.h)
+}
 
 struct Generated {
   isa::Program program;
@@ -35,7 +37,7 @@ struct Backend {
   Generated generate() const;
 
  private:
-  Plan* plan_;
+  backend::Plan* plan_;
   isa::MachineConfig machine_;
   bool loops_;
 };

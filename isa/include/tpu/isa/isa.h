@@ -143,6 +143,18 @@ struct Instruction {
   bool operator==(const Instruction& o) const { return op == o.op && operands == o.operands; }
 };
 
+// The registers an instruction reads and writes (isa.def's register
+// effects), as masks: bit r is s<r> or v<r>.
+struct RegisterUse {
+  uint32_t sread = 0, swrite = 0, vread = 0, vwrite = 0;
+};
+RegisterUse register_use(const Instruction& insn);
+// Whether two instructions may swap places: neither writes a register the
+// other reads or writes.
+inline bool independent(const RegisterUse& a, const RegisterUse& b) {
+  return !(a.swrite & (b.sread | b.swrite)) && !(b.swrite & a.sread) && !(a.vwrite & (b.vread | b.vwrite)) && !(b.vwrite & a.vread);
+}
+
 // Checks that value fits the operand kind; returns an error message if not.
 std::optional<std::string> check_operand(OperandKind kind, int64_t value);
 

@@ -1,0 +1,88 @@
+// Element-wise kernels (emitter.h).
+#include "emitter.h"
+
+namespace tpu::compiler::backend {
+
+void Emitter::elementwise(const Kernel& k) {
+  const Expr& e = k.expr;
+  const DType od = p_.type(k.out).dtype;
+  const int64_t E = p_.type(k.out).elements();
+  const int64_t nvec = ceil_div(E, L_);
+  Counter ld = counter(), vd = counter(), st = counter();
+  std::vector<uint64_t> pre = preload(k, ld);
+  std::vector<int> tensor_inputs;
+  for (const Node& nd : e.nodes)
+    if (nd.leaf == Leaf::input && std::find(tensor_inputs.begin(), tensor_inputs.end(), nd.input) == tensor_inputs.end())
+      tensor_inputs.push_back(nd.input);
+  int64_t per_vec = L_ * dtype_bytes(od);
+  for (int i : tensor_inputs) per_vec += L_ * dtype_bytes(p_.type(k.inputs[i]).dtype);
+  // Two register banks of up to 4 vectors each: a group's loads overlap
+  // the previous group's arithmetic and stores (Pipeliner).
+  const RegPlan rp = regplan(e, 8);
+  const int group = std::max(1, rp.unroll / 2);
+  int64_t cv = std::min<int64_t>(nvec, std::max<int64_t>(1, int64_t(vmem_budget() / 2 / uint64_t(per_vec + 64)) - 2));
+  cv = std::min<int64_t>({cv, 128, ceil_div(nvec, ncores_)});
+  const auto [c_lo, c_hi] = share(ceil_div(nvec, cv), 1);  // this core's chunks
+  const int64_t chunks = c_hi - c_lo;
+  if (chunks == 0) return drain({&ld, &vd, &st});
+  std::vector<std::vector<uint64_t>> in_buf(2, std::vector<uint64_t>(k.inputs.size(), 0));
+  uint64_t out_buf[2];
+  for (int s = 0; s < 2 && s < chunks; ++s) {
+    for (int i : tensor_inputs) in_buf[s][i] = vmem(uint64_t(cv * L_ * dtype_bytes(p_.type(k.inputs[i]).dtype)));
+    out_buf[s] = vmem(uint64_t(cv * L_ * dtype_bytes(od)));
+  }
+  auto range = [&](int64_t c) { return std::make_pair((c_lo + c) * cv * L_, std::min(E, (c_lo + c + 1) * cv * L_)); };
+  std::vector<int64_t> loads_through(chunks);
+  auto loads = [&](int64_t c) {
+    const auto [b, end] = range(c);
+    for (int i : tensor_inputs) {
+      const int esz = dtype_bytes(p_.type(k.inputs[i]).dtype);
+      dma_ld(in_buf[c % 2][i], p_.addr[k.inputs[i]] + uint64_t(b * esz), uint64_t((end - b) * esz), ld);
+    }
+    loads_through[c] = ld.produced;
+  };
+  std::vector<int64_t> stores_through(chunks, 0);
+  loads(0);
+  if (chunks > 1) loads(1);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = range(c).first, end = range(c).second;
+    const int s = int(c % 2);
+    wait(kVpu, ld, loads_through[c]);
+    if (c >= 2) wait(kVpu, st, stores_through[c - 2]);
+    if (c == 0) hoist(e, rp, pre);
+    const int64_t nv = ceil_div(end - b, L_);
+    Pipeliner pipe{*this, {}};
+    for (int64_t q = 0, g = 0; q < nv; q += group, ++g) {
+      const int U = int(std::min<int64_t>(group, nv - q));
+      const int u0 = rp.unroll >= 2 ? int(g % 2) * group : 0;
+      pipe.group([&] {
+      eval(e, rp, U, [&](int u, const Node& nd, int r) {
+        const int64_t vec = q + u;
+        if (nd.leaf == Leaf::input) {
+          const DType dt = p_.type(k.inputs[nd.input]).dtype;
+          vld(dt, r, in_buf[s][nd.input] + uint64_t(vec * L_ * dtype_bytes(dt)));
+        } else if (nd.leaf == Leaf::row) {
+          const DType dt = p_.type(k.inputs[nd.input]).dtype;
+          const int64_t off = (b + vec * L_) % e.row_len;
+          vld(dt, r, pre[nd.input] + uint64_t(off * dtype_bytes(dt)));
+        } else if (nd.leaf == Leaf::col) {
+          const DType dt = p_.type(k.inputs[nd.input]).dtype;
+          const int64_t index = (b + vec * L_) / int64_t(nd.value);
+          col_splat(rp, r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
+        }
+      }, u0);
+      for (int u = 0; u < U; ++u)
+        vst(od, rp.reg[u0 + u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+      });
+    }
+    pipe.flush();
+    signal(kVpu, vd);
+    wait(kDma, vd, c + 1);
+    dma_st(p_.addr[k.out] + uint64_t(b * dtype_bytes(od)), out_buf[s], uint64_t((end - b) * dtype_bytes(od)), st);
+    stores_through[c] = st.produced;
+    if (c + 2 < chunks) loads(c + 2);
+  }
+  drain({&ld, &vd, &st});
+}
+
+}  // namespace tpu::compiler::backend

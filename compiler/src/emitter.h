@@ -1,0 +1,797 @@
+// The emitter (internal to the back end, codegen.h): each kernel of the plan
+// as scheduled instructions for one TensorCore, through the unit model
+// below. Its kernel kinds are written in emit_*.cpp. docs/compiler.md,
+// "Code generation and the schedule".
+#pragma once
+
+#include "loops.h"
+#include "plan.h"
+#include "tpu/compiler/codegen.h"
+#include "tpu/isa/isa.h"
+#include "tpu/isa/machine.h"
+
+namespace tpu::compiler::backend {
+
+namespace ib = isa::build;
+
+// The opcode of the mnemonic `parts` spell: instruction selection is a
+// lookup in isa.def's table (a name it lacks is a bug here).
+template <typename... S>
+inline isa::Opcode opcode(const S&... parts) {
+  std::string m;
+  ((m += parts), ...);
+  const isa::InsnSpec* s = isa::find_mnemonic(m);
+  if (s == nullptr) throw std::logic_error("internal error: no instruction " + m);
+  return s->op;
+}
+
+// Instruction `op` with its scalar-register operands left 0 for the values
+// push() binds to them, and its other operands `rest`, in format order.
+inline isa::Instruction with_regs(isa::Opcode op, std::initializer_list<int64_t> rest) {
+  const auto& ops = isa::format_spec(isa::spec(op).format).operands;
+  std::vector<int64_t> v;
+  auto it = rest.begin();
+  for (const auto& o : ops) {
+    if (o.kind == isa::OperandKind::Sreg) v.push_back(0);
+    else if (it == rest.end()) throw std::logic_error(fmt::format("internal error: {} lacks its {}", isa::spec(op).mnemonic, o.role));
+    else v.push_back(*it++);
+  }
+  return isa::make(op, v.data(), v.size());
+}
+
+// A semaphore whose counts arrive in order: consumers wait for running totals.
+struct Counter {
+  int sem = 0;
+  int64_t produced = 0, consumed = 0;
+  // when[i]: estimated cycle by which i + 1 counts have arrived (a running
+  // maximum, so a wait is placed after every signal it may need).
+  std::vector<double> when;
+  void produce(double t, int64_t n = 1) {
+    produced += n;
+    if (!when.empty()) t = std::max(t, when.back());
+    when.insert(when.end(), size_t(n), t);
+  }
+};
+
+// One instruction (or comment) before the schedule orders them.
+struct Pending {
+  double key = 0;  // its place in the program: its dispatch estimate, unless pinned (Emitter::pin_)
+  Scheduled s;
+};
+
+// The DMA's bytes per cycle for the cost model: the HBM's peak, or with
+// ideal memory (no bandwidth limit) what the engine sends, whole bursts a
+// cycle.
+inline double dma_bytes_per_cycle(const isa::MachineConfig& m) {
+  const double peak = m.hbm_peak_bytes_per_s();
+  return peak > 0 ? std::max(1.0, peak / double(m.clock_hz)) : double(m.dma.burst_bytes) * m.dma.bursts_per_cycle;
+}
+
+// The vector registers of the kernel being emitted. What the kernel holds
+// for its whole length (constants, scalar inputs, a lane mask) is taken
+// from v31 down; values computed per vector use v0 up to below those.
+class VRegs {
+ public:
+  void reset() { *this = VRegs(); }
+  // A register held for the rest of the kernel.
+  int hold() {
+    if (top_ <= low_) throw std::logic_error("internal error: out of vector registers");
+    return --top_;
+  }
+  // The register that holds lane pattern `bits`, and whether it is new (its
+  // holder loads it).
+  std::pair<int, bool> constant(uint32_t bits) {
+    if (auto it = consts_.find(bits); it != consts_.end()) return {it->second, false};
+    return {consts_[bits] = hold(), true};
+  }
+  int at(uint32_t bits) const { return consts_.at(bits); }
+  // Per-vector values use v0 .. v(n - 1) from now on; returns how many are free for them.
+  int below_held() const { return top_; }
+  void per_vector(int n) {
+    if (n > top_) throw std::logic_error("internal error: out of vector registers");
+    low_ = std::max(low_, n);
+  }
+
+ private:
+  std::map<uint32_t, int> consts_;
+  int top_ = isa::kNumVregs, low_ = 0;
+};
+
+class MatmulEmitter;
+
+// The units, numbered as `wait` and `signal` name them.
+constexpr int kSc = isa::kUnitScalar, kDma = isa::kUnitDma, kVpu = isa::kUnitVpu, kMxu0 = isa::kUnitMxu0;
+
+class Emitter {
+ public:
+  // The program of core `core` of `ncores` (each runs its share of every
+  // kernel; see run()) of chip `chip` of `nchips` (its collectives differ).
+  Emitter(const Plan& p, const isa::MachineConfig& m, bool loops, int64_t core = 0, int64_t ncores = 1, int64_t chip = 0,
+          int64_t nchips = 1)
+      : p_(p),
+        core_(core),
+        ncores_(ncores),
+        chip_(chip),
+        nchips_(nchips),
+        L_(int64_t(p.t.vpu_lanes)),
+        D_(int64_t(p.t.mxu_dim)),
+        m_(m),
+        loops_(loops),
+        kDmaBytesPerCycle(dma_bytes_per_cycle(m)),
+        kDmaLatency(m.dma_latency_cycles()),
+        kDmaBurst(m.dma.burst_bytes),
+        kDmaBurstsPerCycle(m.dma.bursts_per_cycle) {}
+
+  // The whole program. On a chip of several TensorCores every core runs
+  // it: each reads its `core` CSR and branches to its own code, which does
+  // its share of every kernel (Emitter::share) and meets the other cores at
+  // the end of each kernel (their results are in HBM before any core reads
+  // them in the next).
+  Generated run();
+
+ private:
+  // This core's code: its share of every kernel, each followed (on several
+  // cores) by a barrier across the cores.
+  LoopCode body();
+  // Every core's stores of the kernel have landed (its drain waited for
+  // them); each tells the others behind its own transfers and waits for
+  // theirs, on a semaphore no kernel uses.
+  void core_barrier() {
+    for (int64_t o = 0; o < ncores_; ++o)
+      if (o != core_) push(kDma, done_[kDma], ib::DMA_CSIG(0, kCoreSem, 1), {uint64_t(o)});
+    push(kSc, now(), ib::WAIT(kSc, kCoreSem, ncores_ - 1));
+  }
+  // [lo, hi) of n items (multiples of `align` but the last) for this core.
+  std::pair<int64_t, int64_t> share(int64_t n, int64_t align) const {
+    auto cut = [&](int64_t c) { return c == ncores_ ? n : n * c / ncores_ / align * align; };
+    return {cut(core_), cut(core_ + 1)};
+  }
+
+  // ---- scheduling. Kernels are generated unit by unit in dependency order;
+  // every instruction gets an estimated dispatch cycle from a simple model
+  // of its unit (below). The program is then those instructions sorted by
+  // that cycle (stable, so each unit keeps its order and every signal
+  // precedes the waits it satisfies): the scalar unit pushes work to each
+  // queue shortly before the queue can take it, so no queue fills up with
+  // blocked work while another unit starves.
+  static constexpr int kBarrierSem = isa::kNumSems - 1;  // every queue signals it at the end of a kernel
+  static constexpr int kCoreSem = isa::kNumSems - 2;     // the other cores signal it at the end of a kernel
+  static constexpr int kChipSem = isa::kNumSems - 3;     // the other chips signal it entering a collective
+  double now() const {
+    double t = floor_;
+    for (double c : clk_) t = std::max(t, c);
+    return t;
+  }
+  // Records an instruction of `unit` that may not dispatch before `ready`,
+  // keeps the unit busy `occupancy` cycles and completes `latency` after it
+  // dispatches. Returns the dispatch estimate.
+  // `vals` are the values of its scalar-register operands, in order; the
+  // loop writer puts each in a register (loops.h).
+  double push(int unit, double ready, const isa::Instruction& insn, std::vector<uint64_t> vals = {}, double occupancy = 1,
+              double latency = 1) {
+    if (unit == kVpu) return push_vpu(ready, insn, std::move(vals), occupancy, latency);
+    const double t = std::max({clk_[unit], ready, floor_, pin_});
+    record(t, unit, insn, std::move(vals));
+    clk_[unit] = t + std::max(1.0, occupancy);
+    done_[unit] = std::max(done_[unit], t + latency);
+    if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
+    return t;
+  }
+  // The VPU dispatches in order, in issue groups within its slots
+  // (docs/timing.md); `wait` takes no slot, `signal` and `vxpose` go alone.
+  // Register dependencies are not modelled. An instruction's slot and
+  // latency come from its class (isa.def) and the config.
+  double push_vpu(double ready, const isa::Instruction& insn, std::vector<uint64_t> vals, double occupancy, double latency) {
+    const isa::InsnSpec* spec = &isa::spec(insn.op);
+    const bool wait = spec->op == isa::Opcode::WAIT, sync = spec->unit == isa::ExecUnit::Sync;
+    const isa::VpuSlot slot = sync ? isa::VpuSlot::Whole : isa::vpu_slot(spec->vpu_class);
+    const bool alone = slot == isa::VpuSlot::Whole;
+    if (!sync) latency = m_.vpu_latency(spec->vpu_class);
+    const int k = slot == isa::VpuSlot::Load ? 0 : slot == isa::VpuSlot::Store ? 1 : 2;
+    const auto& iss = m_.vpu.issue;
+    const double limit[3] = {double(iss.load), double(iss.store), double(iss.alu)};
+    auto next_group = [&](double t) { vgroup_ = t, vn_ = 0, vused_[0] = vused_[1] = vused_[2] = 0; };
+    double t = std::max({ready, vgroup_, floor_, pin_});
+    if (t > vgroup_) next_group(t);
+    if (!wait) {
+      if (vn_ > 0 && (alone || vn_ >= double(iss.width) || vused_[k] >= limit[k])) next_group(vgroup_ + 1);
+      t = vgroup_;
+      if (alone) {
+        next_group(t + std::max(1.0, occupancy));
+      } else {
+        ++vn_, ++vused_[k];
+      }
+    }
+    record(t, kVpu, insn, std::move(vals));
+    clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
+    done_[kVpu] = std::max(done_[kVpu], t + latency);
+    return t;
+  }
+  // Adds an instruction at its place; `vals` bind its scalar-register
+  // operands, in order. A VPU load or store from `s0 + imm` has its
+  // address bound instead, so a loop can step it.
+  void record(double t, int unit, const isa::Instruction& insn, std::vector<uint64_t> vals) {
+    Scheduled s;
+    s.unit = unit, s.insn = insn, s.kernel = cur_kernel_, s.t = t;
+    const auto& ops = isa::format_spec(isa::spec(insn.op).format).operands;
+    const isa::Format f = isa::spec(insn.op).format;
+    if (vals.empty() && (f == isa::Format::VLD || f == isa::Format::VST) && insn[isa::operand::VLD::rs1] == 0) {
+      static_assert(int(isa::operand::VLD::rs1) == int(isa::operand::VST::rs1) && int(isa::operand::VLD::imm) == int(isa::operand::VST::imm) &&
+                    isa::operand::VLD::imm == isa::operand::VLD::rs1 + 1);
+      s.vals = {uint64_t(insn[isa::operand::VLD::imm])};
+      s.at[0] = isa::operand::VLD::rs1, s.addr = 0;
+      s.insn[isa::operand::VLD::imm] = 0;
+    } else if (!vals.empty()) {
+      size_t v = 0;
+      for (size_t o = 0; o < ops.size(); ++o)
+        if (ops[o].kind == isa::OperandKind::Sreg) {
+          if (v == vals.size() || v == Scheduled::kMaxBound) throw std::logic_error("internal error: operands do not match");
+          s.at[v++] = int8_t(o);
+        }
+      if (v != vals.size()) throw std::logic_error("internal error: operands do not match");
+      s.vals = std::move(vals);
+    }
+    prog_.push_back({place(t, unit), std::move(s)});
+  }
+  std::string kernel_name(size_t idx, const Kernel& k) const {
+    return fmt::format("kernel {}: {} -> %{} {}", idx, kind_name(k.kind), k.out, p_.type(k.out).str());
+  }
+  // Text for a .kernel string: no quote, backslash or control character.
+  static std::string debug_text(std::string t) {
+    if (t.size() > isa::kMaxDebugText) t.resize(isa::kMaxDebugText);
+    for (char& c : t)
+      if (uint8_t(c) < 0x20 || c == '"' || c == '\\' || uint8_t(c) == 0x7f) c = '?';
+    return t;
+  }
+  // Where something estimated to dispatch at t goes in the program.
+  // Pinned work of a unit goes after the unit's work pushed before it, so
+  // every queue receives its work in the order the cost model assumed.
+  double place(double t, int unit = -1) {
+    double key = pin_ >= 0 ? pin_ : t;
+    if (unit >= 0) key = std::max(key, last_key_[unit]), last_key_[unit] = key;
+    return key;
+  }
+  void note(const std::string& text, int unit = -1) {
+    const double t = unit >= 0 ? clk_[unit] : floor_;
+    Scheduled s;
+    s.unit = -1, s.comment = text, s.t = t;
+    prog_.push_back({place(t), std::move(s)});
+  }
+  // VPU instructions and mxu.swap (no scalar register operands).
+  void ins(const isa::Instruction& i) {
+    if (i.op == isa::Opcode::MXU_SWAP) {
+      const int m = int(i[isa::operand::M1::mxu]);
+      push(kMxu0 + m, weights_ready_[m], i);
+    } else if (isa::spec(i.op).unit != isa::ExecUnit::Vpu) {
+      throw std::logic_error(fmt::format("internal error: unscheduled instruction {}", isa::spec(i.op).mnemonic));
+    } else if (capture_) {
+      capture_->push_back(i);
+    } else {
+      push(kVpu, 0, i);  // latency: its class's
+    }
+  }
+  template <typename... A>
+  void vop(isa::Opcode op, A... a) {
+    ins(isa::make(op, {int64_t(a)...}));
+  }
+  // A vector load or store of VMEM at `at`.
+  void vld(DType dt, int vd, uint64_t at) { vop(opcode("vld.", vty(dt)), vd, 0, at); }
+  void vst(DType dt, int vs, uint64_t at) { vop(opcode("vst.", vty(dt)), vs, 0, at); }
+  // A weight load commits N - 1 cycles after it starts, once the last
+  // stream through the weights it replaces has reached the accumulators
+  // (docs/timing.md).
+  void mxu_lw(int m, uint64_t src, uint64_t stride, int dt) {
+    const double t = push(kMxu0 + m, mm_done_[m][1] - double(D_ - 1), with_regs(isa::Opcode::MXU_LW, {m, dt}), {src, stride}, 1, double(D_));
+    weights_ready_[m] = t + double(D_);
+  }
+  // `more` continues the previous stream's rows through the same weights.
+  // Returns its dispatch estimate.
+  double mxu_mm(bool acc, int m, uint64_t racc, uint64_t src, uint64_t stride, uint64_t rows, int dt, bool more = false) {
+    const double t = push(kMxu0 + m, feed_free_[m], with_regs(acc ? isa::Opcode::MXU_MMA : isa::Opcode::MXU_MM, {m, dt}),
+                          {racc, src, stride, rows}, 1, double(rows) + 2.0 * double(D_));
+    feed_free_[m] = t + double(rows);
+    if (!more) mm_done_[m][1] = mm_done_[m][0];
+    mm_done_[m][0] = t + double(rows) + 2.0 * double(D_) - 1;
+    return t;
+  }
+
+  // The scheduled program, its repeats folded into loops (loops.h).
+  LoopCode schedule() {
+    std::stable_sort(prog_.begin(), prog_.end(), [](const Pending& a, const Pending& b) { return a.key < b.key; });
+    std::vector<Scheduled> code;
+    code.reserve(prog_.size());
+    for (Pending& p : prog_) code.push_back(std::move(p.s));
+    prog_.clear();
+    LoopOptions o;
+    o.enabled = loops_;
+    o.kernels = !p_.kernels.empty();
+    o.issue_width = m_.core.issue_width;
+    o.branch_penalty = m_.core.branch_penalty;
+    return write_loops(code, o);
+  }
+
+  // ---- synchronisation
+  Counter counter() {
+    if (next_sem_ >= kChipSem) throw Error("internal error: out of semaphores");
+    Counter c;
+    c.sem = next_sem_++;
+    return c;
+  }
+  void wait(int unit, Counter& c, int64_t total) {
+    while (c.consumed < total) {
+      const int64_t n = std::min<int64_t>(total - c.consumed, 65535);
+      const double ready = c.when.at(size_t(c.consumed + n - 1));
+      push(unit, ready, ib::WAIT(unit, c.sem, n));
+      c.consumed += n;
+    }
+  }
+  // A queued unit's signal leaves its queue at once and adds the count when
+  // the unit's earlier work is done (docs/timing.md).
+  void signal(int u, Counter& c, int64_t n = 1) {
+    const bool deferred = u != kSc;
+    for (int64_t left = n; left > 0;) {
+      const int64_t k = std::min<int64_t>(left, 65535);
+      const double done = done_[u];
+      const double t = push(u, deferred ? 0 : done, ib::SIGNAL(u, c.sem, k));
+      c.produce(std::max(t, done) + 1, k);
+      left -= k;
+    }
+  }
+  // The end of a kernel: every queue has finished (each signals the barrier
+  // semaphore once its earlier instructions are done), then the scalar unit
+  // takes what is left on each counter, so every semaphore is back at 0.
+  void drain(const std::vector<Counter*>& cs, int mxus = 0) {
+    Counter barrier;
+    barrier.sem = kBarrierSem;
+    signal(kDma, barrier);
+    signal(kVpu, barrier);
+    for (int m = 0; m < mxus; ++m) signal(kMxu0 + m, barrier);
+    wait(kSc, barrier, barrier.produced);
+    for (Counter* c : cs) wait(kSc, *c, c->produced);
+    next_sem_ = 0;
+  }
+
+  // ---- DMA (byte addresses); each transfer counts once on its counter
+  // A transfer of `rows` rows of `rowbytes` costs the larger of its bytes at
+  // HBM bandwidth and its bursts at one per cycle.
+  void dma(isa::Opcode op, std::vector<uint64_t> regs, uint64_t rows, uint64_t rowbytes, Counter& c) {
+    const double bursts = double(rows) * std::ceil(double(rowbytes) / kDmaBurst) / kDmaBurstsPerCycle;
+    const double cost = std::max(double(rows * rowbytes) / kDmaBytesPerCycle, bursts);
+    const double t = push(kDma, 0, with_regs(op, {c.sem}), std::move(regs), cost, cost + kDmaLatency);
+    c.produce(t + cost + kDmaLatency);
+  }
+  void dma_ld(uint64_t vmem, uint64_t hbm, uint64_t bytes, Counter& c) { dma(isa::Opcode::DMA_LD, {vmem, hbm, bytes}, 1, bytes, c); }
+  void dma_st(uint64_t hbm, uint64_t vmem, uint64_t bytes, Counter& c) { dma(isa::Opcode::DMA_ST, {hbm, vmem, bytes}, 1, bytes, c); }
+  void dma_2d(bool load, uint64_t dst, uint64_t src, uint64_t rows, uint64_t rowbytes, uint64_t dstride, uint64_t sstride,
+              Counter& c) {
+    if (rows == 1 || (dstride == rowbytes && sstride == rowbytes)) {
+      load ? dma_ld(dst, src, rows * rowbytes, c) : dma_st(dst, src, rows * rowbytes, c);
+      return;
+    }
+    dma(load ? isa::Opcode::DMA_LD2D : isa::Opcode::DMA_ST2D, {dst, src, rows, rowbytes, dstride, sstride}, rows, rowbytes, c);
+  }
+
+  // ---- VMEM: a bump allocator per kernel
+  uint64_t vmem(uint64_t bytes) {
+    const uint64_t a = vmem_top_;
+    vmem_top_ = align_up(vmem_top_ + bytes + uint64_t(L_) * 4, 64);  // a vector of slack
+    if (vmem_top_ > p_.t.vmem_bytes)
+      throw Error(fmt::format("{}: the kernel computing it does not fit in target.vmem_bytes = {} (it needs more than {} bytes)",
+                              kernel_loc_, p_.t.vmem_bytes, vmem_top_));
+    return a;
+  }
+  uint64_t vmem_budget() const { return p_.t.vmem_bytes - vmem_top_; }
+
+  void kernel(size_t idx, const Kernel& k);
+
+  // ---- one expression node, vector registers assigned (emit_expr.cpp)
+  void node(const Node& n, int d, const std::vector<int>& a);
+
+  // Register assignment for an expression: what it holds for the whole
+  // kernel (hoisted leaves, the constants its code needs, the col leaves'
+  // lane-0 mask) is taken from vregs_; the rest is linearly scanned per
+  // vector into the registers below, U vectors at once.
+  struct RegPlan {
+    std::vector<int> hoisted_reg;                  // per node (-1 if not hoisted)
+    std::vector<std::vector<int>> reg;             // [u][node]
+    std::vector<std::pair<int, uint32_t>> consts;  // registers hoist() loads with a lane pattern
+    int lane0 = -1;                                // the col leaves' mask: lane 0 set
+    int unroll = 1;
+  };
+  RegPlan regplan(const Expr& e, int max_unroll);
+
+  // Emits U vectors of an expression in the registers of rp's vectors
+  // u0 .. u0 + U - 1. leaf(u, node, reg) loads non-hoisted leaves.
+  void eval(const Expr& e, const RegPlan& rp, int U, const std::function<void(int, const Node&, int)>& leaf, int u0 = 0);
+  // Software pipelining of groups of vectors that use alternate register
+  // banks: each group's leading loads go out paired with the previous
+  // group's remaining instructions (its arithmetic and stores), so a VPU
+  // with separate load and store slots overlaps them. Only loads of one
+  // bank meet other instructions of the other, so the interleaving keeps
+  // every group's meaning.
+  struct Pipeliner {
+    Emitter& em;
+    std::vector<isa::Instruction> rest;  // the previous group's instructions after its loads
+    // Runs gen() (which emits one group's VPU instructions) and interleaves them.
+    template <typename G>
+    void group(G gen) {
+      std::vector<isa::Instruction> cur;
+      em.capture_ = &cur;
+      gen();
+      em.capture_ = nullptr;
+      size_t h = 0;
+      while (h < cur.size() && isa::spec(cur[h].op).vpu_class == isa::VpuClass::Load) ++h;
+      check(cur, h);
+      for (size_t i = 0; i < std::max(rest.size(), h); ++i) {
+        if (i < rest.size()) em.ins(rest[i]);
+        if (i < h) em.ins(cur[i]);
+      }
+      rest.assign(cur.begin() + long(h), cur.end());
+    }
+    void flush() {
+      for (const auto& i : rest) em.ins(i);
+      rest.clear();
+    }
+    // Load i of this group goes ahead of the previous group's instructions
+    // from i + 1 on: it must be independent of each of them.
+    void check(const std::vector<isa::Instruction>& cur, size_t h) const {
+      std::vector<isa::RegisterUse> after(rest.size() + 1);  // after[j]: rest[j..] together
+      for (size_t j = rest.size(); j-- > 0;) {
+        const isa::RegisterUse u = isa::register_use(rest[j]);
+        after[j] = {u.sread | after[j + 1].sread, u.swrite | after[j + 1].swrite, u.vread | after[j + 1].vread,
+                    u.vwrite | after[j + 1].vwrite};
+      }
+      for (size_t i = 0; i < h && i + 1 < after.size(); ++i)
+        if (!isa::independent(isa::register_use(cur[i]), after[i + 1]))
+          throw std::logic_error("internal error: software pipelining would reorder dependent instructions");
+    }
+  };
+  void hoist(const Expr& e, const RegPlan& rp, const std::vector<uint64_t>& scalar_vmem);
+  // A col leaf: source element `index` in every lane. The vector loaded from
+  // there has it in lane 0; the other lanes become the identity of max.
+  void col_splat(const RegPlan& rp, int d, uint64_t at, DType dt);
+  // Loads scalar inputs (L copies each), row inputs (repeated to cover any
+  // L-lane window) and col inputs (whole) once per kernel. Returns the VMEM
+  // address per input.
+  std::vector<uint64_t> preload(const Kernel& k, Counter& ld);
+
+  // A ring's sends: each send of `bytes` to the next member counts on
+  // `arrivals` there, and the previous member's send to this chip is
+  // expected alike. With `ways` rings sending at once (each its own link),
+  // a send holds the DMA engine for 1/ways of its time on the link.
+  struct Ring {
+    uint64_t next = 0;
+    double bytes_per_cycle = 0, hop = 0;
+    int ways = 1;
+    Ring(const Emitter& em, const std::vector<int64_t>* grp, int64_t pos, int ways)
+        : next(uint64_t((*grp)[size_t((pos + 1) % int64_t(grp->size()))])),
+          bytes_per_cycle(double(em.m_.ici.link_bandwidth_bytes_per_s) / double(em.m_.clock_hz)),
+          hop(double(em.m_.ici_hop_cycles())),
+          ways(ways) {}
+    void send(Emitter& em, uint64_t dst, uint64_t src, uint64_t bytes, Counter& arrivals) const {
+      const double cost = double(bytes) / bytes_per_cycle;
+      const double t = em.push(kDma, 0, with_regs(isa::Opcode::DMA_RCP, {arrivals.sem}), {next, dst, src, bytes}, cost / ways, cost + hop);
+      arrivals.produce(t + cost + hop);
+    }
+  };
+  // A ring of a collective: its members in ring order and this chip's
+  // place. Group member p sits at coord(p) along it: its place in the
+  // group for a ring over the group, its coordinate for a ring along an
+  // axis of the ICI grid (p / stride, modulo the ring's size). A reversed
+  // ring runs through its members backwards.
+  struct Axis {
+    std::vector<int64_t> members;
+    int64_t pos = 0, stride = 1;
+    bool reversed = false;
+    int64_t size() const { return int64_t(members.size()); }
+    int64_t coord(int64_t p) const { return p / stride % size(); }
+  };
+  // The ways of a collective: its data is cut into ways, each a collective
+  // of its own (its buffers, counters and rings) that runs at the same time
+  // as the others.
+  // - Where a ring has more than two members, half the ways go each way
+  //   round it (bidirectional rings), so both links to each neighbour
+  //   carry data.
+  // - Over D axes of the grid, way r takes them in the order r, r + 1, ...
+  //   (mod D), so in every phase each axis carries some way's data.
+  // Each way's buffer holds a chunk per member. Its reduce-scatter cuts it
+  // phase by phase, by each ring's coordinate, and leaves member p with the
+  // chunk at slot(w, p): the coordinates as digits, the first phase's the
+  // most significant (with a reversed ring's chunks counted from the end of
+  // the buffer, the same slots).
+  struct Ways {
+    std::vector<std::vector<Axis>> rings;  // per way, its rings phase by phase
+    int64_t count() const { return int64_t(rings.size()); }
+    int64_t phases() const { return int64_t(rings[0].size()); }
+    int64_t slot(int64_t w, int64_t p) const {
+      int64_t s = 0;
+      for (const Axis& x : rings[size_t(w)]) s = s * x.size() + x.coord(p);
+      return s;
+    }
+    // Calls f(slot, member, count, step) for runs of slots [s0, s1): slots
+    // slot .. slot + count - 1 hold members member, member + step, ... (the
+    // last ring's coordinates are the least significant digit).
+    template <typename F>
+    void runs(int64_t w, int64_t n, int64_t s0, int64_t s1, F f) const {
+      if (rings[size_t(w)].empty()) {
+        if (s0 < s1) f(s0, s0, s1 - s0, 1);
+        return;
+      }
+      const Axis& last = rings[size_t(w)].back();
+      for (int64_t p = 0; p < n; ++p) {
+        if (last.coord(p) != 0) continue;
+        const int64_t first = slot(w, p), lo = std::max(s0, first), hi = std::min(s1, first + last.size());
+        if (lo < hi) f(lo, p + (lo - first) * last.stride, hi - lo, last.stride);
+      }
+    }
+  };
+  // The ways of k's collective: up to `fit` of them (so each gets enough
+  // data), dropping the axis orders first, then the directions.
+  Ways collective_ways(const Kernel& k, int64_t fit) const;
+  // The rings of this chip's collective: one per axis of the ICI grid when
+  // the group is the whole system in chip order and the grid has several
+  // axes; otherwise the group itself. Rings of one member are left out.
+  std::vector<Axis> ring_axes(const Kernel& k) const;
+  // A block's buffers for a reduce-scatter or all-gather: its `mine`
+  // elements of each of n pieces cut among up to all.count() ways, each at
+  // least one element: [cut[w], cut[w + 1]) is way w's, whole vectors but
+  // the last. Way w's buffer is at base[w], with a slot of size[w] / n
+  // elements (whole vectors) per member.
+  struct WayBuffers {
+    Ways ws;  // the ways used
+    std::vector<int64_t> cut, size;
+    std::vector<uint64_t> base;
+  };
+  WayBuffers way_buffers(const Ways& all, int64_t mine, int64_t n, int esz);
+
+  // ---- all-reduce across chips. Each core of the chip reduces its share
+  // of the elements with the same core of the other chips, in ways (above)
+  // of rings. Each way:
+  // - Reduce-scatter, phase by phase: the ring of the phase cuts what the
+  //   earlier phases left this chip into one chunk per member, and n_a - 1
+  //   steps (ring_reduce) leave each member its own chunk combined over
+  //   the ring. After the last phase, each chip holds 1/n of the way's
+  //   share combined over the group.
+  // - All-gather, phase by phase in reverse: n_a - 1 steps pass the
+  //   combined chunks on round the same ring.
+  // The chips meet first (chip_barrier), so the VMEM a chip sends to
+  // belongs to this kernel. No more handshakes are needed: a member's
+  // reduce-scatter on a ring ends only after the next member's first send
+  // on it, which follows that member's work on every earlier phase; and its
+  // all-gather step s follows (through the ring's data) the next member's
+  // combining at step s - 1, the last use of the chunk it overwrites.
+  void all_reduce(const Kernel& k);
+
+  // ---- reduce-scatter across chips: member p keeps piece p of the
+  // combination along the dimension. Only where every dimension before it
+  // is 1, so the pieces are contiguous. The all-reduce's first half in
+  // ways (above): way w takes its part of this core's share of every
+  // piece, and puts piece p at slot(w, p) of its buffer, where member p
+  // ends.
+  void reduce_scatter(const Kernel& k);
+
+  // Runs body(b0, b1) over blocks of this core's share [e0, e1) of a
+  // collective's elements, each block a whole collective (its own barrier,
+  // VMEM and counters), small enough that VMEM holds `per` bytes per
+  // element of it and `chunks` chunks rounded up to whole vectors of esz.
+  // Every chip cuts the same blocks, so they meet block by block.
+  template <typename F>
+  void in_blocks(int64_t e0, int64_t e1, uint64_t per, int64_t nchunks, int esz, F body) {
+    if (e1 == e0) return drain({});
+    const uint64_t top = vmem_top_, slack = 4 * (uint64_t(L_) * 4 + 64) + uint64_t(nchunks * L_ * esz);  // up to 4 buffers
+    const uint64_t room = vmem_budget() > slack ? vmem_budget() - slack : 0;
+    const int64_t most = std::max<int64_t>(L_, int64_t(room / per) / L_ * L_);
+    for (int64_t b0 = e0; b0 < e1; b0 += most) {
+      vmem_top_ = top;
+      body(b0, std::min(e1, b0 + most));
+    }
+  }
+
+  // The element type of an all-reduce or reduce-scatter, if tpuc combines it.
+  DType check_combinable(const Kernel& k) const;
+  // A collective that splits or joins along a dimension moves contiguous
+  // pieces only: every dimension before it is 1.
+  void require_contiguous(const Kernel& k, const Type& t) const;
+
+  // A member's n chunks of cb bytes in VMEM, as a ring sees them: chunk
+  // at(s) is the one this member sends at step s, from chunk pos - 1 at
+  // step 0, so that it ends with chunk pos (at(n - 1)) combined over the
+  // ring (counted from the end of the buffer with rev, for
+  // a ring that runs through the group backwards). A chunk goes in P
+  // pieces of whole vectors, each sent on as soon as it is ready, so the
+  // VPU's work overlaps the links.
+  struct Chunks {
+    uint64_t buf = 0, cb = 0;
+    int64_t n = 1, pos = 0;
+    bool rev = false;
+    int64_t P = 1;        // pieces a chunk
+    uint64_t V = 1, vb = 0;  // vectors a chunk, bytes a vector
+    uint64_t at(int64_t s) const {
+      const int64_t c = (((pos - 1 - s) % n) + n) % n;
+      return buf + uint64_t(rev ? n - 1 - c : c) * cb;
+    }
+    uint64_t lo(int64_t p) const { return uint64_t(p) * V / uint64_t(P) * vb; }  // piece p's offset in a chunk
+    uint64_t piece(uint64_t chunk, int64_t p) const { return chunk + lo(p); }
+    uint64_t piece_bytes(int64_t p) const { return lo(p + 1) - lo(p); }
+  };
+  // Chunks of C elements (whole vectors) of dt at buf; pieces of at least
+  // 32 KiB, at most 8 a chunk.
+  Chunks chunks(uint64_t buf, int64_t C, DType dt, int64_t n, int64_t pos) const;
+
+  // One ring's part in a step of several rings at once: its chunks, where
+  // it receives, and its counters (rs: pieces arrived, added: combined,
+  // ag: gathered).
+  struct Lane {
+    Ring ring;
+    Chunks ch;
+    uint64_t recv = 0;
+    Counter rs, added, ag;
+    // With `first`: step 0 sends piece p once first has counted first_at[p]
+    // (the piece's own load).
+    Counter* first = nullptr;
+    std::vector<int64_t> first_at = {};
+  };
+
+  // n - 1 reduce-scatter steps of rings that run at once (lanes, each of
+  // its own n): at step s each member sends chunk at(s) to the next
+  // and combines the previous member's into chunk at(s + 1), so after the
+  // last step chunk at(n - 1) = pos is the group's
+  // combination. A lane's `rs` counts pieces arriving, `added` pieces
+  // combined; the rings take turns piece by piece. The VPU first waits for
+  // `loaded`, if given (the chunks it combines into).
+  void ring_reduce(std::vector<Lane>& lanes, DType dt, Combiner c, Counter* loaded = nullptr);
+
+  // Lanes for every phase of the ways: way w's buffer at base[w], of
+  // size[w] elements (whole vectors in every chunk of every phase), cut
+  // phase by phase; with `recv`, each lane has its own receive buffer (a
+  // neighbour may send before this chip is done with the phase before).
+  std::vector<std::vector<Lane>> phase_lanes(const Ways& ws, std::vector<uint64_t> base, std::vector<int64_t> size, DType dt, bool recv);
+  // `counters` and every lane's, for drain.
+  static std::vector<Counter*> with_lanes(std::vector<Counter*> counters, std::vector<std::vector<Lane>>& lanes);
+  // The chunks the first rings send first, loaded (load(at, bytes), each
+  // counting once on `first`) piece by piece, each piece sent as soon as
+  // it has landed.
+  template <typename F>
+  void load_first(std::vector<Lane>& first_phase, Counter& first, F load) {
+    int64_t P = 0;
+    for (const Lane& l : first_phase) P = std::max(P, l.ch.P);
+    for (int64_t p = 0; p < P; ++p)
+      for (Lane& l : first_phase) {
+        if (p >= l.ch.P) continue;
+        load(l.ch.piece(l.ch.at(0), p), l.ch.piece_bytes(p));
+        l.first = &first;
+        l.first_at.push_back(first.produced);
+      }
+  }
+  // The reduce-scatter phases of the ways, one after another: each ring
+  // cuts what the phase before left combined. The VPU first waits for
+  // `loaded` (the chunks it combines into).
+  void reduce_phases(std::vector<std::vector<Lane>>& lanes, DType dt, Combiner c, Counter* loaded);
+  // The all-gather phases of the ways, the last first: n_a - 1 steps pass
+  // each member's chunks on round the phase's ring, its own first. With
+  // `combined`, the first steps wait for the combination (an all-reduce's);
+  // otherwise what they send is in already. In the first phase, each chunk
+  // that is whole here is handed to store(w, at, bytes), w its way: a chunk
+  // once sent, the last piece by piece as they arrive.
+  template <typename F>
+  void gather_phases(std::vector<std::vector<Lane>>& lanes, bool combined, F store) {
+    for (size_t a = lanes.size(); a-- > 0;) {
+      const bool last = a + 1 == lanes.size();
+      if (!last)
+        for (Lane& l : lanes[a + 1]) wait(kDma, l.ag, l.ag.produced);  // its own chunks are whole again
+      int64_t steps = 0, P = 0;
+      for (const Lane& l : lanes[a]) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
+      for (int64_t s = 0; s < steps; ++s) {
+        for (int64_t p = 0; p < P; ++p)
+          for (Lane& l : lanes[a]) {
+            if (s + 1 >= l.ch.n || p >= l.ch.P) continue;
+            const uint64_t at = l.ch.at(s - 1);  // its own chunk first
+            if (s > 0) wait(kDma, l.ag, (s - 1) * l.ch.P + p + 1);
+            else if (last && combined) wait(kDma, l.added, (l.ch.n - 2) * l.ch.P + p + 1);  // the piece is combined
+            l.ring.send(*this, l.ch.piece(at, p), l.ch.piece(at, p), l.ch.piece_bytes(p), l.ag);
+          }
+        if (a == 0)
+          for (size_t w = 0; w < lanes[a].size(); ++w)
+            if (s + 1 < lanes[a][w].ch.n) store(int64_t(w), lanes[a][w].ch.at(s - 1), lanes[a][w].ch.cb);
+      }
+      for (int64_t p = 0; p < P; ++p)
+        for (size_t w = 0; w < lanes[a].size(); ++w) {
+          Lane& l = lanes[a][w];
+          if (p >= l.ch.P) continue;
+          wait(kDma, l.ag, (l.ch.n - 2) * l.ch.P + p + 1);
+          if (a == 0) store(int64_t(w), l.ch.piece(l.ch.at(l.ch.n - 2), p), l.ch.piece_bytes(p));
+        }
+    }
+  }
+
+  // ---- all-gather across chips: the group's values side by side along
+  // the dimension, in group order. Only where every dimension before it is
+  // 1, so each member's value is one contiguous piece of the result. The
+  // all-reduce's second half in ways: way w takes its part of this core's
+  // share of every piece; each chip starts with its own at slot(w, chip),
+  // and the phases fill the other slots.
+  void all_gather(const Kernel& k);
+
+  // ---- all-to-all across chips: member p's value is cut along the
+  // dimension into n pieces, and piece q goes to member q, which puts it in
+  // place p of its result. Only where every dimension before it is 1, so
+  // pieces are contiguous. Each core sends its share of every piece
+  // straight to its member (the network routes it), nearest first.
+  void all_to_all(const Kernel& k);
+
+  // ---- collective-permute: each source's value goes to its target, after
+  // the chips meet (chip_barrier); a chip no pair targets gets zeros.
+  void permute(const Kernel& k);
+
+  // This chip's group of a collective, its size and the chip's place in it.
+  std::tuple<const std::vector<int64_t>*, int64_t, int64_t> group_of(const Kernel& k) const;
+  // The chips meet at the start of a collective: each tells every other
+  // chip (the same core) that it has entered the kernel, on a semaphore no
+  // kernel uses, and the DMA waits for all of them before it sends. Every
+  // chip runs every collective, so a count that comes early (a chip already
+  // in the next collective) only arrives once every chip has entered this
+  // one: the total is right whichever chips it comes from.
+  void chip_barrier();
+
+  // ---- element-wise kernels: chunks of the flat tensor, double-buffered (emit_elementwise.cpp)
+  void elementwise(const Kernel& k);
+
+  // ---- layout copies: HBM -> VMEM (logical order) -> HBM, box by box (emit_copy.cpp)
+  struct Run {  // one view decomposed for 2-D DMAs
+    int64_t run = 1;     // contiguous elements per row
+    int row_dim = -1;    // the DMA's row dimension (-1: one row)
+    int first_run_dim;   // dims >= this form the run
+  };
+  static Run decompose(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+  void view_dma(bool load, const View& v, uint64_t vmem_base, int esz, Counter& c);
+  // The strided view of value v in HBM: its buffer, or a layout op's view of its operand.
+  View view_of(int v) const;
+  View view_through(int v) const;
+
+  std::vector<std::pair<View, View>> copy_views(const Kernel& k, bool& fill, double& fill_value);
+  void fill_region(uint64_t hbm, int64_t elements, DType dt, double value);
+  // A transpose that swaps two groups of dimensions behind optional batch
+  // dimensions, [B, X, Y] -> [B, Y, X] after merging each group, as
+  // (batch, rows, cols); nullopt otherwise.
+  std::optional<std::array<int64_t, 3>> swap_transpose(const Op& o) const;
+  // 32-bit transposes through the VPU's vxpose: L x L tiles loaded with 2-D
+  // DMAs, transposed in VMEM, stored with 2-D DMAs; double-buffered.
+  void transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape);
+
+  void copy(const Kernel& k);
+
+  // ---- reductions (emit_reduce.cpp)
+  static isa::Opcode combine_op(Combiner c, DType d);
+  void reduce_lanes(const Kernel& k);
+  void reduce_columns(const Kernel& k);
+
+  // ---- matmul: C[b] = sum_p A_p[b] x W_p[b] on every MXU, epilogue on the VPU (emit_matmul.cpp)
+  friend class MatmulEmitter;
+  void matmul(const Kernel& k);
+
+  const Plan& p_;
+  const int64_t core_, ncores_, chip_, nchips_;
+  const int64_t L_, D_;
+  const isa::MachineConfig& m_;
+  const bool loops_;
+  const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
+  std::vector<Pending> prog_;
+  double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;
+  // When >= 0, what is pushed goes at this place in the program (and
+  // dispatches no earlier): a kernel lays work out at fixed points of its
+  // loop (MatmulEmitter's drain) rather than where the estimates fall.
+  double pin_ = -1;
+  double last_key_[isa::kUnitSlots] = {};  // per unit: the place of its last instruction
+  std::vector<isa::Instruction>* capture_ = nullptr;  // VPU instructions go here instead when set
+  double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
+  int vn_ = 0;
+  double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
+  uint64_t vmem_top_ = 0;
+  VRegs vregs_;  // the kernel's vector registers
+  std::string kernel_loc_;  // the HLO op of the kernel being emitted, for errors
+  int cur_kernel_ = -1;     // the kernel being emitted (-1: none)
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> kernel_ops_;  // Plan::profile_ops of each kernel
+  int next_sem_ = 0;
+};
+
+}  // namespace tpu::compiler::backend

@@ -1,0 +1,478 @@
+// Kernel planning (plan.h).
+#include "plan.h"
+
+namespace tpu::compiler::backend {
+
+namespace {
+
+// A symbol name for the assembler: letters, digits and '_', at most 64
+// characters, unique.
+std::string clean_name(const std::string& s, std::set<std::string>& used) {
+  std::string n;
+  for (char c : s.substr(0, 48)) n += std::isalnum(uint8_t(c)) ? c : '_';
+  if (n.empty() || std::isdigit(uint8_t(n[0]))) n = "t_" + n;
+  std::string u = n;
+  for (int i = 2; used.count(u); ++i) u = fmt::format("{}_{}", n, i);
+  used.insert(u);
+  return u;
+}
+
+}  // namespace
+
+std::set<uint32_t> Expr::constants() const {
+  std::set<uint32_t> c;
+  for (const Node& n : nodes) {
+    if (n.leaf == Leaf::splat) c.insert(lane_bits(n.dtype, n.value));
+    if (n.leaf == Leaf::col) c.insert({0u, is_float(n.dtype) ? kNegInf : kIntMin});
+    if (n.leaf != Leaf::none) continue;
+    if (n.dtype == DType::s8) c.insert(kS8Shift);
+    if (n.kind == OpKind::convert && n.dtype == DType::pred) c.insert(0u);
+    if (n.kind == OpKind::not_ && n.dtype == DType::pred) c.insert(1u);
+    if (n.kind == OpKind::shift_right_logical && n.dtype == DType::s8) c.insert(kLowByte);
+  }
+  return c;
+}
+
+const char* kind_name(KKind k) {
+  static const char* const names[] = {"elementwise", "copy",       "reduce-lanes", "reduce-columns", "matmul",
+                                      "all-reduce",  "all-gather", "reduce-scatter", "all-to-all",   "collective-permute"};
+  return names[int(k)];
+}
+
+Plan::Plan(const Function& fn, const isa::Target& target) : f(fn), t(target) {
+  if (t.mxu_dim != t.vpu_lanes)
+    throw Error(fmt::format("the code generator needs vpu_lanes == mxu_dim (target has {} and {})", t.vpu_lanes, t.mxu_dim));
+  const size_t n = f.ops.size();
+  users.assign(n, {});
+  result.assign(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (int o : f.ops[i].operands) users[o].push_back(int(i));
+  for (int r : f.results) result[r] = true;
+  base.resize(n);
+  for (size_t i = 0; i < n; ++i) base[i] = f.ops[i].kind == OpKind::reshape ? base[f.ops[i].operands[0]] : int(i);
+  classify();
+  make_kernels();
+  assign_buffers();
+}
+
+void Plan::classify() {
+  const size_t n = f.ops.size();
+  chain.assign(n, false);
+  in_chain.assign(n, false);
+  fused_into.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (o.kind != OpKind::add) continue;
+    bool ok = true;
+    for (int a : o.operands)
+      ok &= (op(a).kind == OpKind::dot || chain[a]) && users[a].size() == 1 && !result[a] && type(a) == o.type;
+    if (ok && o.operands[0] != o.operands[1]) {
+      // All dots of a chain share their shapes.
+      const Op* d0 = nullptr;
+      std::function<bool(int)> same = [&](int v) -> bool {
+        if (op(v).kind == OpKind::dot) {
+          if (!d0) d0 = &op(v);
+          return type(op(v).operands[0]).dims == type(d0->operands[0]).dims &&
+                 type(op(v).operands[1]).dims == type(d0->operands[1]).dims &&
+                 type(op(v).operands[0]).dtype == type(d0->operands[0]).dtype;
+        }
+        return same(op(v).operands[0]) && same(op(v).operands[1]);
+      };
+      if (same(int(i))) {
+        chain[i] = true;
+        for (int a : o.operands) in_chain[a] = true;
+      }
+    }
+  }
+  mat.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    const bool ew = is_elementwise(o.kind);
+    bool m = result[i];
+    switch (o.kind) {
+      case OpKind::parameter: m = true; break;
+      case OpKind::constant: m = m || !splat(int(i)); break;
+      case OpKind::reshape: break;
+      case OpKind::dot: m = m || !in_chain[i]; break;
+      case OpKind::broadcast: m = m || !leaf_broadcast(int(i)); break;
+      default:
+        if (chain[i]) {
+          m = m || !in_chain[i];
+        } else if (!ew) {
+          m = true;
+        }
+    }
+    // Anything read by a non-element-wise consumer needs a buffer.
+    for (int u : users[i]) {
+      const Op& uo = f.ops[u];
+      const bool ew_user = is_elementwise(uo.kind) && !chain[u];
+      const bool bcast_user = uo.kind == OpKind::broadcast && leaf_broadcast(u);
+      if (!ew_user && !(chain[u] && op(int(i)).kind == OpKind::dot) && !(chain[u] && chain[i])) {
+        if (o.kind == OpKind::constant && splat(int(i)) && bcast_user) continue;
+        // Reduce inits and pad values are immediates in their kernels.
+        const bool immediate = (uo.kind == OpKind::reduce || uo.kind == OpKind::pad) && uo.operands[1] == int(i);
+        if (o.kind == OpKind::constant && splat(int(i)) && immediate && uo.operands[0] != int(i)) continue;
+        m = true;
+      }
+    }
+    if (ew && !chain[i] && users[i].size() != 1) m = true;
+    if (ew && type(int(i)).dims.empty() && !users[i].empty()) {
+      // A rank-0 value feeding larger element-wise ops is loaded as a scalar.
+      for (int u : users[i])
+        if (!type(u).dims.empty()) m = true;
+    }
+    if (o.kind == OpKind::reshape) mat[base[i]] = true;
+    mat[i] = m;
+  }
+  // Slices, transposes, reverses and (non-leaf) broadcasts read only by
+  // other copies (concatenate, pad, another layout op) are not
+  // materialised: the copy reads through them (im2col: one kernel).
+  view.assign(n, false);
+  auto layout_op = [&](int v) {
+    const OpKind k = op(v).kind;
+    return k == OpKind::slice || k == OpKind::transpose || k == OpKind::reverse || (k == OpKind::broadcast && !leaf_broadcast(v));
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (!layout_op(int(i)) || result[i] || users[i].empty()) continue;
+    bool copies_only = true;
+    for (int u : users[i])
+      copies_only &= layout_op(u) || op(u).kind == OpKind::concatenate || (op(u).kind == OpKind::pad && op(u).operands[0] == int(i));
+    if (copies_only) view[i] = true, mat[i] = false;
+  }
+  // Splat constants and leaf broadcasts read only by element-wise ops stay unmaterialised.
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (result[i] || o.kind == OpKind::parameter) continue;
+    if ((o.kind == OpKind::constant && splat(int(i))) || leaf_broadcast(int(i))) {
+      bool only_ew = true;
+      for (int u : users[i]) only_ew &= (is_elementwise(op(u).kind) && !chain[u]) || leaf_broadcast(u);
+      if (only_ew) mat[i] = false;
+    }
+  }
+}
+
+// Builds the expression of an element-wise kernel rooted at `root`.
+Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
+  Expr e;
+  std::map<int, int> done;     // IR value -> node
+  std::map<std::tuple<int, int, int, uint32_t, int64_t>, int> leaf_of;  // (kind, input, dtype, splat bits, col span) -> node
+  auto input_index = [&](int v) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == v) return int(i);
+    inputs.push_back(v);
+    return int(inputs.size()) - 1;
+  };
+  const Type& rt = type(root);
+  std::function<int(int, bool)> visit = [&](int v, bool top) -> int {
+    if (auto it = done.find(v); it != done.end()) return it->second;
+    Node nd;
+    nd.value_id = v;
+    nd.dtype = type(v).dtype;
+    const Op& o = op(v);
+    if (auto s = splat(v)) {
+      nd.leaf = Leaf::splat, nd.value = *s;
+    } else if (!top && leaf_broadcast(v) && !mat[v]) {
+      const int src = o.operands[0];
+      if (auto s2 = splat(src)) {
+        nd.leaf = Leaf::splat, nd.value = *s2;
+      } else if (type(src).dims.empty()) {
+        nd.leaf = Leaf::scalar, nd.input = input_index(base[src]);
+      } else if (col_inner(v) > 0 && !(type(src).dims.size() == 1 && o.dims[0] == int64_t(o.type.dims.size()) - 1)) {
+        nd.leaf = Leaf::col, nd.input = input_index(base[src]);
+        nd.value = double(col_inner(v));  // elements per source element
+      } else {
+        nd.leaf = Leaf::row, nd.input = input_index(base[src]);
+        e.row_len = int(type(src).dims[0]);
+      }
+    } else if (!top && (mat[v] || !is_elementwise(o.kind) || chain[v])) {
+      nd.leaf = type(v).dims.empty() && !rt.dims.empty() ? Leaf::scalar : Leaf::input;
+      nd.input = input_index(base[v]);
+    } else {
+      nd.kind = o.kind;
+      nd.dir = o.direction;
+      nd.src = type(o.operands[0]).dtype;
+      for (int a : o.operands) nd.args.push_back(visit(a, false));
+    }
+    if (nd.leaf != Leaf::none) {  // one node per distinct leaf
+      const auto key = std::make_tuple(int(nd.leaf), nd.input, int(nd.dtype), nd.leaf == Leaf::splat ? lane_bits(nd.dtype, nd.value) : 0u,
+                                       nd.leaf == Leaf::col ? int64_t(nd.value) : 0);
+      if (auto it = leaf_of.find(key); it != leaf_of.end()) return done[v] = it->second;
+      leaf_of[key] = int(e.nodes.size());
+    }
+    e.nodes.push_back(nd);
+    return done[v] = int(e.nodes.size()) - 1;
+  };
+  visit(root, true);
+  int live = 0;
+  for (const Node& nd : e.nodes) live += !nd.hoisted();
+  too_big = live > kMaxExprRegs || live + e.held_registers() > isa::kNumVregs;
+  return e;
+}
+
+void Plan::make_kernels() {
+  bound_expressions();
+  const std::vector<int> epilogue_of = fuse_epilogues();
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& o = op(int(i));
+    if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
+      continue;
+    if (fused_into[i] >= 0) continue;
+    kernels.push_back(kernel_of(int(i), epilogue_of));
+  }
+}
+
+// Bounds the fused element-wise expressions by materialising values.
+void Plan::bound_expressions() {
+  const size_t n = f.ops.size();
+  // Long element-wise chains first: a bottom-up estimate of each fused
+  // expression's nodes (shared subtrees counted once per use, so it is an
+  // upper bound) materialises the largest operand until the estimate is
+  // small. Linear in the ops, and it bounds the expressions the exact split
+  // below builds (its recursion depth and its cost); expressions already
+  // this small are untouched.
+  constexpr int64_t kMaxEstimate = 16 * kMaxExprRegs;
+  std::vector<int64_t> est(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    for (;;) {
+      int64_t e = 1, largest = 0;
+      int arg = -1;
+      for (int a : op(int(i)).operands) {
+        e += est[a] ? est[a] : 1;
+        if (est[a] > largest) largest = est[a], arg = a;
+      }
+      est[i] = e;
+      if (e <= kMaxEstimate || arg < 0) break;
+      mat[arg] = true;
+      est[arg] = 0;
+    }
+  }
+  // Split expressions that would need too many registers: materialise the
+  // root's largest element-wise operand and try again. A split at root i
+  // leaves the roots before the split value unchanged and only shrinks the
+  // others, so the scan resumes at the split value (a new root).
+  for (size_t i = 0; i < n; ++i) {
+    if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    std::vector<int> inputs;
+    bool big = false;
+    Expr e = build_expr(int(i), inputs, big);
+    if (!big) continue;
+    // The non-materialised element-wise operand subtree with the most nodes.
+    std::map<int, int> sizes;
+    std::function<int(int)> size = [&](int v) -> int {
+      if (mat[v] || !is_elementwise(op(v).kind)) return 0;
+      if (auto it = sizes.find(v); it != sizes.end()) return it->second;
+      int s = 1;
+      for (int a : op(v).operands) s += size(a);
+      return sizes[v] = s;
+    };
+    int best = -1, best_size = 0;
+    std::function<void(int)> walk = [&](int v) {
+      for (int a : op(v).operands)
+        if (!mat[a] && is_elementwise(op(a).kind)) {
+          if (size(a) > best_size) best = a, best_size = size(a);
+          walk(a);
+        }
+    };
+    walk(int(i));
+    if (best < 0) throw std::logic_error(fmt::format("{}: internal error: cannot split a large expression", op(int(i)).loc));
+    mat[best] = true;
+    i = size_t(best) - 1;  // ++i: resume at the new root
+  }
+}
+
+// Epilogue fusion: an element-wise root whose one tensor input is a
+// single-use matmul and whose other leaves are splats, scalars and rows.
+// Returns, per value, the matmul fused into it (or -1).
+std::vector<int> Plan::fuse_epilogues() {
+  const size_t n = f.ops.size();
+  std::vector<int> epilogue_of(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (!mat[i] || !is_elementwise(op(int(i)).kind) || chain[i]) continue;
+    std::vector<int> inputs;
+    bool big = false;
+    Expr e = build_expr(int(i), inputs, big);
+    // One tensor leaf must be a matmul (the accumulators); up to two more
+    // full tensors (a residual, a mask) are loaded tile by tile.
+    int mm = -1, others = 0;
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::input) {
+        if (mm < 0 && matmul_root(inputs[nd.input]) && !result[inputs[nd.input]] && fused_into[inputs[nd.input]] < 0) mm = inputs[nd.input];
+        else if (inputs[nd.input] != mm) ++others;
+      }
+    if (mm < 0 || others > 2) continue;
+    for (const Node& nd : e.nodes)  // the other tensors have the result's element order
+      if (nd.leaf == Leaf::input && inputs[nd.input] != mm && type(inputs[nd.input]).elements() != type(mm).elements()) others = 99;
+    if (others > 2) continue;
+    bool single = true;
+    // Every reader of the matmul (through reshapes) must be in this expression.
+    std::set<int> members;
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::none) members.insert(nd.value_id);
+    int reads = 0;
+    std::function<void(int)> count = [&](int v) {
+      for (int u : users[v]) {
+        if (op(u).kind == OpKind::reshape) {
+          single &= !result[u];
+          count(u);
+        } else {
+          ++reads;
+          single &= members.count(u) > 0;
+        }
+      }
+    };
+    count(mm);
+    const int64_t N = type(mm).dims.back();
+    if (!single || reads < 1 || (e.row_len && e.row_len != N) || type(int(i)).dims.empty() || type(int(i)).dims.back() != N)
+      continue;
+    fused_into[mm] = int(i);
+    epilogue_of[i] = mm;
+  }
+  return epilogue_of;
+}
+
+// The kernel computing materialised value v.
+Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
+  const Op& o = op(v);
+  Kernel k;
+  k.out = v;
+  k.from.push_back(o.loc);
+  if (is_elementwise(o.kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0) {
+    k.kind = KKind::elementwise;
+    bool big = false;
+    k.expr = build_expr(v, k.inputs, big);
+  } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(v) &&
+                                              (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
+    k.kind = KKind::elementwise;  // a fill
+    bool big = false;
+    k.expr = build_expr(v, k.inputs, big);
+    if (o.kind == OpKind::broadcast) {
+      Expr e;
+      Node nd;
+      nd.dtype = o.type.dtype;
+      nd.value_id = v;
+      if (auto s = splat(o.operands[0])) {
+        nd.leaf = Leaf::splat, nd.value = *s;
+      } else {
+        nd.leaf = Leaf::scalar;
+        k.inputs = {base[o.operands[0]]};
+        nd.input = 0;
+      }
+      e.nodes.push_back(nd);
+      k.expr = e;
+    }
+  } else if (matmul_root(v) || epilogue_of[size_t(v)] >= 0) {
+    const int mm = epilogue_of[size_t(v)] >= 0 ? epilogue_of[size_t(v)] : v;
+    k.kind = KKind::matmul;
+    std::function<void(int)> collect = [&](int v) {
+      if (op(v).kind == OpKind::dot) {
+        k.passes.push_back({base[op(v).operands[0]], base[op(v).operands[1]]});
+        k.from.push_back(op(v).loc);
+      } else {
+        collect(op(v).operands[0]), collect(op(v).operands[1]);
+      }
+    };
+    collect(mm);
+    const Op* d = &op(mm);
+    while (d->kind != OpKind::dot) d = &op(d->operands[0]);
+    const Type& at = type(d->operands[0]);
+    const Type& wt = type(d->operands[1]);
+    if (at.dims.size() == 3) k.B = at.dims[0];
+    k.M = at.dims[at.dims.size() - 2], k.K = at.dims.back(), k.N = wt.dims.back();
+    k.dtype = at.dtype;
+    if (epilogue_of[size_t(v)] >= 0) {
+      bool big = false;
+      k.expr = build_expr(v, k.inputs, big);
+      for (Node& nd : k.expr.nodes)
+        if (nd.leaf == Leaf::input && k.inputs[nd.input] == base[mm]) nd.leaf = Leaf::acc;
+    } else {
+      Node nd;
+      nd.leaf = Leaf::acc;
+      nd.dtype = o.type.dtype;
+      nd.value_id = mm;
+      k.expr.nodes.push_back(nd);
+    }
+  } else if (is_collective(o.kind)) {
+    k.kind = o.kind == OpKind::all_reduce       ? KKind::all_reduce
+             : o.kind == OpKind::all_gather     ? KKind::all_gather
+             : o.kind == OpKind::reduce_scatter ? KKind::reduce_scatter
+             : o.kind == OpKind::all_to_all     ? KKind::all_to_all
+                                                : KKind::permute;
+    k.inputs = {base[o.operands[0]]};
+    k.combiner = o.combiner;
+    k.groups = o.groups;
+    k.dimension = o.index;
+    k.dtype = o.type.dtype;
+  } else if (o.kind == OpKind::reduce) {
+    const Type& xt = type(o.operands[0]);
+    k.kind = o.dims[0] == 1 ? KKind::reduce_lanes : KKind::reduce_columns;
+    k.inputs = {base[o.operands[0]]};
+    k.rows = xt.dims[0], k.cols = xt.dims[1];
+    k.combiner = o.combiner;
+    const auto s = splat(o.operands[1]);
+    if (!s) throw Error(fmt::format("{}: internal error: reduce init is not a constant", o.loc));
+    k.init = *s;
+    k.dtype = xt.dtype;
+  } else {
+    k.kind = KKind::copy;
+    k.dtype = o.type.dtype;
+    for (int a : o.operands) k.inputs.push_back(base[a]);
+  }
+  return k;
+}
+
+isa::TensorSymbol tensor_symbol(isa::SymbolKind kind, std::string name, const Type& t, uint64_t addr,
+                                const std::vector<int64_t>& tiles = {}) {
+  isa::TensorSymbol s;
+  s.kind = kind, s.name = std::move(name), s.dtype = isa_dtype(t.dtype), s.hbm_addr = addr;
+  for (int64_t d : t.dims) s.dims.push_back(uint64_t(d));
+  for (int64_t d : tiles) s.tiles.push_back(uint64_t(d));
+  return s;
+}
+
+void Plan::assign_buffers() {
+  const size_t n = f.ops.size();
+  addr.assign(n, ~uint64_t(0));
+  uint64_t cursor = 0;
+  auto take = [&](int v) {
+    addr[v] = cursor;
+    cursor = align_up(cursor + uint64_t(type(v).bytes()), kHbmAlign);
+  };
+  std::set<std::string> used;
+  std::vector<std::string> out_names;
+  const auto params = f.params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    take(params[p]);
+    const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]],
+                                    p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{}));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (o.kind != OpKind::constant || !mat[i] || splat(int(i))) continue;
+    take(int(i));
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Constant, clean_name(fmt::format("const{}", i), used), o.type, addr[i]));
+    isa::DataSegment d;
+    d.hbm_addr = addr[i];
+    const int esz = dtype_bytes(o.type.dtype);
+    for (double v : o.literal) {
+      uint32_t bits = lane_bits(o.type.dtype, v);
+      if (o.type.dtype == DType::bf16) bits >>= 16;
+      for (int b = 0; b < esz; ++b) d.bytes.push_back(uint8_t(bits >> (8 * b)));  // little-endian
+    }
+    if (!d.bytes.empty()) data.push_back(std::move(d));  // an empty constant has a symbol only
+  }
+  for (const Kernel& k : kernels) take(k.out);
+  for (size_t r = 0; r < f.results.size(); ++r) {
+    const int v = base[f.results[r]];
+    if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
+    out_names.push_back(clean_name(fmt::format("out{}", r), used));
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Output, out_names.back(), f.result_global_type(r), addr[v],
+                                    r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{}));
+  }
+  hbm_used = cursor;
+  if (hbm_used > t.hbm_bytes)
+    throw Error(fmt::format("the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
+}
+
+}  // namespace tpu::compiler::backend
