@@ -1223,35 +1223,19 @@ class Importer {
     const bool is_max = kind > 0;
     const std::string l = loc(i);
     const auto dims = ints(i, "dimensions");
-    std::vector<int64_t> kept, kept_dims;
+    std::vector<int64_t> kept_dims;
     for (size_t d = 0; d < vt.dims.size(); ++d)
-      if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept.push_back(int64_t(d)), kept_dims.push_back(vt.dims[d]);
-    auto reduce = [&](int x, int init, Combiner cb, DType dt) {
-      Op r;
-      r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = dims, r.combiner = cb, r.type = {dt, kept_dims}, r.loc = l;
-      return f_.add(std::move(r));
-    };
-    auto cmp = [&](Direction d, int a, int b) {
-      Op o;
-      o.kind = OpKind::compare, o.direction = d, o.operands = {a, b}, o.type = {DType::pred, f_.ops[a].type.dims}, o.loc = l;
-      return f_.add(std::move(o));
-    };
-    auto extreme = [&](int a, int b) {  // the value equals the extreme, or is NaN
-      const int eq = cmp(Direction::EQ, a, b);
-      return is_float(vt.dtype) ? emit(OpKind::or_, {eq, cmp(Direction::NE, a, a)}, f_.ops[eq].type, l) : eq;
-    };
-    const int m = reduce(in[0], in[2], is_max ? Combiner::maximum : Combiner::minimum, vt.dtype);
-    Op mb;
-    mb.kind = OpKind::broadcast, mb.operands = {m}, mb.dims = kept, mb.type = vt, mb.loc = l;
-    const int big = splat({DType::s32, {}}, 2147483647.0, l);
-    const int cand = emit(OpKind::select, {extreme(in[0], f_.add(std::move(mb))), in[1], splat(it, 2147483647.0, l)}, it, l);
-    const Type kt{DType::s32, kept_dims};
-    const int idx = reduce(cand, big, Combiner::minimum, DType::s32);
-    // The init pair takes part like any element.
-    const int iv = emit(OpKind::broadcast, {in[2]}, {vt.dtype, kept_dims}, l);
-    const int ii = emit(OpKind::broadcast, {in[3]}, kt, l);
-    const int with_init = emit(OpKind::minimum, {idx, ii}, kt, l);
-    return {m, emit(OpKind::select, {extreme(iv, m), with_init, idx}, kt, l)};
+      if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept_dims.push_back(vt.dims[d]);
+    // The values' extreme, and its index (lower-arg-reduce writes it in
+    // the VPU's ops).
+    const Combiner cb = is_max ? Combiner::maximum : Combiner::minimum;
+    Op r;
+    r.kind = OpKind::reduce, r.operands = {in[0], in[2]}, r.dims = dims, r.combiner = cb, r.type = {vt.dtype, kept_dims}, r.loc = l;
+    const int m = f_.add(std::move(r));
+    Op a;
+    a.kind = OpKind::arg_reduce, a.operands = {in[0], in[1], in[2], in[3]}, a.dims = dims, a.combiner = cb, a.type = {DType::s32, kept_dims};
+    a.loc = l;
+    return {m, f_.add(std::move(a))};
   }
 
   // +1: the region (v0, i0, v1, i1) -> (v, i) is argmax-like, -1 argmin-like, 0 neither.

@@ -370,6 +370,29 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       });
       break;
     }
+    case OpKind::arg_reduce: {
+      // XLA's argmax/argmin comparator: a candidate wins if it is more
+      // extreme, or NaN against a number, or ties (both NaN) with a smaller
+      // index. The init pair takes part like any element.
+      const Tensor &a = *in[0], &ix = *in[1];
+      const bool max = op.combiner == Combiner::maximum;
+      std::vector<double> best(r.v.size(), in[2]->v[0]);
+      std::fill(r.v.begin(), r.v.end(), in[3]->v[0]);
+      std::vector<bool> red(a.type.dims.size());
+      for (int64_t d : op.dims) red[d] = true;
+      size_t i = 0;
+      for_each_index(a.type.dims, [&](const auto& idx) {
+        int64_t o = 0, p = 0;
+        for (size_t d = 0; d < idx.size(); ++d)
+          if (!red[d]) o += idx[d] * rs[p++];
+        const double c = a.v[i], b = best[o], ci = ix.v[i++];
+        const bool wins = std::isnan(b) ? std::isnan(c) && ci < r.v[o]
+                          : std::isnan(c) ? true
+                                          : (max ? c > b : c < b) || (c == b && ci < r.v[o]);
+        if (wins) best[o] = c, r.v[o] = ci;
+      });
+      break;
+    }
     case OpKind::reduce_window: {
       const Tensor& a = *in[0];
       for_each_index(op.type.dims, [&](const auto& idx) {

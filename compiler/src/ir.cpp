@@ -72,6 +72,7 @@ const char* op_name(OpKind k) {
     case OpKind::shift_left: return "shift-left";
     case OpKind::shift_right_arithmetic: return "shift-right-arithmetic";
     case OpKind::shift_right_logical: return "shift-right-logical";
+    case OpKind::arg_reduce: return "arg-reduce";
     case OpKind::reduce_window: return "reduce-window";
     case OpKind::select_and_scatter: return "select-and-scatter";
     case OpKind::all_reduce: return "all-reduce";
@@ -420,6 +421,20 @@ Type infer_type(const Function& f, const Op& op) {
         if (std::find(op.dims.begin(), op.dims.end(), int64_t(d)) == op.dims.end()) t.dims.push_back(a.dims[d]);
       return t;
     }
+    case OpKind::arg_reduce: {  // (values, indices, init value, init index) -> the index of the extreme
+      need(4);
+      const Type& a = operand(0);
+      if (operand(1).dtype != DType::s32 || operand(1).dims != a.dims) bad(op, "indices must be s32 of the values' shape");
+      if (operand(2).dtype != a.dtype || !operand(2).dims.empty()) bad(op, "init value must be a scalar of the values' type");
+      if (operand(3) != Type{DType::s32, {}}) bad(op, "init index must be an s32 scalar");
+      if (a.dtype == DType::pred || a.dtype == DType::u32) bad(op, "values must be f32, bf16, s32 or s8");
+      if (op.combiner != Combiner::maximum && op.combiner != Combiner::minimum) bad(op, "combiner must be maximum or minimum");
+      if (!distinct_in_range(op.dims, a.dims.size())) bad(op, "dimensions out of range");
+      Type t{DType::s32, {}};
+      for (size_t d = 0; d < a.dims.size(); ++d)
+        if (std::find(op.dims.begin(), op.dims.end(), int64_t(d)) == op.dims.end()) t.dims.push_back(a.dims[d]);
+      return t;
+    }
     case OpKind::reduce_window: {
       need(2);
       const Type& a = operand(0);
@@ -590,7 +605,9 @@ std::string print(const Function& f) {
         break;
       }
       case OpKind::iota: case OpKind::concatenate: a("dimension", std::to_string(op.index)); break;
-      case OpKind::broadcast: case OpKind::transpose: case OpKind::reverse: case OpKind::reduce: a("dims", list(op.dims)); break;
+      case OpKind::broadcast: case OpKind::transpose: case OpKind::reverse: case OpKind::reduce: case OpKind::arg_reduce:
+        a("dims", list(op.dims));
+        break;
       case OpKind::slice: a("start", list(op.lo)), a("limit", list(op.hi)), a("stride", list(op.strides)); break;
       case OpKind::pad: a("low", list(op.lo)), a("high", list(op.hi)), a("interior", list(op.interior)); break;
       case OpKind::compare: a("direction", direction_name(op.direction)); break;
@@ -624,7 +641,7 @@ std::string print(const Function& f) {
         break;
       default: break;
     }
-    if (op.kind == OpKind::reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
+    if (op.kind == OpKind::reduce || op.kind == OpKind::arg_reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
         op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter)
       a("combiner", combiner_name(op.combiner));
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));

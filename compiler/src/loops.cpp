@@ -11,8 +11,6 @@
 // loops repeat with stepping start values.
 #include "loops.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -107,14 +105,15 @@ class Reroller {
     if (n.insn >= 0) out.insert(out.end(), n.vals.begin(), n.vals.end());
     for (const Node& b : n.body) flatten(b, out);
   }
-  // Per flattened value: whether it is a `$` address (its register holds
-  // only the steps, shared by every address with the same step).
+  // Per flattened value: whether it is an address (Scheduled::addr; its
+  // register holds only the steps, shared by every address with the same
+  // step).
   void flatten_kinds(const Node& n, std::vector<bool>& out) const {
     if (n.insn >= 0)
       for (size_t v = 0; v < n.vals.size(); ++v) out.push_back(prog_[size_t(n.insn)].addr == int(v));
     for (const Node& b : n.body) flatten_kinds(b, out);
   }
-  // Registers a loop steps: one per step of `$` addresses, one per start
+  // Registers a loop steps: one per step of addresses, one per start
   // and step of other operands.
   static int stepping(const std::vector<int64_t>& delta, const std::vector<uint64_t>& first, const std::vector<bool>& addr) {
     std::set<std::pair<uint64_t, int64_t>> regs;

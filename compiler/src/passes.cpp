@@ -667,6 +667,43 @@ Function legalize_math(const Function& in) {
   });
 }
 
+// ---------------------------------------------------------------- arg-reduce
+
+// argmax / argmin: m, the extreme (a reduce); the smallest index whose value
+// is m, or NaN (more extreme than any number), by a minimum reduce of the
+// indices where that holds (INT_MAX elsewhere); and the init pair, which
+// takes part like any element. canonicalize merges m with the values' own
+// reduce when the program has one (as XLA's variadic reduce does).
+Function lower_arg_reduce(const Function& in) {
+  return rebuild(in, [&](Builder& b, Op& op) -> int {
+    if (op.kind != OpKind::arg_reduce) return -1;
+    const int vals = op.operands[0], ids = op.operands[1], init_v = op.operands[2], init_i = op.operands[3];
+    const Type vt = b.type(vals), it = b.type(ids);
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < vt.dims.size(); ++d)
+      if (std::find(op.dims.begin(), op.dims.end(), int64_t(d)) == op.dims.end()) kept.push_back(int64_t(d));
+    const std::vector<int64_t> out_dims = op.type.dims;
+    auto reduce = [&](int x, int init, Combiner c) {
+      Op r;
+      r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = op.dims, r.combiner = c;
+      return b.add(std::move(r));
+    };
+    auto extreme = [&](int a, int m) {
+      const int eq = b.compare(Direction::EQ, a, m);
+      return is_float(vt.dtype) ? b.binary(OpKind::or_, eq, b.compare(Direction::NE, a, a)) : eq;
+    };
+    constexpr double kIntMax = 2147483647.0;
+    const int m = reduce(vals, init_v, op.combiner);
+    const int big = b.scalar(DType::s32, kIntMax);
+    const int hit = extreme(vals, b.broadcast(m, vt.dims, kept));
+    const int cand = b.select(hit, ids, b.splat(DType::s32, kIntMax, it.dims));
+    const int idx = reduce(cand, big, Combiner::minimum);
+    const int iv = b.broadcast(init_v, out_dims, {}), ii = b.broadcast(init_i, out_dims, {});
+    const int with_init = b.binary(OpKind::minimum, idx, ii);
+    return b.select(extreme(iv, m), with_init, idx);
+  });
+}
+
 // ---------------------------------------------------------------- unsigned integers
 
 // u32 values are 32-bit patterns and the VPU's integer instructions are
@@ -947,7 +984,7 @@ void check_backend_form(const Function& f) {
     switch (op.kind) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
-      case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder:
+      case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::arg_reduce:
         refuse("(a pass lowers it)");
         break;
       case OpKind::dot: {
@@ -982,6 +1019,7 @@ std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
       {"fold-empty", fold_empty},
       {"legalize-math", legalize_math},
+      {"lower-arg-reduce", lower_arg_reduce},
       {"canonicalize", canonicalize},
       {"lower-unsigned", lower_unsigned},
       {"lower-convolution", lower_convolution},

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -444,6 +445,69 @@ TEST_CASE("passes: what each pass leaves behind") {
   const ir::Function red = compiler::canonicalize_reduce(compiler::load_module(kCorpus + "reductions/module.hlo"));
   for (const auto& op : red.ops)
     if (op.kind == ir::OpKind::reduce) CHECK(red.ops[op.operands[0]].type.dims.size() == 2);
+}
+
+// arg-reduce (XLA's reduce of (values, indices) with an argmax or argmin
+// comparator): against a reference written as a set rule, not a running
+// comparison: among the values and the init pair, if any is NaN the smallest
+// index of a NaN, else the smallest index of the extreme. lower-arg-reduce
+// keeps every result.
+TEST_CASE("passes: arg-reduce and lower-arg-reduce against the argmax / argmin rule") {
+  const uint32_t seed = 20261203;
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  for (DType dt : {DType::f32, DType::s32})
+    for (ir::Combiner c : {ir::Combiner::maximum, ir::Combiner::minimum})
+      for (int64_t dim : {0, 1}) {
+        const int64_t R = 5, C = 7;
+        std::vector<double> v(R * C), idx(R * C);
+        for (int64_t k = 0; k < R * C; ++k) {
+          v[k] = double(int(rng() % 4));  // ties
+          if (dt == DType::f32 && rng() % 9 == 0) v[k] = std::nan("");
+          idx[k] = double(int(rng() % 50) - 10);
+        }
+        const double init_v = dt == DType::f32 && c == ir::Combiner::maximum ? -INFINITY : double(int(rng() % 4)), init_i = 3;
+        ir::Function f;
+        ir::Op p;
+        p.kind = ir::OpKind::parameter, p.index = 0, p.type = {dt, {R, C}};
+        const int x = f.add(p);
+        p.index = 1, p.type = {DType::s32, {R, C}};
+        const int ix = f.add(p);
+        p.index = 2, p.type = {dt, {}};
+        const int iv = f.add(p);
+        p.index = 3, p.type = {DType::s32, {}};
+        const int ii = f.add(p);
+        ir::Op a;
+        a.kind = ir::OpKind::arg_reduce, a.operands = {x, ix, iv, ii}, a.dims = {dim}, a.combiner = c;
+        a.type = {DType::s32, {dim == 0 ? C : R}};
+        f.results = {f.add(a)};
+        ir::verify(f);
+        CHECK(ir::print(ir::parse(ir::print(f), "a.ir")) == ir::print(f));
+        std::vector<Tensor> in(4);
+        in[0].type = {dt, {R, C}}, in[0].v = v;
+        in[1].type = {DType::s32, {R, C}}, in[1].v = idx;
+        in[2].type = {dt, {}}, in[2].v = {init_v};
+        in[3].type = {DType::s32, {}}, in[3].v = {init_i};
+        const ir::Function g = compiler::lower_arg_reduce(f);
+        for (const auto& op : g.ops) CHECK(op.kind != ir::OpKind::arg_reduce);
+        const auto got = ir::interpret(f, in), lowered = ir::interpret(g, in);
+        for (int64_t o = 0; o < (dim == 0 ? C : R); ++o) {
+          std::vector<std::pair<double, double>> cand = {{init_v, init_i}};
+          for (int64_t k = 0; k < (dim == 0 ? R : C); ++k) {
+            const int64_t e = dim == 0 ? k * C + o : o * C + k;
+            cand.push_back({v[e], idx[e]});
+          }
+          bool nan = false;
+          double m = cand[0].first;
+          for (auto [val, i] : cand) nan |= std::isnan(val), m = c == ir::Combiner::maximum ? std::max(m, val) : std::min(m, val);
+          double want = INFINITY;
+          for (auto [val, i] : cand)
+            if (nan ? std::isnan(val) : val == m) want = std::min(want, i);
+          INFO(ir::dtype_name(dt) << " " << (c == ir::Combiner::maximum ? "argmax" : "argmin") << " over dim " << dim << ", output " << o);
+          CHECK(got[0].v[size_t(o)] == want);
+          CHECK(lowered[0].v[size_t(o)] == want);
+        }
+      }
 }
 
 TEST_CASE("passes: legalize-math writes the math functions in the VPU's ops to their documented accuracy") {

@@ -24,6 +24,10 @@ ir::Function fold_empty(const ir::Function& f);
 // and log, compares, floor and selects).
 ir::Function legalize_math(const ir::Function& f);
 
+// arg-reduce (argmax / argmin) -> a reduce for the extreme, compares and
+// selects, and a minimum reduce of the indices that reach it.
+ir::Function lower_arg_reduce(const ir::Function& f);
+
 // Inline-free cleanups: constant folding (small results), identity
 // reshape/transpose/convert/broadcast removal, reshape and broadcast chains
 // folded, common subexpressions merged, dead code removed.

@@ -42,7 +42,7 @@ struct Type {
   /* binary */ X(add) X(subtract) X(multiply) X(divide) X(remainder) X(maximum) X(minimum) X(power) X(and_)     \
       X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
   /* ternary */ X(select) X(clamp)                                                                  \
-  /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(reduce_window)               \
+  /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(arg_reduce) X(reduce_window) \
       X(select_and_scatter)                                                                         \
   /* across devices */ X(all_reduce) X(all_gather) X(reduce_scatter) X(all_to_all) X(collective_permute)
 
