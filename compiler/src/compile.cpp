@@ -51,7 +51,7 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
   if (options.dump) options.dump("kernel plan", c.plan);
   Generated g = backend.generate();
   c.program = std::move(g.program);
-  c.assembly = as::disassemble(c.program, g.notes);
+  if (options.listing) c.assembly = as::disassemble(c.program, g.notes);
   return c;
 }
 

@@ -66,16 +66,15 @@ int main(int argc, char** argv) {
     if (precision == "high") prec = ir::Precision::high;
     if (precision == "highest") prec = ir::Precision::highest;
     if (emit == "ir") {
-      for (const auto& pass : compiler::ir_pipeline(prec)) {
-        f = pass.run(f);
-        if (dump) std::cerr << "// ----- after " << pass.name << "\n" << ir::print(f);
-      }
-      write_text(output, ir::print(f));
+      compiler::PassObserver after;
+      if (dump) after = [](const std::string& pass, const ir::Function& g) { std::cerr << "// ----- after " << pass << "\n" << ir::print(g); };
+      write_text(output, ir::print(compiler::run_pipeline(f, compiler::ir_pipeline(prec), after)));
       return 0;
     }
     compiler::CompileOptions opts;
     opts.machine = isa::load_config(config, settings);
     opts.loops = !no_loops;
+    opts.listing = emit == "asm";
     opts.precision = prec;
     if (dump) opts.dump = [](const std::string& pass, const std::string& text) { std::cerr << "// ----- after " << pass << "\n" << text; };
     const compiler::Compiled c = compiler::compile(f, opts);

@@ -27,6 +27,13 @@ using namespace tpu::isa;
 
 constexpr const char* kBanner = "Generated from isa/include/tpu/isa/isa.def by isa-gen. Do not edit.";
 
+// Text for a Markdown table cell: a '|' of the text (rs1 | rs2) escaped.
+std::string cell(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+  return o;
+}
+
 std::string upper(std::string s) {
   for (char& c : s) c = c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -82,11 +89,11 @@ std::string markdown_tables() {
       << (vpu ? "---|" : "") << "---|\n";
     for (const InsnSpec* s : list)
       o << fmt::format("| 0x{:02X} | `{}` | {} | {}{} |\n", s->opcode, syntax(*s), format_spec(s->format).name,
-                       vpu ? fmt::format("{} | ", classes[int(s->vpu_class)]) : "", s->doc);
+                       vpu ? fmt::format("{} | ", classes[int(s->vpu_class)]) : "", cell(s->doc));
   }
   o << "\n## Enumerated operands\n\n| kind | name | value | meaning |\n|---|---|---|---|\n";
   for (const auto& e : enum_values())
-    o << fmt::format("| {} | `{}` | {} | {} |\n", kind_name(e.kind), e.name, e.value, e.doc);
+    o << fmt::format("| {} | `{}` | {} | {} |\n", kind_name(e.kind), e.name, e.value, cell(e.doc));
   return o.str();
 }
 

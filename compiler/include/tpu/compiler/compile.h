@@ -15,6 +15,7 @@ namespace tpu::compiler {
 struct CompileOptions {
   isa::MachineConfig machine;              // the target, and the timing the schedule is made for
   bool loops = true;                        // false: straight-line code (tpuc --no-loops)
+  bool listing = true;                      // also write Compiled::assembly (the disassembly, commented)
   std::optional<ir::Precision> precision;  // overrides every dot's precision_config
   // Called after every IR pass with (pass name, printed IR), then with
   // ("kernel plan", the plan).
@@ -24,7 +25,7 @@ struct CompileOptions {
 struct Compiled {
   ir::Function lowered;  // after the IR passes
   std::string plan;      // the kernel plan (Backend::describe)
-  std::string assembly;
+  std::string assembly;  // with CompileOptions::listing
   isa::Program program;
 };
 
