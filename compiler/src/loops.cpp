@@ -38,7 +38,6 @@ struct Node {
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
 
-constexpr size_t kMaxOperands = 6;  // scalar-register operands of one instruction (dma.ld2d)
 // The share of a stretch of the schedule its loop may take to issue: the
 // scalar unit also loads constants, waits and starts loops.
 constexpr double kScalarShare = 0.85;
@@ -517,7 +516,7 @@ class Writer {
     for (const Node& b : l.body)
       if (b.insn < 0) inner = std::max(inner, need(b, ns));
     const size_t id = size_t(ns.id.at(&l));
-    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.any_at_use() ? kMaxOperands : 0);
+    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.any_at_use() ? Scheduled::kMaxBound : 0);
   }
 
   void plan(const Node& top, Nest& ns) {
