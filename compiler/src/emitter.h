@@ -179,7 +179,8 @@ class Emitter {
   }
   // The VPU dispatches in order, in issue groups within its slots
   // (docs/timing.md); `wait` takes no slot, `signal` and `vxpose` go alone.
-  // Register dependencies are not modelled. An instruction's slot and
+  // An instruction waits for the vector registers it names to be ready (the
+  // VPU's dependency stall; isa::register_use says which). Its slot and
   // latency come from its class (isa.def) and the config.
   double push_vpu(double ready, const isa::Instruction& insn, std::vector<uint64_t> vals, double occupancy, double latency) {
     const isa::InsnSpec* spec = &isa::spec(insn.op);
@@ -191,6 +192,8 @@ class Emitter {
     const auto& iss = m_.vpu.issue;
     const double limit[3] = {double(iss.load), double(iss.store), double(iss.alu)};
     auto next_group = [&](double t) { vgroup_ = t, vn_ = 0, vused_[0] = vused_[1] = vused_[2] = 0; };
+    const isa::RegisterUse regs = sync ? isa::RegisterUse{} : isa::register_use(insn);
+    for (uint32_t r = regs.vread | regs.vwrite; r != 0; r &= r - 1) ready = std::max(ready, vready_[__builtin_ctz(r)]);
     double t = std::max({ready, vgroup_, floor_, pin_});
     if (t > vgroup_) next_group(t);
     if (!wait) {
@@ -202,6 +205,7 @@ class Emitter {
         ++vn_, ++vused_[k];
       }
     }
+    for (uint32_t r = regs.vwrite; r != 0; r &= r - 1) vready_[__builtin_ctz(r)] = t + latency;
     record(t, kVpu, insn, std::move(vals));
     clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
@@ -783,6 +787,7 @@ class Emitter {
   double pin_ = -1;
   double last_key_[isa::kUnitSlots] = {};  // per unit: the place of its last instruction
   std::vector<isa::Instruction>* capture_ = nullptr;  // VPU instructions go here instead when set
+  double vready_[isa::kNumVregs] = {};  // when each vector register's value is ready
   double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
   int vn_ = 0;
   double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
