@@ -1215,6 +1215,7 @@ class Importer {
     if (it.dtype != DType::s32 || it.dims != vt.dims || f_.ops[in[2]].type != Type{vt.dtype, {}} || f_.ops[in[3]].type != Type{DType::s32, {}} ||
         vt.dtype == DType::pred)
       unsupported(i, "reduce of several operands other than (values, s32 indices)");
+    if (vt.dtype == DType::u32) unsupported(i, "argmax or argmin of u32 values");
     const std::string* name = i.attribute("to_apply");
     const hlo::Computation* c = name ? m_.find(*name) : nullptr;
     if (!c) malformed(i, "missing or unknown to_apply");
