@@ -31,6 +31,22 @@ void for_each_index(const std::vector<int64_t>& dims, Fn fn) {
   }
 }
 
+// For each element of a tensor of `dims` (row-major, i = 0, 1, ...), the
+// offset of its place in the result of reducing `reduced` away (result
+// strides `rs`): fn(i, o).
+template <typename Fn>
+void for_each_reduced(const std::vector<int64_t>& dims, const std::vector<int64_t>& reduced, const std::vector<int64_t>& rs, Fn fn) {
+  std::vector<bool> red(dims.size());
+  for (int64_t d : reduced) red[size_t(d)] = true;
+  size_t i = 0;
+  for_each_index(dims, [&](const auto& idx) {
+    int64_t o = 0, p = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (!red[d]) o += idx[d] * rs[size_t(p++)];
+    fn(i++, size_t(o));
+  });
+}
+
 int64_t offset(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
   int64_t o = 0;
   for (size_t i = 0; i < idx.size(); ++i) o += idx[i] * strides[i];
@@ -359,15 +375,7 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
     case OpKind::reduce: {
       const Tensor& a = *in[0];
       std::fill(r.v.begin(), r.v.end(), in[1]->v[0]);
-      std::vector<bool> red(a.type.dims.size());
-      for (int64_t d : op.dims) red[d] = true;
-      size_t i = 0;
-      for_each_index(a.type.dims, [&](const auto& idx) {
-        int64_t o = 0, p = 0;
-        for (size_t d = 0; d < idx.size(); ++d)
-          if (!red[d]) o += idx[d] * rs[p++];
-        r.v[o] = combine(op.combiner, op.type.dtype, r.v[o], a.v[i++]);
-      });
+      for_each_reduced(a.type.dims, op.dims, rs, [&](size_t i, size_t o) { r.v[o] = combine(op.combiner, op.type.dtype, r.v[o], a.v[i]); });
       break;
     }
     case OpKind::arg_reduce: {
@@ -378,14 +386,8 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       const bool max = op.combiner == Combiner::maximum;
       std::vector<double> best(r.v.size(), in[2]->v[0]);
       std::fill(r.v.begin(), r.v.end(), in[3]->v[0]);
-      std::vector<bool> red(a.type.dims.size());
-      for (int64_t d : op.dims) red[d] = true;
-      size_t i = 0;
-      for_each_index(a.type.dims, [&](const auto& idx) {
-        int64_t o = 0, p = 0;
-        for (size_t d = 0; d < idx.size(); ++d)
-          if (!red[d]) o += idx[d] * rs[p++];
-        const double c = a.v[i], b = best[o], ci = ix.v[i++];
+      for_each_reduced(a.type.dims, op.dims, rs, [&](size_t i, size_t o) {
+        const double c = a.v[i], b = best[o], ci = ix.v[i];
         const bool wins = std::isnan(b) ? std::isnan(c) && ci < r.v[o]
                           : std::isnan(c) ? true
                                           : (max ? c > b : c < b) || (c == b && ci < r.v[o]);
