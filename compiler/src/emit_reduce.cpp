@@ -11,6 +11,7 @@ isa::Opcode Emitter::combine_op(Combiner c, DType d) {
     case Combiner::minimum: return opcode("vmin.", aty(d));
     case Combiner::and_: return isa::Opcode::VAND;
     case Combiner::or_: return isa::Opcode::VOR;
+    case Combiner::replace: break;  // scatter's alone; lowered before the back end
   }
   throw std::logic_error("internal error: unknown combiner");
 }

@@ -198,8 +198,60 @@ double combine(Combiner c, DType t, double a, double b) {
     case Combiner::minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
     case Combiner::and_: return t == DType::pred ? double(a != 0 && b != 0) : canonicalize_value(t, double(i32(a) & i32(b)));
     case Combiner::or_: return t == DType::pred ? double(a != 0 || b != 0) : canonicalize_value(t, double(i32(a) | i32(b)));
+    case Combiner::replace: return b;
   }
   return 0;
+}
+
+// XLA's gather and scatter. An element of the result (gather) or of the
+// updates (scatter): its batch coordinates (those not at the offset places)
+// pick an index vector, whose components start the slice in the
+// start_index_map dimensions (gather clamps the start so that the slice
+// fits; scatter drops an update whose window does not fit); a batching
+// dimension starts at its paired batch coordinate; the window coordinates
+// add on. Scatter applies the updates in row-major order.
+void indexed(const Op& op, const std::vector<const Tensor*>& in, Tensor& r) {
+  const GatherDims& g = op.gather;
+  const bool gather = op.kind == OpKind::gather;
+  const Tensor& a = *in[0];
+  const Tensor& ix = *in[1];
+  const std::vector<int64_t>& ad = a.type.dims;
+  const size_t rank = ad.size(), ir = ix.type.dims.size(), ivd = size_t(g.index_vector_dim);
+  const Type& space = gather ? op.type : in[2]->type;
+  auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  std::vector<int64_t> window, size(rank, 1);
+  for (size_t d = 0; d < rank; ++d)
+    if (!has(g.collapsed, int64_t(d)) && !has(g.operand_batching, int64_t(d))) window.push_back(int64_t(d));
+  for (size_t k = 0; k < window.size(); ++k)
+    size[size_t(window[k])] = gather ? g.slice_sizes[size_t(window[k])] : space.dims[size_t(g.offset[k])];
+  const auto as = strides_of(ad), xs = strides_of(ix.type.dims);
+  if (!gather) r.v = a.v;
+  size_t e = 0;
+  std::vector<int64_t> batch, win, ipos(ir), start(rank);
+  for_each_index(space.dims, [&](const auto& idx) {
+    batch.clear(), win.clear();
+    for (size_t p = 0; p < idx.size(); ++p) (has(g.offset, int64_t(p)) ? win : batch).push_back(idx[p]);
+    for (size_t d = 0, b = 0; d < ir; ++d) ipos[d] = d == ivd ? 0 : batch[b++];
+    std::fill(start.begin(), start.end(), 0);
+    bool fits = true;
+    for (size_t k = 0; k < g.start_index_map.size(); ++k) {
+      if (ivd < ir) ipos[ivd] = int64_t(k);
+      const size_t d = size_t(g.start_index_map[k]);
+      const int64_t v = int64_t(ix.v[size_t(offset(ipos, xs))]), last = ad[d] - size[d];
+      start[d] = gather ? std::clamp<int64_t>(v, 0, std::max<int64_t>(last, 0)) : v;
+      fits &= start[d] >= 0;
+    }
+    for (size_t k = 0; k < g.operand_batching.size(); ++k) start[size_t(g.operand_batching[k])] = ipos[size_t(g.index_batching[k])];
+    for (size_t d = 0; d < rank; ++d) fits &= start[d] + size[d] <= ad[d];  // an inserted dimension of 0 fits nothing
+    for (size_t k = 0; k < window.size(); ++k) start[size_t(window[k])] += win[k];
+    const size_t at = size_t(offset(start, as));
+    if (gather) {
+      r.v[e] = a.v[at];
+    } else if (fits) {
+      r.v[at] = combine(op.combiner, op.type.dtype, r.v[at], in[2]->v[e]);
+    }
+    ++e;
+  });
 }
 
 }  // namespace
@@ -413,6 +465,10 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
       });
       break;
     }
+    case OpKind::gather:
+    case OpKind::scatter:
+      indexed(op, in, r);
+      break;
     case OpKind::select_and_scatter: {
       // XLA's semantics: in each window, the in-bounds elements in row-major
       // order; a candidate replaces the selected one unless
@@ -453,6 +509,41 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
   }
   for (double& v : r.v) v = canonicalize_value(op.type.dtype, v);
   return r;
+}
+
+const Tensor* ConstantFolder::value(int v) {
+  std::vector<int> pending = {v};
+  while (!pending.empty()) {
+    const int x = pending.back();
+    if (known_.count(x)) {
+      pending.pop_back();
+      continue;
+    }
+    const Op& op = f_.ops[size_t(x)];
+    if (op.kind == OpKind::parameter || is_collective(op.kind) || op.type.elements() > limit_) {
+      known_[x] = std::nullopt;
+      pending.pop_back();
+      continue;
+    }
+    bool ready = true, known = true;
+    std::vector<const Tensor*> in;
+    for (int a : op.operands) {
+      auto it = known_.find(a);
+      if (it == known_.end()) ready = false, pending.push_back(a);
+      else if (!it->second) known = false;
+      else in.push_back(&*it->second);
+    }
+    if (!ready) continue;
+    pending.pop_back();
+    known_[x] = known ? std::optional<Tensor>(evaluate(op, in)) : std::nullopt;
+  }
+  return known_[v] ? &*known_[v] : nullptr;
+}
+
+std::optional<double> ConstantFolder::scalar(int v) {
+  const Tensor* t = value(v);
+  if (!t || t->v.size() != 1) return std::nullopt;
+  return t->v[0];
 }
 
 namespace {

@@ -90,7 +90,7 @@ bool is_collective(OpKind k) { return k >= OpKind::all_reduce && k <= OpKind::co
 bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::select || k == OpKind::clamp; }
 
 const char* combiner_name(Combiner c) {
-  static const char* n[] = {"add", "multiply", "maximum", "minimum", "and", "or"};
+  static const char* n[] = {"add", "multiply", "maximum", "minimum", "and", "or", "replace"};
   return n[int(c)];
 }
 double combiner_identity(Combiner c, DType d) {
@@ -101,6 +101,7 @@ double combiner_identity(Combiner c, DType d) {
     case Combiner::minimum: return is_float(d) ? INFINITY : d == DType::s8 ? 127 : d == DType::pred ? 1 : d == DType::u32 ? 4294967295.0 : 2147483647.0;
     case Combiner::and_: return d == DType::pred ? 1 : d == DType::u32 ? 4294967295.0 : -1;
     case Combiner::or_: return 0;
+    case Combiner::replace: return 0;  // none: scatter needs none
   }
   return 0;
 }
@@ -111,6 +112,12 @@ const char* direction_name(Direction d) {
 const char* precision_name(Precision p) {
   static const char* n[] = {"default", "high", "highest"};
   return n[int(p)];
+}
+
+bool GatherDims::operator==(const GatherDims& o) const {
+  return offset == o.offset && collapsed == o.collapsed && start_index_map == o.start_index_map &&
+         operand_batching == o.operand_batching && index_batching == o.index_batching && slice_sizes == o.slice_sizes &&
+         index_vector_dim == o.index_vector_dim;
 }
 
 bool ConvDims::operator==(const ConvDims& o) const {
@@ -178,6 +185,80 @@ bool distinct_in_range(const std::vector<int64_t>& p, size_t n) {
     seen[x] = true;
   }
   return true;
+}
+
+bool disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (int64_t x : a)
+    if (std::find(b.begin(), b.end(), x) != b.end()) return false;
+  return true;
+}
+
+// gather (operand, indices) and scatter (operand, indices, updates), with
+// XLA's dimension rules: the operand's dimensions are indexed ones
+// (start_index_map), batching ones (paired with index dimensions), and the
+// rest; the indices' dimensions other than index_vector_dim form the batch.
+Type indexed_type(const Function& f, const Op& op) {
+  const bool gather = op.kind == OpKind::gather;
+  if (op.operands.size() != (gather ? 2u : 3u)) bad(op, fmt::format("takes {} operands, has {}", gather ? 2 : 3, op.operands.size()));
+  const Type& a = f.ops[size_t(op.operands[0])].type;
+  const Type& ix = f.ops[size_t(op.operands[1])].type;
+  const GatherDims& g = op.gather;
+  const size_t r = a.dims.size(), ir = ix.dims.size();
+  if (ix.dtype != DType::s32 && ix.dtype != DType::s8 && ix.dtype != DType::u32) bad(op, "indices must be s32, s8 or u32");
+  if (g.index_vector_dim < 0 || size_t(g.index_vector_dim) > ir) bad(op, "index_vector_dim out of range");
+  const size_t ivd = size_t(g.index_vector_dim);
+  const int64_t components = ivd == ir ? 1 : ix.dims[ivd];
+  if (int64_t(g.start_index_map.size()) != components) bad(op, "start_index_map does not match the index vector");
+  if (!distinct_in_range(g.start_index_map, r) || !distinct_in_range(g.collapsed, r) || !distinct_in_range(g.operand_batching, r))
+    bad(op, "operand dimensions out of range or repeated");
+  if (!disjoint(g.collapsed, g.operand_batching) || !disjoint(g.start_index_map, g.operand_batching))
+    bad(op, "a batching dimension is also collapsed or indexed");
+  if (g.index_batching.size() != g.operand_batching.size() || !distinct_in_range(g.index_batching, ir) ||
+      std::find(g.index_batching.begin(), g.index_batching.end(), int64_t(ivd)) != g.index_batching.end())
+    bad(op, "batching dimensions do not pair operand and index dimensions");
+  for (size_t k = 0; k < g.operand_batching.size(); ++k)
+    if (a.dims[size_t(g.operand_batching[k])] != ix.dims[size_t(g.index_batching[k])]) bad(op, "batching dimensions differ in size");
+  std::vector<int64_t> batch;  // the indices' dimensions without the vector one
+  for (size_t d = 0; d < ir; ++d)
+    if (d != ivd) batch.push_back(ix.dims[d]);
+  std::vector<int64_t> window;  // operand dimensions a slice or an update window spans
+  for (size_t d = 0; d < r; ++d)
+    if (std::find(g.collapsed.begin(), g.collapsed.end(), int64_t(d)) == g.collapsed.end() &&
+        std::find(g.operand_batching.begin(), g.operand_batching.end(), int64_t(d)) == g.operand_batching.end())
+      window.push_back(int64_t(d));
+  const size_t rank = batch.size() + window.size();  // of the result (gather) or the updates (scatter)
+  if (g.offset.size() != window.size() || !distinct_in_range(g.offset, rank) || !std::is_sorted(g.offset.begin(), g.offset.end()))
+    bad(op, fmt::format("{} must be {} sorted dimensions", gather ? "offset_dims" : "update_window_dims", window.size()));
+  // The result's (updates') dimensions: window sizes at the offset places, the batch elsewhere.
+  auto shape = [&](const std::vector<int64_t>& sizes) {
+    std::vector<int64_t> dims;
+    size_t b = 0, w = 0;
+    for (size_t p = 0; p < rank; ++p)
+      dims.push_back(std::find(g.offset.begin(), g.offset.end(), int64_t(p)) != g.offset.end() ? sizes[w++] : batch[b++]);
+    return dims;
+  };
+  if (gather) {
+    if (g.slice_sizes.size() != r) bad(op, "slice_sizes does not match the operand's rank");
+    for (size_t d = 0; d < r; ++d) {
+      const bool one = std::find(window.begin(), window.end(), int64_t(d)) == window.end();
+      if (g.slice_sizes[d] < 0 || g.slice_sizes[d] > a.dims[d] || (one && g.slice_sizes[d] != 1))
+        bad(op, "slice sizes out of range (collapsed and batching dimensions take 1)");
+    }
+    std::vector<int64_t> sizes;
+    for (int64_t d : window) sizes.push_back(g.slice_sizes[size_t(d)]);
+    return {a.dtype, shape(sizes)};
+  }
+  const Type& u = f.ops[size_t(op.operands[2])].type;
+  if (u.dtype != a.dtype) bad(op, "updates and operand differ in element type");
+  if ((op.combiner == Combiner::and_ || op.combiner == Combiner::or_) && is_float(a.dtype)) bad(op, "combines floats by a bit operation");
+  if (u.dims.size() != rank) bad(op, fmt::format("updates {} must have rank {}", u.str(), rank));
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < window.size(); ++k) {
+    sizes.push_back(u.dims[size_t(g.offset[k])]);
+    if (sizes.back() > a.dims[size_t(window[k])]) bad(op, "an update window is larger than the operand");
+  }
+  if (shape(sizes) != u.dims) bad(op, fmt::format("updates {} do not match the indices {}", u.str(), ix.str()));
+  return a;
 }
 
 }  // namespace
@@ -452,6 +533,9 @@ Type infer_type(const Function& f, const Op& op) {
       }
       return t;
     }
+    case OpKind::gather:
+    case OpKind::scatter:
+      return indexed_type(f, op);
     case OpKind::select_and_scatter: {
       need(3);
       const Type& a = operand(0);
@@ -516,6 +600,7 @@ void verify(const Function& f) {
     if (t != op.type) bad(op, fmt::format("(%{}) has type {}, its operands give {}", i, op.type.str(), t.str()));
     // Ops whose dtype rules infer_type does not fix.
     const bool fl = is_float(t.dtype);
+    if (op.combiner == Combiner::replace && op.kind != OpKind::scatter) bad(op, fmt::format("(%{}) cannot take the combiner replace", i));
     switch (op.kind) {
       case OpKind::exponential: case OpKind::log: case OpKind::tanh: case OpKind::logistic: case OpKind::rsqrt:
       case OpKind::sqrt: case OpKind::floor: case OpKind::ceil: case OpKind::round_nearest_even: case OpKind::power:
@@ -639,10 +724,23 @@ std::string print(const Function& f) {
         a("window", list(op.window)), a("stride", list(op.strides)), a("low", list(op.lo)), a("high", list(op.hi));
         a("direction", direction_name(op.direction));
         break;
+      case OpKind::gather:
+      case OpKind::scatter: {
+        const GatherDims& g = op.gather;
+        const bool gather = op.kind == OpKind::gather;
+        a(gather ? "offset_dims" : "update_window_dims", list(g.offset));
+        a(gather ? "collapsed_slice_dims" : "inserted_window_dims", list(g.collapsed));
+        a(gather ? "start_index_map" : "scatter_dims_to_operand_dims", list(g.start_index_map));
+        a(gather ? "operand_batching_dims" : "input_batching_dims", list(g.operand_batching));
+        a(gather ? "start_indices_batching_dims" : "scatter_indices_batching_dims", list(g.index_batching));
+        a("index_vector_dim", std::to_string(g.index_vector_dim));
+        if (gather) a("slice_sizes", list(g.slice_sizes));
+        break;
+      }
       default: break;
     }
     if (op.kind == OpKind::reduce || op.kind == OpKind::arg_reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
-        op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter)
+        op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter || op.kind == OpKind::scatter)
       a("combiner", combiner_name(op.combiner));
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
     if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
@@ -857,7 +955,7 @@ class Parser {
   void attribute(Function& f, Op& op, const std::string& key) {
     static const char* const prec[] = {"default", "high", "highest"};
     static const char* const dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
-    static const char* const comb[] = {"add", "multiply", "maximum", "minimum", "and", "or"};
+    static const char* const comb[] = {"add", "multiply", "maximum", "minimum", "and", "or", "replace"};
     if (key == "index" || key == "dimension") {
       op.index = integer();
       if (op.index < 0 || op.index > 1 << 20) fail("index out of range");
@@ -915,6 +1013,20 @@ class Parser {
       if (key[0] == 'i') c.in_batch = v[0], c.in_feature = v[1], c.in_spatial = sp;
       if (key[0] == 'k') c.k_in = v[0], c.k_out = v[1], c.k_spatial = sp;
       if (key[0] == 'o') c.out_batch = v[0], c.out_feature = v[1], c.out_spatial = sp;
+    } else if (key == "offset_dims" || key == "update_window_dims") {
+      op.gather.offset = int_list();
+    } else if (key == "collapsed_slice_dims" || key == "inserted_window_dims") {
+      op.gather.collapsed = int_list();
+    } else if (key == "start_index_map" || key == "scatter_dims_to_operand_dims") {
+      op.gather.start_index_map = int_list();
+    } else if (key == "operand_batching_dims" || key == "input_batching_dims") {
+      op.gather.operand_batching = int_list();
+    } else if (key == "start_indices_batching_dims" || key == "scatter_indices_batching_dims") {
+      op.gather.index_batching = int_list();
+    } else if (key == "index_vector_dim") {
+      op.gather.index_vector_dim = integer();
+    } else if (key == "slice_sizes") {
+      op.gather.slice_sizes = int_list();
     } else if (key == "feature_groups") {
       op.feature_groups = integer();
     } else if (key == "batch_groups") {

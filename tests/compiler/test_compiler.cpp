@@ -127,10 +127,20 @@ TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   CHECK(ir::print(ir::parse(ir::print(spmd), "p.ir")) == ir::print(spmd));
 }
 
-TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
+// The gather or scatter ops of an imported function and their lowering
+// (lower-gather-scatter), each to be checked against direct loops: the op's
+// semantics in the interpreter and the one-hot dots that replace it.
+std::vector<std::pair<const char*, ir::Function>> indexed_forms(const ir::Function& f) {
+  ir::Function lowered = compiler::lower_gather_scatter(f);
+  for (const auto& op : lowered.ops) CHECK((op.kind != ir::OpKind::gather && op.kind != ir::OpKind::scatter));
+  return {{"as imported", f}, {"lowered", std::move(lowered)}};
+}
+
+TEST_CASE("gather along one dimension is exact, with XLA's clamping") {
   // Embedding rows (ids out of range clamp), take_along_axis with batching
   // dimensions, and a gather that keeps the indexed dimension (size 1) and
-  // slices another: the rewritten IR, interpreted, against direct loops.
+  // slices another: the IR as imported and lowered, interpreted, against
+  // direct loops.
   const std::string text =
       "HloModule m\n\nENTRY main {\n"
       "  t = f32[7,5]{1,0} parameter(0)\n  ids = s32[2,3,1]{2,1,0} parameter(1)\n"
@@ -144,14 +154,17 @@ TEST_CASE("import: gather along one dimension is exact, with XLA's clamping") {
   for (size_t i = 0; i < t.size(); ++i) t[i] = double(float(0.1 * double(i) - 1.7 + 1e-7 * double(i * i)));  // f32 values not exact in bf16
   for (size_t i = 0; i < lg.size(); ++i) lg[i] = double(float(std::sin(double(i)) * 3.3));
   const std::vector<double> ids = {0, 6, -4, 3, 9, 2}, lab = {4, 0, 6};
-  const auto out = ir::interpret(f, {tensor(ir::DType::f32, {7, 5}, t), tensor(ir::DType::s32, {2, 3, 1}, ids),
-                                     tensor(ir::DType::f32, {3, 7}, lg), tensor(ir::DType::s32, {3, 1, 1}, lab)});
-  for (size_t g = 0; g < 6; ++g) {
-    const size_t row = size_t(std::clamp<double>(ids[g], 0, 6));
-    for (size_t c = 0; c < 5; ++c) CHECK(out[0].v[g * 5 + c] == t[row * 5 + c]);
-    for (size_t c = 0; c < 4; ++c) CHECK(out[2].v[g * 4 + c] == t[row * 5 + c]);
+  for (const auto& [form, fn] : indexed_forms(f)) {
+    INFO(form);
+    const auto out = ir::interpret(fn, {tensor(ir::DType::f32, {7, 5}, t), tensor(ir::DType::s32, {2, 3, 1}, ids),
+                                        tensor(ir::DType::f32, {3, 7}, lg), tensor(ir::DType::s32, {3, 1, 1}, lab)});
+    for (size_t g = 0; g < 6; ++g) {
+      const size_t row = size_t(std::clamp<double>(ids[g], 0, 6));
+      for (size_t c = 0; c < 5; ++c) CHECK(out[0].v[g * 5 + c] == t[row * 5 + c]);
+      for (size_t c = 0; c < 4; ++c) CHECK(out[2].v[g * 4 + c] == t[row * 5 + c]);
+    }
+    for (size_t b = 0; b < 3; ++b) CHECK(out[1].v[b] == lg[b * 7 + size_t(lab[b])]);
   }
-  for (size_t b = 0; b < 3; ++b) CHECK(out[1].v[b] == lg[b * 7 + size_t(lab[b])]);
 }
 
 TEST_CASE("import: argmax/argmin reductions are recognised by what their region computes") {
@@ -283,7 +296,7 @@ TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned
 
 // x[arange(n), labels] and x[arange(b)[:, None], arange(t), labels]: index
 // components that count along the index batch become batching dimensions.
-TEST_CASE("import: gather and scatter with counting index components (x[arange(n), labels])") {
+TEST_CASE("gather and scatter with counting index components (x[arange(n), labels])") {
   const std::string text =
       "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main {\n"
       "  x = f32[2,4,5]{2,1,0} parameter(0)\n  lab = s32[2,4]{1,0} parameter(1)\n  u = f32[2,4]{1,0} parameter(2)\n"
@@ -299,19 +312,22 @@ TEST_CASE("import: gather and scatter with counting index components (x[arange(n
   for (int k = 0; k < 8; ++k) uv.push_back(k + 1);
   const ir::Tensor x = tensor(DType::f32, {2, 4, 5}, xv), lab = tensor(DType::s32, {2, 4}, {3, 0, 4, 9, -2, 1, 1, 2}),
                    u = tensor(DType::f32, {2, 4}, uv);
-  const auto out = ir::interpret(f, {x, lab, u});
-  for (int b = 0; b < 2; ++b)
-    for (int t = 0; t < 4; ++t) {
-      const int l = int(lab.v[size_t(b * 4 + t)]), clamped = std::clamp(l, 0, 4);
-      INFO("b " << b << " t " << t << " label " << l);
-      CHECK(out[0].v[size_t(b * 4 + t)] == x.v[size_t((b * 4 + t) * 5 + clamped)]);  // gather clamps
-      for (int c = 0; c < 5; ++c)  // scatter drops what is out of range
-        CHECK(out[1].v[size_t((b * 4 + t) * 5 + c)] == (c == l ? u.v[size_t(b * 4 + t)] : 0.0));
-    }
-  // Two data-dependent components stay unsupported.
+  for (const auto& [form, fn] : indexed_forms(f)) {
+    const auto out = ir::interpret(fn, {x, lab, u});
+    for (int b = 0; b < 2; ++b)
+      for (int t = 0; t < 4; ++t) {
+        const int l = int(lab.v[size_t(b * 4 + t)]), clamped = std::clamp(l, 0, 4);
+        INFO(form << ": b " << b << " t " << t << " label " << l);
+        CHECK(out[0].v[size_t(b * 4 + t)] == x.v[size_t((b * 4 + t) * 5 + clamped)]);  // gather clamps
+        for (int c = 0; c < 5; ++c)  // scatter drops what is out of range
+          CHECK(out[1].v[size_t((b * 4 + t) * 5 + c)] == (c == l ? u.v[size_t(b * 4 + t)] : 0.0));
+      }
+  }
+  // Two data-dependent components: an IR gather, which the back end cannot lower.
   std::string two = text;
   two.replace(two.find("iota(), iota_dimension=1"), 24, "reshape(lab)");
-  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo"), Catch::Contains("unsupported gather with a start index over several dimensions"));
+  const ir::Function f2 = ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo");
+  CHECK_THROWS_WITH(compiler::lower_gather_scatter(f2), "m.hlo:17 g: unsupported gather with a start index over several dimensions (other than counting ones, as x[arange(n), i])");
 }
 
 // lax.cond and lax.switch: every branch computed, the result selected.
@@ -335,7 +351,7 @@ TEST_CASE("import: conditional selects its branch by predicate or index (out of 
     }
 }
 
-TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices out of range") {
+TEST_CASE("scatter into one dimension adds or assigns, dropping indices out of range") {
   const std::string text =
       "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
       "set {\n  a = f32[] parameter(0)\n  ROOT b = f32[] parameter(1)\n}\n\nENTRY main {\n"
@@ -351,8 +367,6 @@ TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices 
   for (size_t i = 0; i < upd.size(); ++i) upd[i] = double(float(0.37 * double(i) + 0.01));  // not exact in bf16
   for (size_t i = 0; i < lg.size(); ++i) lg[i] = double(i) * 0.5;
   const std::vector<double> ids = {1, 4, 1, 7}, lab = {3, 0}, g = {2.5, -1.25};  // 1 twice; 7 is out of range
-  const auto out = ir::interpret(f, {tensor(ir::DType::f32, {5, 3}, base), tensor(ir::DType::s32, {4, 1}, ids), tensor(ir::DType::f32, {4, 3}, upd),
-                                     tensor(ir::DType::f32, {2, 5}, lg), tensor(ir::DType::s32, {2, 1, 1}, lab), tensor(ir::DType::f32, {2, 1}, g)});
   std::vector<double> add = base, set = base, t = lg;
   for (size_t k = 0; k < 4; ++k) {
     if (ids[k] < 0 || ids[k] >= 5) continue;
@@ -362,9 +376,14 @@ TEST_CASE("import: scatter into one dimension adds or assigns, dropping indices 
     }
   }
   for (size_t b = 0; b < 2; ++b) t[b * 5 + size_t(lab[b])] += g[b];
-  for (size_t k = 0; k < add.size(); ++k) CHECK(std::fabs(out[0].v[k] - add[k]) <= 1e-6 * std::fabs(add[k]) + 1e-7);
-  CHECK(out[1].v == t);
-  CHECK(out[2].v == set);
+  for (const auto& [form, fn] : indexed_forms(f)) {
+    INFO(form);
+    const auto out = ir::interpret(fn, {tensor(ir::DType::f32, {5, 3}, base), tensor(ir::DType::s32, {4, 1}, ids), tensor(ir::DType::f32, {4, 3}, upd),
+                                        tensor(ir::DType::f32, {2, 5}, lg), tensor(ir::DType::s32, {2, 1, 1}, lab), tensor(ir::DType::f32, {2, 1}, g)});
+    for (size_t k = 0; k < add.size(); ++k) CHECK(std::fabs(out[0].v[k] - add[k]) <= 1e-6 * std::fabs(add[k]) + 1e-7);
+    CHECK(out[1].v == t);
+    CHECK(out[2].v == set);
+  }
 }
 
 TEST_CASE("import: sine and cosine become range reduction and polynomials accurate to f32") {
@@ -700,3 +719,49 @@ TEST_CASE("codegen: a kernel loads each vector constant once and holds it") {
 }
 
 }  // namespace
+
+// The IR's gather and scatter in their general form (XLA's semantics), which
+// only the interpreter runs: a start index over two dimensions picking 2x2
+// windows, clamped so that the window fits; a scatter by multiply whose
+// windows that do not fit are dropped. Against direct loops.
+TEST_CASE("ir: gather and scatter follow XLA's semantics in general form") {
+  const std::string text =
+      "func @main {\n"
+      "  %0 = parameter() {index=0} : f32[4,5]\n"
+      "  %1 = parameter() {index=1} : s32[3,2]\n"
+      "  %2 = gather(%0, %1) {offset_dims=[1,2], collapsed_slice_dims=[], start_index_map=[1,0], operand_batching_dims=[], "
+      "start_indices_batching_dims=[], index_vector_dim=1, slice_sizes=[2,2]} : f32[3,2,2]\n"
+      "  %3 = parameter() {index=2} : f32[3,2,2]\n"
+      "  %4 = scatter(%0, %1, %3) {update_window_dims=[1,2], inserted_window_dims=[], scatter_dims_to_operand_dims=[1,0], "
+      "input_batching_dims=[], scatter_indices_batching_dims=[], index_vector_dim=1, combiner=multiply} : f32[4,5]\n"
+      "  return %2, %4\n}\n";
+  const ir::Function f = ir::parse(text, "g.ir");
+  CHECK(ir::print(ir::parse(ir::print(f), "p.ir")) == ir::print(f));
+  std::vector<double> x(20), u(12);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = double(i) + 1;
+  for (size_t i = 0; i < u.size(); ++i) u[i] = double(i % 3) + 2;
+  const std::vector<double> ids = {1, 2, 9, -3, 4, 0};  // (column, row) pairs; (9, -3) clamps to (3, 0), (4, 0) to (3, 0) in gather
+  const auto out = ir::interpret(f, {tensor(DType::f32, {4, 5}, x), tensor(DType::s32, {3, 2}, ids), tensor(DType::f32, {3, 2, 2}, u)});
+  std::vector<double> want = x;
+  for (size_t b = 0; b < 3; ++b) {
+    const int64_t col = int64_t(ids[2 * b]), row = int64_t(ids[2 * b + 1]);
+    const int64_t gc = std::clamp<int64_t>(col, 0, 3), gr = std::clamp<int64_t>(row, 0, 2);
+    const bool fits = col >= 0 && col <= 3 && row >= 0 && row <= 2;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        CHECK(out[0].v[size_t(b * 4 + i * 2 + j)] == x[size_t((gr + i) * 5 + gc + j)]);
+        if (fits) want[size_t((row + i) * 5 + col + j)] *= u[size_t(b * 4 + i * 2 + j)];
+      }
+  }
+  CHECK(out[1].v == want);
+  // The lowering takes one indexed dimension only; the verifier, well-formed ops only.
+  CHECK_THROWS_WITH(compiler::lower_gather_scatter(f), Catch::Contains("unsupported gather with a start index over several dimensions"));
+  std::string bad = text;
+  bad.replace(bad.find("slice_sizes=[2,2]"), 17, "slice_sizes=[2,6]");
+  CHECK_THROWS_WITH(ir::parse(bad, "g.ir"), "g.ir:4: <ir>: gather slice sizes out of range (collapsed and batching dimensions take 1)");
+  bad = text;
+  bad.replace(bad.find("combiner=multiply"), 17, "combiner=replace");
+  CHECK_NOTHROW(ir::parse(bad, "g.ir"));
+  bad.replace(bad.find("f32[3,2,2]\n  %4"), 10, "f32[4,2,2]");
+  CHECK_THROWS_WITH(ir::parse(bad, "g.ir"), "g.ir:6: <ir>: scatter updates f32[4,2,2] do not match the indices s32[3,2]");
+}

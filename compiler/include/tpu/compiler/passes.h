@@ -13,6 +13,15 @@
 
 namespace tpu::compiler {
 
+// gather and scatter -> one-hot dots: each index becomes a one-hot row
+// over the positions of the one dimension it indexes (gather clamps it into
+// range, scatter drops it when out of range), and the gather or scatter a
+// dot with the operand or updates, f32 values as three exact bf16 parts.
+// Index components that count along a batch dimension (x[arange(n), i])
+// become batching dimensions. Scatter adds or replaces (the last update in
+// index order wins). Other forms are refused.
+ir::Function lower_gather_scatter(const ir::Function& f);
+
 // Tensors without elements: an op producing none becomes a broadcast of a
 // constant; dots and convolutions of an empty operand become zeros, reduce,
 // reduce-window and pad of one the init or pad value; empty concatenate

@@ -6,6 +6,8 @@
 // round once: a more accurate answer than any hardware order.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "tpu/ir/ir.h"
@@ -27,6 +29,22 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
 
 // Evaluates one op given its operand values (constant folding uses this).
 Tensor evaluate(const Op& op, const std::vector<const Tensor*>& operands);
+
+// The values of a function's ops that are known at compile time: computed
+// from constants alone (no parameter on the way), each at most `limit`
+// elements, memoised. The function may grow while it is in use (an importer
+// or a pass adds ops); ops already added must not change.
+class ConstantFolder {
+ public:
+  ConstantFolder(const Function& f, int64_t limit) : f_(f), limit_(limit) {}
+  const Tensor* value(int v);  // nullptr when not known
+  std::optional<double> scalar(int v);  // the value of a one-element op
+
+ private:
+  const Function& f_;
+  int64_t limit_;
+  std::map<int, std::optional<Tensor>> known_;
+};
 
 // How far `got` is from `ref` (same shape): the normwise relative error
 // ||got - ref|| / ||ref|| over the finite pairs (infinite when a NaN or an

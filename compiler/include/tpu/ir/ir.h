@@ -44,6 +44,7 @@ struct Type {
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(arg_reduce) X(reduce_window) \
       X(select_and_scatter)                                                                         \
+  /* indexed */ X(gather) X(scatter)                                                                \
   /* across devices */ X(all_reduce) X(all_gather) X(reduce_scatter) X(all_to_all) X(collective_permute)
 
 enum class OpKind : uint8_t {
@@ -57,7 +58,8 @@ bool is_unary(OpKind k);
 bool is_binary(OpKind k);
 bool is_collective(OpKind k);  // all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute: across devices
 
-enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_ };
+// replace (a scatter's update takes the element's place) is scatter's alone.
+enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_, replace };
 const char* combiner_name(Combiner c);
 double combiner_identity(Combiner c, DType d);  // x combined with it is x
 enum class Direction : uint8_t { EQ, NE, LT, LE, GT, GE };
@@ -69,6 +71,18 @@ struct ConvDims {  // XLA's ConvolutionDimensionNumbers
   int64_t in_batch = 0, in_feature = 0, k_in = 0, k_out = 0, out_batch = 0, out_feature = 0;
   std::vector<int64_t> in_spatial, k_spatial, out_spatial;
   bool operator==(const ConvDims& o) const;
+};
+
+// XLA's GatherDimensionNumbers (with slice_sizes), under gather's names;
+// a scatter's ScatterDimensionNumbers map onto them: update_window_dims ->
+// offset, inserted_window_dims -> collapsed, scatter_dims_to_operand_dims ->
+// start_index_map, input_batching_dims -> operand_batching,
+// scatter_indices_batching_dims -> index_batching.
+struct GatherDims {
+  std::vector<int64_t> offset, collapsed, start_index_map, operand_batching, index_batching;
+  std::vector<int64_t> slice_sizes;  // gather only
+  int64_t index_vector_dim = 0;
+  bool operator==(const GatherDims& o) const;
 };
 
 struct Op {
@@ -83,6 +97,7 @@ struct Op {
   std::vector<int64_t> window, lhs_dilation, rhs_dilation;  // reduce-window and convolution
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;  // dot
   ConvDims conv;
+  GatherDims gather;              // gather, scatter
   int64_t feature_groups = 1, batch_groups = 1;
   Precision precision = Precision::default_;
   Direction direction = Direction::EQ;
