@@ -22,8 +22,8 @@ void Emitter::elementwise(const Kernel& k) {
   const int group = std::max(1, rp.unroll / 2);
   int64_t cv = std::min<int64_t>(nvec, std::max<int64_t>(1, int64_t(vmem_budget() / 2 / uint64_t(per_vec + 64)) - 2));
   cv = std::min<int64_t>({cv, 128, ceil_div(nvec, ncores_)});
-  const auto [c_lo, c_hi] = share(ceil_div(nvec, cv), 1);  // this core's chunks
-  const int64_t chunks = c_hi - c_lo;
+  const auto mine = share(ceil_div(nvec, cv), 1);  // this core's chunks
+  const int64_t c_lo = mine.first, chunks = mine.second - mine.first;
   if (chunks == 0) return drain({&ld, &vd, &st});
   std::vector<std::vector<uint64_t>> in_buf(2, std::vector<uint64_t>(k.inputs.size(), 0));
   uint64_t out_buf[2];

@@ -27,8 +27,8 @@ void Emitter::reduce_lanes(const Kernel& k) {
   if (row_bytes > budget)
     throw Error(fmt::format("{}: unsupported reduction: a row of {} elements does not fit in VMEM", k.from.front(), R));
   rc = std::min<int64_t>({rc, 256, ceil_div(K, ncores_)});
-  const auto [c_lo, c_hi] = share(ceil_div(K, rc), 1);  // this core's chunks of rows
-  const int64_t chunks = c_hi - c_lo;
+  const auto mine = share(ceil_div(K, rc), 1);  // this core's chunks of rows
+  const int64_t c_lo = mine.first, chunks = mine.second - mine.first;
   if (chunks == 0) return;
   Counter ld = counter(), vd = counter(), st = counter(), z = counter();
   uint64_t in_buf[2], out_buf[2];

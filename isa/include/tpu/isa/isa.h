@@ -58,7 +58,7 @@ namespace operand {
 #define OPND(kind, role, hi, lo) role
 #define ISA_FORMAT(name, ...) \
   struct name {               \
-    enum : int { __VA_ARGS__ }; \
+    enum Role : int { __VA_ARGS__ }; \
   };
 #include "tpu/isa/isa.def"
 #undef OPND
