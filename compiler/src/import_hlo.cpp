@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "rewrite.h"
 #include "tpu/ir/import.h"
 #include "tpu/ir/interp.h"
 
@@ -789,18 +790,10 @@ class Importer {
   }
 
   int emit(OpKind k, std::vector<int> operands, const Type& t, const std::string& loc) {
-    Op o;
-    o.kind = k, o.operands = std::move(operands), o.type = t, o.loc = loc;
-    return f_.add(std::move(o));
+    return compiler::rewrite::append(f_, k, std::move(operands), t, loc);
   }
-  // x[lo:hi] with unit strides.
   int slice(int x, std::vector<int64_t> lo, std::vector<int64_t> hi, const std::string& loc) {
-    Op sl;
-    sl.kind = OpKind::slice, sl.operands = {x}, sl.strides.assign(lo.size(), 1), sl.loc = loc;
-    sl.type = {f_.ops[size_t(x)].type.dtype, {}};
-    for (size_t k = 0; k < lo.size(); ++k) sl.type.dims.push_back(hi[k] - lo[k]);
-    sl.lo = std::move(lo), sl.hi = std::move(hi);
-    return f_.add(std::move(sl));
+    return compiler::rewrite::append_slice(f_, x, std::move(lo), std::move(hi), loc);
   }
   // conditional (lax.cond, lax.switch): branches are pure functions, so
   // every branch is imported and the result selected by the predicate (true:
@@ -1016,13 +1009,7 @@ class Importer {
     return 0;
   }
 
-  int splat(const Type& t, double v, const std::string& loc) {
-    Op c;
-    c.kind = OpKind::constant, c.type = {t.dtype, {}}, c.literal = {canonicalize_value(t.dtype, v)}, c.loc = loc;
-    Op b;
-    b.kind = OpKind::broadcast, b.operands = {f_.add(std::move(c))}, b.type = t, b.loc = loc;
-    return f_.add(std::move(b));
-  }
+  int splat(const Type& t, double v, const std::string& loc) { return compiler::rewrite::append_splat(f_, t, v, loc); }
 
   // What an instruction computes must be what its shape declares (a
   // get-tuple-element of the wrong element, a region parameter of the wrong

@@ -1,6 +1,7 @@
 // What the IR passes share (passes.cpp, lower_indexed.cpp): a Builder that
 // appends ops to a new function, inferring their types, and rebuild(), the
-// walk every pass is: old ops in order, each copied or expanded.
+// walk every pass is: old ops in order, each copied or expanded; and the
+// appenders the importer uses too, which take the type and loc as given.
 #pragma once
 
 #include <string>
@@ -12,6 +13,27 @@
 namespace tpu::compiler::rewrite {
 
 using namespace ir;
+
+inline int append(Function& f, OpKind k, std::vector<int> operands, const Type& t, const std::string& loc) {
+  Op o;
+  o.kind = k, o.operands = std::move(operands), o.type = t, o.loc = loc;
+  return f.add(std::move(o));
+}
+// v in every element of t: a scalar constant, broadcast.
+inline int append_splat(Function& f, const Type& t, double v, const std::string& loc) {
+  Op c;
+  c.kind = OpKind::constant, c.type = {t.dtype, {}}, c.literal = {canonicalize_value(t.dtype, v)}, c.loc = loc;
+  return append(f, OpKind::broadcast, {f.add(std::move(c))}, t, loc);
+}
+// x[lo:hi] with unit strides.
+inline int append_slice(Function& f, int x, std::vector<int64_t> lo, std::vector<int64_t> hi, const std::string& loc) {
+  Op sl;
+  sl.kind = OpKind::slice, sl.operands = {x}, sl.strides.assign(lo.size(), 1), sl.loc = loc;
+  sl.type = {f.ops[size_t(x)].type.dtype, {}};
+  for (size_t k = 0; k < lo.size(); ++k) sl.type.dims.push_back(hi[k] - lo[k]);
+  sl.lo = std::move(lo), sl.hi = std::move(hi);
+  return f.add(std::move(sl));
+}
 
 // Builds a new function; every helper infers the result type.
 struct Builder {
