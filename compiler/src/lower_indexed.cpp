@@ -164,6 +164,84 @@ class IndexedLowering {
     return true;
   }
 
+  // Several data-dependent index components (x[i, j], x.at[i, j].add(u)),
+  // each into a dimension of one (collapsed or inserted): those dimensions
+  // become one, of their product, moved last, and the components one
+  // row-major index into it. gather clamps each component into range first;
+  // scatter drops an update any of whose components is out of range (its
+  // index becomes -1, which no position matches).
+  int linearized(const Op& op) {
+    const bool gather = op.kind == OpKind::gather;
+    const GatherDims& g = op.gather;
+    const std::string& l = op.loc;
+    const int x = op.operands[0], ind = op.operands[1];
+    const Type xt = f_.ops[size_t(x)].type, it = f_.ops[size_t(ind)].type;
+    const std::vector<int64_t>& dd = g.start_index_map;
+    auto has = [](const std::vector<int64_t>& v, int64_t e) { return std::find(v.begin(), v.end(), e) != v.end(); };
+    for (int64_t d : dd)
+      if (!has(g.collapsed, d)) refuse(op, fmt::format("{} with a start index over several dimensions, not all of them {}", op_name(op.kind),
+                                                   gather ? "collapsed" : "inserted"));
+    const size_t r = xt.dims.size(), kept = r - dd.size();
+    std::vector<int64_t> perm, where(r, -1), merged_dims, unmerged;
+    for (size_t d = 0; d < r; ++d)
+      if (!has(dd, int64_t(d))) where[d] = int64_t(perm.size()), perm.push_back(int64_t(d)), merged_dims.push_back(xt.dims[d]);
+    int64_t positions = 1;
+    for (int64_t d : dd) perm.push_back(d), positions *= xt.dims[size_t(d)];
+    merged_dims.push_back(positions);
+    for (int64_t d : perm) unmerged.push_back(xt.dims[size_t(d)]);
+    auto transpose = [&](int v, const std::vector<int64_t>& p, std::vector<int64_t> dims) {
+      Op t;
+      t.kind = OpKind::transpose, t.operands = {v}, t.dims = p, t.type = {f_.ops[size_t(v)].type.dtype, std::move(dims)}, t.loc = l;
+      return f_.add(std::move(t));
+    };
+    // The row-major index over the merged dimension, as s32[G..., 1].
+    std::vector<int64_t> gdims;
+    for (size_t k = 0; k < it.dims.size(); ++k)
+      if (int64_t(k) != g.index_vector_dim) gdims.push_back(it.dims[k]);
+    const Type gt{DType::s32, gdims}, gp{DType::pred, gdims};
+    int lin = -1, fits = -1;
+    for (size_t k = 0; k < dd.size(); ++k) {
+      const int64_t n = xt.dims[size_t(dd[k])];
+      int c = emit(OpKind::reshape, {index_column(ind, g.index_vector_dim, int64_t(k), l)}, {it.dtype, gdims}, l);
+      if (it.dtype != DType::s32) c = emit(OpKind::convert, {c}, gt, l);
+      if (gather) {
+        c = emit(OpKind::clamp, {splat(gt, 0, l), c, splat(gt, double(n - 1), l)}, gt, l);
+      } else {
+        Op lo, hi;
+        lo.kind = hi.kind = OpKind::compare, lo.type = hi.type = gp, lo.loc = hi.loc = l;
+        lo.direction = Direction::GE, lo.operands = {c, splat(gt, 0, l)};
+        hi.direction = Direction::LT, hi.operands = {c, splat(gt, double(n), l)};
+        const int in = emit(OpKind::and_, {f_.add(std::move(lo)), f_.add(std::move(hi))}, gp, l);
+        fits = fits < 0 ? in : emit(OpKind::and_, {fits, in}, gp, l);
+      }
+      lin = lin < 0 ? c : emit(OpKind::add, {emit(OpKind::multiply, {lin, splat(gt, double(n), l)}, gt, l), c}, gt, l);
+    }
+    if (!gather) lin = emit(OpKind::select, {fits, lin, splat(gt, -1, l)}, gt, l);
+    std::vector<int64_t> idims = gdims;
+    idims.push_back(1);
+    Op one = op;
+    one.operands[0] = emit(OpKind::reshape, {transpose(x, perm, unmerged)}, {xt.dtype, merged_dims}, l);
+    one.operands[1] = emit(OpKind::reshape, {lin}, {DType::s32, idims}, l);
+    GatherDims& ng = one.gather;
+    ng.index_vector_dim = int64_t(gdims.size());
+    ng.start_index_map = {int64_t(kept)};
+    ng.collapsed = {int64_t(kept)};
+    for (int64_t d : g.collapsed)
+      if (!has(dd, d)) ng.collapsed.push_back(where[size_t(d)]);
+    for (int64_t& d : ng.operand_batching) d = where[size_t(d)];
+    for (int64_t& k : ng.index_batching) k -= k > g.index_vector_dim;
+    if (gather) {
+      for (size_t j = 0; j < kept; ++j) ng.slice_sizes[j] = g.slice_sizes[size_t(perm[j])];
+      ng.slice_sizes.resize(kept + 1), ng.slice_sizes[kept] = 1;
+      return this->gather(one);
+    }
+    one.type = {xt.dtype, merged_dims};
+    std::vector<int64_t> back(r);
+    for (size_t j = 0; j < r; ++j) back[size_t(perm[j])] = int64_t(j);
+    const int merged = scatter(one);
+    return transpose(emit(OpKind::reshape, {merged}, {xt.dtype, unmerged}, l), back, xt.dims);
+  }
+
   // gather along one operand dimension d (start_index_map = {d}, one index
   // per slice; embedding lookups, take_along_axis with batching dims): the
   // machine has no data-dependent addressing, so the index becomes a
@@ -182,9 +260,7 @@ class IndexedLowering {
     const int64_t ivd = gd.index_vector_dim;
     if (!is_float(f_.ops[size_t(opnd0)].type.dtype)) refuse(op, "gather of integer values (it is a one-hot dot on this machine)");
     std::vector<std::pair<int64_t, int64_t>> cut;
-    if (sim.size() > 1 && sizes.size() == f_.ops[opnd0].type.dims.size() &&
-        !batch_counting_components(ind, ivd, sim, collapsed, obd, sibd, cut, loc))
-      refuse(op, "gather with a start index over several dimensions (other than counting ones, as x[arange(n), i])");
+    if (sim.size() > 1 && !batch_counting_components(ind, ivd, sim, collapsed, obd, sibd, cut, loc)) return linearized(op);
     for (auto [e, n] : cut) {  // the counted operand dimension: its first n rows
       const Type t = f_.ops[opnd0].type;
       if (e < 0 || size_t(e) >= t.dims.size() || t.dims[size_t(e)] < n || sizes[size_t(e)] != 1) refuse(op, "gather index out of its dimension");
@@ -274,8 +350,7 @@ class IndexedLowering {
     auto uwd = gd.offset, iwd = gd.collapsed, sdod = gd.start_index_map, ibd = gd.operand_batching, sibd = gd.index_batching;
     const int64_t ivd = gd.index_vector_dim;
     std::vector<std::pair<int64_t, int64_t>> cut;
-    if (sdod.size() > 1 && !batch_counting_components(ind, ivd, sdod, iwd, ibd, sibd, cut, l))
-      refuse(op, "scatter with an index over several dimensions (other than counting ones, as x[arange(n), i])");
+    if (sdod.size() > 1 && !batch_counting_components(ind, ivd, sdod, iwd, ibd, sibd, cut, l)) return linearized(op);
     for (auto [e, n] : cut)
       if (e < 0 || size_t(e) >= f_.ops[size_t(opnd)].type.dims.size() || f_.ops[size_t(opnd)].type.dims[size_t(e)] != n)
         refuse(op, "scatter whose counting index covers part of its dimension");

@@ -323,11 +323,25 @@ TEST_CASE("gather and scatter with counting index components (x[arange(n), label
           CHECK(out[1].v[size_t((b * 4 + t) * 5 + c)] == (c == l ? u.v[size_t(b * 4 + t)] : 0.0));
       }
   }
-  // Two data-dependent components: an IR gather, which the back end cannot lower.
+  // Two data-dependent components, x[b, lab, lab]: one index over the two dimensions.
   std::string two = text;
   two.replace(two.find("iota(), iota_dimension=1"), 24, "reshape(lab)");
-  const ir::Function f2 = ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo");
-  CHECK_THROWS_WITH(compiler::lower_gather_scatter(f2), "m.hlo:17 g: unsupported gather with a start index over several dimensions (other than counting ones, as x[arange(n), i])");
+  for (const auto& [form, fn] : indexed_forms(ir::import_hlo(hlo::parse(two, "m.hlo"), "m.hlo"))) {
+    const auto out = ir::interpret(fn, {x, lab, u});
+    for (int b = 0; b < 2; ++b)
+      for (int t = 0; t < 4; ++t) {
+        const int l = int(lab.v[size_t(b * 4 + t)]);
+        INFO(form << ": b " << b << " t " << t << " label " << l);
+        CHECK(out[0].v[size_t(b * 4 + t)] == x.v[size_t((b * 4 + std::clamp(l, 0, 3)) * 5 + std::clamp(l, 0, 4))]);
+        for (int r = 0; r < 4; ++r)
+          for (int c = 0; c < 5; ++c) {
+            double want = 0;
+            for (int q = 0; q < 4; ++q)
+              if (int(lab.v[size_t(b * 4 + q)]) == r && r == c) want += u.v[size_t(b * 4 + q)];
+            CHECK(out[1].v[size_t((b * 4 + r) * 5 + c)] == want);
+          }
+      }
+  }
 }
 
 // lax.cond and lax.switch: every branch computed, the result selected.
@@ -754,8 +768,8 @@ TEST_CASE("ir: gather and scatter follow XLA's semantics in general form") {
       }
   }
   CHECK(out[1].v == want);
-  // The lowering takes one indexed dimension only; the verifier, well-formed ops only.
-  CHECK_THROWS_WITH(compiler::lower_gather_scatter(f), Catch::Contains("unsupported gather with a start index over several dimensions"));
+  // The lowering takes indexed dimensions of one element; the verifier, well-formed ops only.
+  CHECK_THROWS_WITH(compiler::lower_gather_scatter(f), "<ir>: unsupported gather with a start index over several dimensions, not all of them collapsed");
   std::string bad = text;
   bad.replace(bad.find("slice_sizes=[2,2]"), 17, "slice_sizes=[2,6]");
   CHECK_THROWS_WITH(ir::parse(bad, "g.ir"), "g.ir:4: <ir>: gather slice sizes out of range (collapsed and batching dimensions take 1)");
@@ -764,4 +778,51 @@ TEST_CASE("ir: gather and scatter follow XLA's semantics in general form") {
   CHECK_NOTHROW(ir::parse(bad, "g.ir"));
   bad.replace(bad.find("f32[3,2,2]\n  %4"), 10, "f32[4,2,2]");
   CHECK_THROWS_WITH(ir::parse(bad, "g.ir"), "g.ir:6: <ir>: scatter updates f32[4,2,2] do not match the indices s32[3,2]");
+}
+
+// x[i, j] and x.at[i, j].add(u) / .set(u): start indices over several
+// dimensions (with a batching dimension, and a window dimension kept),
+// random shapes and indices partly out of range; the lowering (one index
+// over the product of the indexed dimensions) against the interpreter's
+// XLA semantics, exactly.
+TEST_CASE("gather and scatter over several indexed dimensions: the lowering against XLA's semantics") {
+  const uint32_t seed = 20261204;
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  for (int trial = 0; trial < 40; ++trial) {
+    // operand [b, n0, w, n1] (b batching, n0 and n1 indexed, w kept); indices [b, g, 2]
+    const int64_t b = pick(1, 3), n0 = pick(1, 5), w = pick(1, 4), n1 = pick(1, 6), g = pick(1, 5);
+    const bool batched = pick(0, 1), swap = pick(0, 1);
+    const std::string comb = pick(0, 1) && !batched ? "replace" : "add";  // the lowering replaces without batching dimensions
+    const std::string map = swap ? "[3,1]" : "[1,3]", ob = batched ? "[0]" : "[]", ib = batched ? "[0]" : "[]";
+    const std::string gout = batched ? fmt::format("f32[{},{},{}]", b, g, w) : fmt::format("f32[{},{},{},{}]", b, g, b, w);
+    const std::string text = fmt::format(
+        "func @main {{\n"
+        "  %0 = parameter() {{index=0}} : f32[{0},{1},{2},{3}]\n"
+        "  %1 = parameter() {{index=1}} : s32[{0},{4},2]\n"
+        "  %2 = gather(%0, %1) {{offset_dims={5}, collapsed_slice_dims=[1,3], start_index_map={6}, operand_batching_dims={7}, "
+        "start_indices_batching_dims={8}, index_vector_dim=2, slice_sizes={9}}} : {10}\n"
+        "  %3 = parameter() {{index=2}} : {10}\n"
+        "  %4 = scatter(%0, %1, %3) {{update_window_dims={5}, inserted_window_dims=[1,3], scatter_dims_to_operand_dims={6}, "
+        "input_batching_dims={7}, scatter_indices_batching_dims={8}, index_vector_dim=2, combiner={11}}} : f32[{0},{1},{2},{3}]\n"
+        "  return %2, %4\n}}\n",
+        b, n0, w, n1, g, batched ? "[2]" : "[2,3]", map, ob, ib, batched ? "[1,1,{},1]" : "[{},1,{},1]", gout, comb);
+    std::string t = text;
+    const size_t at = t.find("slice_sizes=[") + 13;
+    t.replace(at, t.find(']', at) - at, batched ? fmt::format("1,1,{},1", w) : fmt::format("{},1,{},1", b, w));
+    INFO("trial " << trial << "\n" << t);
+    const ir::Function f = ir::parse(t, "g.ir");
+    std::vector<double> x(size_t(b * n0 * w * n1)), ids(size_t(b * g * 2)), u;
+    for (double& v : x) v = double(float(std::normal_distribution<double>(0, 1)(rng)));  // f32 values, not bf16
+    for (size_t k = 0; k < ids.size(); ++k) ids[k] = double(pick(-1, int(k % 2 == size_t(swap) ? n0 : n1)));
+    const ir::Type ut = f.ops[3].type;
+    u.resize(size_t(ut.elements()));
+    for (double& v : u) v = double(pick(-8, 8)) / 4;  // sums exact in f32 whatever their order
+    const std::vector<Tensor> in = {tensor(DType::f32, {b, n0, w, n1}, x), tensor(DType::s32, {b, g, 2}, ids), tensor(DType::f32, ut.dims, u)};
+    const auto want = ir::interpret(f, in);
+    const auto got = ir::interpret(compiler::lower_gather_scatter(f), in);
+    CHECK(got[0].v == want[0].v);
+    CHECK(got[1].v == want[1].v);
+  }
 }

@@ -7,7 +7,8 @@ writes OUTDIR/module.hlo, OUTDIR/argK.npy (one per parameter) and
 OUTDIR/config.json (a legal machine, sometimes at the edges of its ranges).
 Shapes include 0 and 1; ops cover what tpuc supports: element-wise math,
 compare/select, convert, layout ops, reductions, dots, iota, constants,
-gather and scatter (one indexed dimension, indices partly out of range).
+gather and scatter (one or two indexed dimensions, indices partly out of
+range).
 Values stay bounded (inputs on a 1/8 grid in [-2, 2], squashing ops before
 anything that could overflow) so the interpreter and the simulator can be
 compared with a tight tolerance. Python's standard library only.
@@ -292,33 +293,40 @@ class Gen:
         self.emit("f32", dims, "convert(%s)" % h, True)
 
     def indexed_operand(self):
-        """An f32 operand of rank >= 1, the dimension d to index (of at least
-        one element) and the index batch G: what gather and scatter share."""
+        """An f32 operand of rank >= 1, the dimensions D to index (one, or
+        two: x[i, j]; of at least one element) and the index batch G: what
+        gather and scatter share."""
         n, _, dims, bounded = self.base("f32")
         if not dims or not any(dims):
             dims = [self.rng.choice([1, 2, 5, 9])] + self.dims(self.rng.randint(0, 2))
             n, bounded = self.operand("f32", dims), True
-        d = self.rng.choice([k for k, x in enumerate(dims) if x > 0])
-        return n, dims, bounded, d, self.dims(self.rng.randint(0, 2))
+        nonzero = [k for k, x in enumerate(dims) if x > 0]
+        dd = self.rng.sample(nonzero, 2 if len(nonzero) > 1 and self.rng.random() < 0.3 else 1)
+        return n, dims, bounded, dd, self.dims(self.rng.randint(0, 2))
 
-    def indices(self, g, n):
-        """s32[G..., 1] indices into n positions, some of them out of range."""
-        lo, hi = self.scalar_const("s32", -1), self.scalar_const("s32", n)
-        return self.emit("s32", g + [1], "clamp(%s, %s, %s)" % (lo, self.param("s32", g + [1]), hi))
+    def indices(self, g, dims, dd):
+        """s32[G..., len(dd)] indices into dims[dd], some of them out of range."""
+        lo, hi = self.scalar_const("s32", -1), self.scalar_const("s32", max(dims[d] for d in dd))
+        shape = g + [len(dd)]
+        return self.emit("s32", shape, "clamp(%s, %s, %s)" % (lo, self.param("s32", shape), hi))
+
+    @staticmethod
+    def ints(v):
+        return "{%s}" % ",".join(map(str, v))
 
     def op_gather(self):
-        n, dims, bounded, d, g = self.indexed_operand()
-        idx = self.indices(g, dims[d])
-        rest = [x for k, x in enumerate(dims) if k != d]
-        sizes = [1 if k == d else x for k, x in enumerate(dims)]
-        self.emit("f32", g + rest, "gather(%s, %s), offset_dims={%s}, collapsed_slice_dims={%d}, start_index_map={%d}, "
-                  "index_vector_dim=%d, slice_sizes={%s}" % (n, idx, ",".join(str(len(g) + k) for k in range(len(rest))), d, d,
-                                                              len(g), ",".join(map(str, sizes))), bounded)
+        n, dims, bounded, dd, g = self.indexed_operand()
+        idx = self.indices(g, dims, dd)
+        rest = [x for k, x in enumerate(dims) if k not in dd]
+        sizes = [1 if k in dd else x for k, x in enumerate(dims)]
+        self.emit("f32", g + rest, "gather(%s, %s), offset_dims=%s, collapsed_slice_dims=%s, start_index_map=%s, "
+                  "index_vector_dim=%d, slice_sizes=%s" % (n, idx, self.ints(range(len(g), len(g) + len(rest))), self.ints(sorted(dd)),
+                                                           self.ints(dd), len(g), self.ints(sizes)), bounded)
 
     def op_scatter(self):
-        n, dims, bounded, d, g = self.indexed_operand()
-        idx = self.indices(g, dims[d])
-        rest = [x for k, x in enumerate(dims) if k != d]
+        n, dims, bounded, dd, g = self.indexed_operand()
+        idx = self.indices(g, dims, dd)
+        rest = [x for k, x in enumerate(dims) if k not in dd]
         upd = self.operand("f32", g + rest)
         if self.rng.random() < 0.5:
             region = self.region("add", "f32")
@@ -328,9 +336,10 @@ class Gen:
                 self.regions.add(region)
                 self.region_text = getattr(self, "region_text", [])
                 self.region_text.append("set_f32 {\n  x = f32[] parameter(0)\n  ROOT y = f32[] parameter(1)\n}\n")
-        self.emit("f32", dims, "scatter(%s, %s, %s), update_window_dims={%s}, inserted_window_dims={%d}, "
-                  "scatter_dims_to_operand_dims={%d}, index_vector_dim=%d, to_apply=%s" %
-                  (n, idx, upd, ",".join(str(len(g) + k) for k in range(len(rest))), d, d, len(g), region), False)
+        self.emit("f32", dims, "scatter(%s, %s, %s), update_window_dims=%s, inserted_window_dims=%s, "
+                  "scatter_dims_to_operand_dims=%s, index_vector_dim=%d, to_apply=%s" %
+                  (n, idx, upd, self.ints(range(len(g), len(g) + len(rest))), self.ints(sorted(dd)), self.ints(dd), len(g), region),
+                  False)
 
     def op_iota(self):
         dims = self.dims(self.rng.randint(1, 3))

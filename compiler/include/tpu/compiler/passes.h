@@ -18,8 +18,9 @@ namespace tpu::compiler {
 // range, scatter drops it when out of range), and the gather or scatter a
 // dot with the operand or updates, f32 values as three exact bf16 parts.
 // Index components that count along a batch dimension (x[arange(n), i])
-// become batching dimensions. Scatter adds or replaces (the last update in
-// index order wins). Other forms are refused.
+// become batching dimensions; several data-dependent ones (x[i, j]) one
+// index over the product of their dimensions. Scatter adds or replaces (the
+// last update in index order wins). Other forms are refused.
 ir::Function lower_gather_scatter(const ir::Function& f);
 
 // Tensors without elements: an op producing none becomes a broadcast of a
