@@ -5,7 +5,13 @@ namespace tpu::compiler::backend {
 
 void Emitter::elementwise(const Kernel& k) {
   const Expr& e = k.expr;
-  const DType od = p_.type(k.out).dtype;
+  // What it stores: the root, then the values it computes for later kernels too.
+  struct Out {
+    int value, node;
+    DType dt;
+  };
+  std::vector<Out> outs = {{k.out, int(e.nodes.size()) - 1, p_.type(k.out).dtype}};
+  for (size_t j = 0; j < k.also.size(); ++j) outs.push_back({k.also[j], e.stored[j], p_.type(k.also[j]).dtype});
   const int64_t E = p_.type(k.out).elements();
   const int64_t nvec = ceil_div(E, L_);
   Counter ld = counter(), vd = counter(), st = counter();
@@ -14,7 +20,8 @@ void Emitter::elementwise(const Kernel& k) {
   for (const Node& nd : e.nodes)
     if (nd.leaf == Leaf::input && std::find(tensor_inputs.begin(), tensor_inputs.end(), nd.input) == tensor_inputs.end())
       tensor_inputs.push_back(nd.input);
-  int64_t per_vec = L_ * dtype_bytes(od);
+  int64_t per_vec = 0;
+  for (const Out& o : outs) per_vec += L_ * dtype_bytes(o.dt);
   for (int i : tensor_inputs) per_vec += L_ * dtype_bytes(p_.type(k.inputs[i]).dtype);
   // Two register banks of up to 4 vectors each: a group's loads overlap
   // the previous group's arithmetic and stores (Pipeliner).
@@ -25,11 +32,10 @@ void Emitter::elementwise(const Kernel& k) {
   const auto mine = share(ceil_div(nvec, cv), 1);  // this core's chunks
   const int64_t c_lo = mine.first, chunks = mine.second - mine.first;
   if (chunks == 0) return drain({&ld, &vd, &st});
-  std::vector<std::vector<uint64_t>> in_buf(2, std::vector<uint64_t>(k.inputs.size(), 0));
-  uint64_t out_buf[2];
+  std::vector<std::vector<uint64_t>> in_buf(2, std::vector<uint64_t>(k.inputs.size(), 0)), out_buf(2, std::vector<uint64_t>(outs.size(), 0));
   for (int s = 0; s < 2 && s < chunks; ++s) {
     for (int i : tensor_inputs) in_buf[s][i] = vmem(uint64_t(cv * L_ * dtype_bytes(p_.type(k.inputs[i]).dtype)));
-    out_buf[s] = vmem(uint64_t(cv * L_ * dtype_bytes(od)));
+    for (size_t o = 0; o < outs.size(); ++o) out_buf[s][o] = vmem(uint64_t(cv * L_ * dtype_bytes(outs[o].dt)));
   }
   auto range = [&](int64_t c) { return std::make_pair((c_lo + c) * cv * L_, std::min(E, (c_lo + c + 1) * cv * L_)); };
   std::vector<int64_t> loads_through(chunks);
@@ -71,14 +77,18 @@ void Emitter::elementwise(const Kernel& k) {
           col_splat(rp, r, pre[nd.input] + uint64_t(index * dtype_bytes(dt)), dt);
         }
       }, u0);
-      for (int u = 0; u < U; ++u)
-        vst(od, rp.reg[u0 + u][e.nodes.size() - 1], out_buf[s] + uint64_t((q + u) * L_ * dtype_bytes(od)));
+      for (size_t o = 0; o < outs.size(); ++o)
+        for (int u = 0; u < U; ++u)
+          vst(outs[o].dt, rp.reg[u0 + u][size_t(outs[o].node)], out_buf[s][o] + uint64_t((q + u) * L_ * dtype_bytes(outs[o].dt)));
       });
     }
     pipe.flush();
     signal(kVpu, vd);
     wait(kDma, vd, c + 1);
-    dma_st(p_.addr[k.out] + uint64_t(b * dtype_bytes(od)), out_buf[s], uint64_t((end - b) * dtype_bytes(od)), st);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const int esz = dtype_bytes(outs[o].dt);
+      dma_st(p_.addr[outs[o].value] + uint64_t(b * esz), out_buf[s][o], uint64_t((end - b) * esz), st);
+    }
     stores_through[c] = st.produced;
     if (c + 2 < chunks) loads(c + 2);
   }

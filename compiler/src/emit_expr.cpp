@@ -97,6 +97,7 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
   for (size_t i = 0; i < n; ++i)
     for (int a : e.nodes[i].args) last[a] = i;
   last[n - 1] = n;
+  for (int i : e.stored) last[size_t(i)] = n;  // stored with the root
   // Linear scan over the node order: count registers one vector needs.
   std::vector<int> slot(n, -1);
   std::vector<bool> busy(32, false);

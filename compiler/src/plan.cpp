@@ -184,7 +184,7 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
         nd.leaf = Leaf::row, nd.input = input_index(base[src]);
         e.row_len = int(type(src).dims[0]);
       }
-    } else if (!top && (mat[v] || !is_elementwise(o.kind) || chain[v])) {
+    } else if (!top && ((mat[v] && absorbed[v] != root) || !is_elementwise(o.kind) || chain[v])) {
       nd.leaf = type(v).dims.empty() && !rt.dims.empty() ? Leaf::scalar : Leaf::input;
       nd.input = input_index(base[v]);
     } else {
@@ -203,6 +203,8 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
     return done[v] = int(e.nodes.size()) - 1;
   };
   visit(root, true);
+  for (size_t i = 0; i + 1 < e.nodes.size(); ++i)
+    if (e.nodes[i].leaf == Leaf::none && absorbed[size_t(e.nodes[i].value_id)] == root) e.stored.push_back(int(i));
   int live = 0;
   for (const Node& nd : e.nodes) live += !nd.hoisted();
   too_big = live > kMaxExprRegs || live + e.held_registers() > isa::kNumVregs;
@@ -210,14 +212,61 @@ Expr Plan::build_expr(int root, std::vector<int>& inputs, bool& too_big) {
 }
 
 void Plan::make_kernels() {
+  absorbed.assign(f.ops.size(), -1);
   bound_expressions();
   const std::vector<int> epilogue_of = fuse_epilogues();
+  absorb_into_consumers(epilogue_of);
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& o = op(int(i));
     if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
       continue;
-    if (fused_into[i] >= 0) continue;
+    if (fused_into[i] >= 0 || absorbed[i] >= 0) continue;
     kernels.push_back(kernel_of(int(i), epilogue_of));
+  }
+}
+
+// Sibling outputs (XLA's multi-output fusion): an element-wise value that
+// needs a buffer (another kernel reads it too) but whose element-wise
+// readers are all in one later kernel of its shape is computed there, in
+// registers, and stored from there as well, instead of written by a kernel
+// of its own and read back. Its other readers must come after that kernel.
+// The latest kernel takes first, so a chain (f32 -> bf16 parts: x, x - b0,
+// ...) becomes one kernel that reads x once and stores every part.
+void Plan::absorb_into_consumers(const std::vector<int>& epilogue_of) {
+  auto plain = [&](int v) {
+    return mat[size_t(v)] && is_elementwise(op(v).kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0 && fused_into[size_t(v)] < 0 &&
+           absorbed[size_t(v)] < 0 && !result[size_t(v)] && base[size_t(v)] == v;
+  };
+  for (int r = int(f.ops.size()) - 1; r >= 0; --r) {
+    if (!plain(r)) continue;
+    for (bool grew = true; grew;) {
+      grew = false;
+      std::vector<int> inputs;
+      bool big = false;
+      const Expr e = build_expr(r, inputs, big);
+      std::set<int> inside;
+      for (const Node& nd : e.nodes)
+        if (nd.leaf == Leaf::none) inside.insert(nd.value_id);
+      for (const Node& nd : e.nodes) {
+        const int v = nd.value_id;
+        if (nd.leaf != Leaf::input || v < 0 || v == r || !plain(v) || type(v).dims != type(r).dims) continue;
+        bool after = true, elsewhere = false;
+        for (int u : users[size_t(v)]) after &= inside.count(u) > 0 || u > r, elsewhere |= inside.count(u) == 0;
+        if (!after) continue;
+        // Read by this kernel alone, it is a node of its expression, not stored.
+        if (elsewhere) absorbed[size_t(v)] = r;
+        else mat[size_t(v)] = false;
+        std::vector<int> again;
+        build_expr(r, again, big);
+        if (big) {
+          if (elsewhere) absorbed[size_t(v)] = -1;
+          else mat[size_t(v)] = true;
+          continue;
+        }
+        grew = true;
+        break;
+      }
+    }
   }
 }
 
@@ -341,6 +390,7 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
     k.kind = KKind::elementwise;
     bool big = false;
     k.expr = build_expr(v, k.inputs, big);
+    for (int s : k.expr.stored) k.also.push_back(k.expr.nodes[size_t(s)].value_id);
   } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(v) &&
                                               (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
     k.kind = KKind::elementwise;  // a fill
@@ -462,7 +512,10 @@ void Plan::assign_buffers() {
     }
     if (!d.bytes.empty()) data.push_back(std::move(d));  // an empty constant has a symbol only
   }
-  for (const Kernel& k : kernels) take(k.out);
+  for (const Kernel& k : kernels) {
+    take(k.out);
+    for (int v : k.also) take(v);
+  }
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));

@@ -84,6 +84,7 @@ struct Node {
 
 struct Expr {
   std::vector<Node> nodes;  // topological; the root is last
+  std::vector<int> stored;  // nodes stored besides the root (Kernel::also), in order
   int row_len = 0;          // row leaves' length (the broadcast dimension)
   bool has(Leaf l) const {
     for (const Node& n : nodes)
@@ -122,6 +123,7 @@ const char* kind_name(KKind k);
 struct Kernel {
   KKind kind = KKind::elementwise;
   int out = -1;             // IR value written
+  std::vector<int> also;    // elementwise: more IR values it writes, nodes of its expression (Expr::stored)
   std::vector<int> inputs;  // IR values read (expression leaves refer to these)
   Expr expr;                // elementwise body or matmul epilogue
   std::vector<std::pair<View, View>> copies;  // copy: (dst, src) pairs
@@ -153,6 +155,7 @@ struct Plan {
   std::vector<bool> chain;      // add of dots (a matmul pass sum)
   std::vector<bool> in_chain;   // dot or chain consumed by a chain add
   std::vector<int> fused_into;  // matmul root -> epilogue kernel's output value
+  std::vector<int> absorbed;    // a materialised element-wise value -> the later element-wise kernel that computes and stores it
   std::vector<uint64_t> addr;   // HBM byte address of each materialised base
   std::vector<Kernel> kernels;
   uint64_t hbm_used = 0;
@@ -220,6 +223,7 @@ struct Plan {
   void make_kernels();
   void bound_expressions();
   std::vector<int> fuse_epilogues();
+  void absorb_into_consumers(const std::vector<int>& epilogue_of);
   Kernel kernel_of(int v, const std::vector<int>& epilogue_of);
   void assign_buffers();
 };

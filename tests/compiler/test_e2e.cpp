@@ -856,6 +856,44 @@ TEST_CASE("loops: a 4096^3 GEMM is under 5000 instructions") {
   CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
 }
 
+// Sibling outputs: an f32 dot at --precision highest takes three bf16
+// parts of each operand (b0 = bf16(x), b1 = bf16(x - b0), b2 = bf16(x - b0
+// - b1)); the parts and the residuals between them are one kernel per
+// operand that reads x once and stores the three parts, not one kernel per
+// part reading what the one before wrote.
+TEST_CASE("fusion: the bf16 parts of an f32 operand are one kernel that reads it once") {
+  const uint64_t seed = test::test_seed(4098);
+  INFO("seed " << seed);
+  Gen g(seed);
+  const int64_t n = 256;
+  Function f;
+  const int a = param(f, {DType::f32, {n, n}}), w = param(f, {DType::f32, {n, n}});
+  f.results = {matmul(f, a, w, n, n)};
+  const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
+  compiler::CompileOptions o;
+  o.machine = sim::load_config("v5e");
+  o.precision = ir::Precision::highest;
+  const compiler::Compiled c = compiler::compile(f, o);
+  std::vector<std::vector<uint8_t>> bytes;
+  for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+  const test::SimRun r = test::simulate(c.program, sim::load_config("v5e"), bytes);
+  REQUIRE(!r.fault);
+  int parts = 0, matmuls = 0;
+  for (const auto& k : r.stats["kernels"]) {
+    const std::string name = k["name"].get<std::string>();
+    INFO(name << ": " << k["hbm_bytes"].get<double>() << " HBM bytes");
+    if (name.find("elementwise") != std::string::npos) {
+      ++parts;
+      CHECK(k["hbm_bytes"].get<double>() == double(n * n * (4 + 3 * 2)));  // x read once, three bf16 parts written
+    }
+    matmuls += name.find("matmul") != std::string::npos;
+  }
+  CHECK(parts == 2);
+  CHECK(matmuls == 1);
+  const Tensor got = ir::from_bytes(f.ops[f.results[0]].type, r.outputs.at(0));
+  CHECK(rel_error(got, ir::interpret(f, in)[0]) < 1e-6);
+}
+
 // MXU-bound matmuls on v5e have steady blocks (docs/compiler.md): the VPU
 // drains each block at fixed K-steps of the next, the items' rows
 // interleaved, with the stores right after and the next group's weights at
