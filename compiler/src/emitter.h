@@ -238,7 +238,9 @@ class Emitter {
     prog_.push_back({place(t, unit), std::move(s)});
   }
   std::string kernel_name(size_t idx, const Kernel& k) const {
-    return fmt::format("kernel {}: {} -> %{} {}", idx, kind_name(k.kind), k.out, p_.type(k.out).str());
+    std::string also;
+    for (int v : k.also) also += fmt::format(", %{}", v);
+    return fmt::format("kernel {}: {} -> %{} {}{}", idx, kind_name(k.kind), k.out, p_.type(k.out).str(), also);
   }
   // Text for a .kernel string: no quote, backslash or control character.
   static std::string debug_text(std::string t) {
