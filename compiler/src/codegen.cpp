@@ -132,7 +132,7 @@ std::string Backend::describe() const {
     std::vector<std::string> in;
     for (int v : k.inputs) in.push_back(fmt::format("%{}", v));
     s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, kind_name(k.kind), k.out, p.type(k.out).str(), p.addr[k.out]);
-    for (int v : k.also) s += fmt::format(", %{} {} @ {:#x}", v, p.type(v).str(), p.addr[v]);
+    for (int v : k.expr.stored_values()) s += fmt::format(", %{} {} @ {:#x}", v, p.type(v).str(), p.addr[v]);
     if (!in.empty()) s += fmt::format(" reads {}", fmt::join(in, ", "));
     if (k.kind == KKind::matmul) {
       std::vector<std::string> ps;

@@ -11,7 +11,10 @@ void Emitter::elementwise(const Kernel& k) {
     DType dt;
   };
   std::vector<Out> outs = {{k.out, int(e.nodes.size()) - 1, p_.type(k.out).dtype}};
-  for (size_t j = 0; j < k.also.size(); ++j) outs.push_back({k.also[j], e.stored[j], p_.type(k.also[j]).dtype});
+  for (int s : e.stored) {
+    const int v = e.nodes[size_t(s)].value_id;
+    outs.push_back({v, s, p_.type(v).dtype});
+  }
   const int64_t E = p_.type(k.out).elements();
   const int64_t nvec = ceil_div(E, L_);
   Counter ld = counter(), vd = counter(), st = counter();

@@ -239,7 +239,7 @@ class Emitter {
   }
   std::string kernel_name(size_t idx, const Kernel& k) const {
     std::string also;
-    for (int v : k.also) also += fmt::format(", %{}", v);
+    for (int v : k.expr.stored_values()) also += fmt::format(", %{}", v);
     return fmt::format("kernel {}: {} -> %{} {}{}", idx, kind_name(k.kind), k.out, p_.type(k.out).str(), also);
   }
   // Text for a .kernel string: no quote, backslash or control character.

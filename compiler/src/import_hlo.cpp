@@ -1117,8 +1117,8 @@ class Importer {
   std::string file_;
   Function f_;
   // Values the program computes from constants only (loop conditions,
-  // dynamic-slice starts), up to 4096 elements.
-  ConstantFolder consts_{f_, 4096};
+  // dynamic-slice starts).
+  ConstantFolder consts_{f_};
   int depth_ = 0;
   std::vector<const hlo::Computation*> current_;
 };

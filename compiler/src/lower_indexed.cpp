@@ -16,13 +16,11 @@ using namespace ir;
 
 namespace {
 
-// Index columns that count (as jnp.arange(n) does) are found by evaluating
-// them; up to this many elements.
-constexpr int64_t kFoldLimit = 4096;
+bool has(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 class IndexedLowering {
  public:
-  explicit IndexedLowering(Function& f) : f_(f), consts_(f, kFoldLimit) {}
+  explicit IndexedLowering(Function& f) : f_(f), consts_(f) {}
   int lower(const Op& op) { return op.kind == OpKind::gather ? gather(op) : scatter(op); }
 
  private:
@@ -177,7 +175,6 @@ class IndexedLowering {
     const int x = op.operands[0], ind = op.operands[1];
     const Type xt = f_.ops[size_t(x)].type, it = f_.ops[size_t(ind)].type;
     const std::vector<int64_t>& dd = g.start_index_map;
-    auto has = [](const std::vector<int64_t>& v, int64_t e) { return std::find(v.begin(), v.end(), e) != v.end(); };
     for (int64_t d : dd)
       if (!has(g.collapsed, d)) refuse(op, fmt::format("{} with a start index over several dimensions, not all of them {}", op_name(op.kind),
                                                    gather ? "collapsed" : "inserted"));
@@ -276,7 +273,6 @@ class IndexedLowering {
         (ivd < int64_t(it.dims.size()) && it.dims[size_t(ivd)] != 1))
       refuse(op, "inconsistent gather dimensions");
     const int64_t d = sim[0];
-    auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
     if (d < 0 || d >= int64_t(r) || sizes[size_t(d)] != 1 || has(obd, d)) refuse(op, "gather of slices longer than 1 along the indexed dimension");
     // Dimensions not indexed start at 0: a smaller slice is a plain slice.
     std::vector<int64_t> lim = ot0.dims;
@@ -365,7 +361,6 @@ class IndexedLowering {
     if (!assign && op.combiner != Combiner::add)
       refuse(op, fmt::format("scatter combining by {} (tpuc scatters by add or replace)", combiner_name(op.combiner)));
     const int64_t d = sdod[0];
-    auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
     // Index batch shape G (indices without the vector dimension), and the
     // updates' dimensions: scatter dims (G, in order) and window dims.
     const int64_t n = ot.dims[size_t(d)];
@@ -478,7 +473,7 @@ class IndexedLowering {
 
 
   Function& f_;
-  ConstantFolder consts_;
+  ConstantFolder consts_;  // finds index columns that count (as jnp.arange(n) does)
 };
 
 }  // namespace

@@ -239,15 +239,16 @@ void Plan::absorb_into_consumers(const std::vector<int>& epilogue_of) {
   };
   for (int r = int(f.ops.size()) - 1; r >= 0; --r) {
     if (!plain(r)) continue;
+    std::vector<int> inputs;
+    bool big = false;
+    Expr e = build_expr(r, inputs, big);
     for (bool grew = true; grew;) {
       grew = false;
-      std::vector<int> inputs;
-      bool big = false;
-      const Expr e = build_expr(r, inputs, big);
       std::set<int> inside;
       for (const Node& nd : e.nodes)
         if (nd.leaf == Leaf::none) inside.insert(nd.value_id);
-      for (const Node& nd : e.nodes) {
+      for (size_t i = 0; i < e.nodes.size() && !grew; ++i) {
+        const Node& nd = e.nodes[i];
         const int v = nd.value_id;
         if (nd.leaf != Leaf::input || v < 0 || v == r || !plain(v) || type(v).dims != type(r).dims) continue;
         bool after = true, elsewhere = false;
@@ -256,15 +257,15 @@ void Plan::absorb_into_consumers(const std::vector<int>& epilogue_of) {
         // Read by this kernel alone, it is a node of its expression, not stored.
         if (elsewhere) absorbed[size_t(v)] = r;
         else mat[size_t(v)] = false;
-        std::vector<int> again;
-        build_expr(r, again, big);
+        std::vector<int> trial_inputs;
+        Expr trial = build_expr(r, trial_inputs, big);
         if (big) {
           if (elsewhere) absorbed[size_t(v)] = -1;
           else mat[size_t(v)] = true;
           continue;
         }
+        e = std::move(trial);
         grew = true;
-        break;
       }
     }
   }
@@ -390,7 +391,6 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
     k.kind = KKind::elementwise;
     bool big = false;
     k.expr = build_expr(v, k.inputs, big);
-    for (int s : k.expr.stored) k.also.push_back(k.expr.nodes[size_t(s)].value_id);
   } else if ((o.kind == OpKind::constant) || (o.kind == OpKind::broadcast && leaf_broadcast(v) &&
                                               (splat(o.operands[0]) || type(o.operands[0]).dims.empty()))) {
     k.kind = KKind::elementwise;  // a fill
@@ -514,7 +514,7 @@ void Plan::assign_buffers() {
   }
   for (const Kernel& k : kernels) {
     take(k.out);
-    for (int v : k.also) take(v);
+    for (int v : k.expr.stored_values()) take(v);
   }
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];

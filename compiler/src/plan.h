@@ -84,7 +84,12 @@ struct Node {
 
 struct Expr {
   std::vector<Node> nodes;  // topological; the root is last
-  std::vector<int> stored;  // nodes stored besides the root (Kernel::also), in order
+  std::vector<int> stored;  // nodes stored besides the root, in order
+  std::vector<int> stored_values() const {  // their IR values
+    std::vector<int> v;
+    for (int i : stored) v.push_back(nodes[size_t(i)].value_id);
+    return v;
+  }
   int row_len = 0;          // row leaves' length (the broadcast dimension)
   bool has(Leaf l) const {
     for (const Node& n : nodes)
@@ -123,7 +128,6 @@ const char* kind_name(KKind k);
 struct Kernel {
   KKind kind = KKind::elementwise;
   int out = -1;             // IR value written
-  std::vector<int> also;    // elementwise: more IR values it writes, nodes of its expression (Expr::stored)
   std::vector<int> inputs;  // IR values read (expression leaves refer to these)
   Expr expr;                // elementwise body or matmul epilogue
   std::vector<std::pair<View, View>> copies;  // copy: (dst, src) pairs

@@ -36,7 +36,8 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& operands);
 // or a pass adds ops); ops already added must not change.
 class ConstantFolder {
  public:
-  ConstantFolder(const Function& f, int64_t limit) : f_(f), limit_(limit) {}
+  static constexpr int64_t kDefaultLimit = 4096;
+  explicit ConstantFolder(const Function& f, int64_t limit = kDefaultLimit) : f_(f), limit_(limit) {}
   const Tensor* value(int v);  // nullptr when not known
   std::optional<double> scalar(int v);  // the value of a one-element op
 
