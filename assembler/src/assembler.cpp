@@ -362,7 +362,7 @@ class Assembler {
       if (k < -1 || k >= int64_t(isa::kMaxKernels)) throw SyntaxError{t.col, fmt::format(".in_kernel {} is not a kernel number or -1", k)};
       if (section_ != Section::Text) throw SyntaxError{head.col, ".in_kernel outside .text"};
       in_kernel_.push_back({code_count_, k < 0 ? isa::kNoKernel : uint32_t(k), line});
-    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".check" || d == ".kernel" || d == ".inst") {
+    } else if (d == ".input" || d == ".output" || d == ".const" || d == ".check" || d == ".kernel" || d == ".hbm_peak" || d == ".inst") {
       if (d == ".inst") {
         if (section_ != Section::Text) throw SyntaxError{head.col, ".inst outside .text"};
         if (code_count_ == isa::kMaxInstructions) throw SyntaxError{head.col, "too many instructions"};
@@ -465,6 +465,14 @@ class Assembler {
       check_directive(p);
     } else if (d == ".kernel") {
       kernel_directive(p);
+    } else if (d == ".hbm_peak") {
+      // .hbm_peak BYTES: the HBM the program uses (docs/program-format.md).
+      const Token& t = p.peek();
+      const int64_t v = p.expr();
+      p.expect_end();
+      if (program_.hbm_peak != 0) Parser::fail(head, ".hbm_peak is given twice");
+      if (v <= 0) Parser::fail(t, fmt::format(".hbm_peak {} is not a positive number of bytes", v));
+      program_.hbm_peak = uint64_t(v);
     } else {
       symbol_directive(head, p);
     }

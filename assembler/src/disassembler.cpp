@@ -21,6 +21,7 @@ std::string disassemble(const isa::Program& p, const std::vector<Note>& notes) {
   out += fmt::format(".target \"{}\"", p.target.name);
   for (const auto& f : isa::target_fields()) out += fmt::format(", {}={}", f.key, p.target.*f.member);
   out += "\n";
+  if (p.hbm_peak != 0) out += fmt::format(".hbm_peak {}  # bytes of HBM the program uses\n", p.hbm_peak);
   for (const auto& s : p.symbols) {
     out += fmt::format("{} {}, {}[{}], {:#x}", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
                        fmt::join(s.dims, ", "), s.hbm_addr);

@@ -30,6 +30,7 @@ Generated Emitter::run() {
   prog.symbols = p_.symbols;
   prog.data = p_.data;
   prog.checks = p_.f.checks;
+  prog.hbm_peak = p_.hbm_used;
   for (size_t i = 0; i < p_.kernels.size(); ++i) {
     kernel_ops_.push_back(p_.profile_ops(p_.kernels[i]));
     isa::KernelInfo info{debug_text(kernel_name(i, p_.kernels[i])), {}};

@@ -106,7 +106,7 @@ std::vector<std::pair<View, View>> Emitter::copy_views(const Kernel& k, bool& fi
       View s = view_of(o.operands[0]);
       const auto pv = p_.splat(o.operands[1]);
       if (!pv) throw Error(fmt::format("{}: unsupported pad with a computed padding value", o.loc));
-      fill = *pv != 0 || std::signbit(*pv);
+      fill = *pv != 0 || std::signbit(*pv) || !p_.zeroed[size_t(k.out)];  // zeros need no fill in a fresh buffer
       fill_value = *pv;
       View sv{s.base, {}, {}}, dv{dst.base, {}, {}};
       int64_t soff = 0, doff = 0;

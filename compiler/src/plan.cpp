@@ -480,19 +480,56 @@ isa::TensorSymbol tensor_symbol(isa::SymbolKind kind, std::string name, const Ty
   return s;
 }
 
+// The materialised values kernel k reads: its inputs and dot operands, and
+// for a copy whatever its strided views read through.
+std::vector<int> Plan::reads(const Kernel& k) const {
+  std::vector<int> r;
+  std::function<void(int)> add = [&](int v) {
+    v = base[size_t(v)];
+    if (view[size_t(v)]) return add(op(v).operands[0]);
+    if (std::find(r.begin(), r.end(), v) == r.end()) r.push_back(v);
+  };
+  for (int v : k.inputs) add(v);
+  for (auto [a, w] : k.passes) add(a), add(w);
+  if (k.kind == KKind::copy)
+    for (int a : op(k.out).operands) add(a);
+  return r;
+}
+
+// Buffer assignment by liveness (XLA's BufferAssignment over a heap
+// simulator). Parameters and constants hold their place for the whole run,
+// at the bottom of HBM in that order. Every other buffer lives from the
+// kernel that writes it to the last kernel that reads it (a result to the
+// end), and buffers whose lives do not overlap share memory. An
+// element-wise kernel writes a result in place of an input of the same
+// bytes per element that nothing reads after it.
 void Plan::assign_buffers() {
   const size_t n = f.ops.size();
+  const int64_t nk = int64_t(kernels.size());
   addr.assign(n, ~uint64_t(0));
-  uint64_t cursor = 0;
-  auto take = [&](int v) {
-    addr[v] = cursor;
-    cursor = align_up(cursor + uint64_t(type(v).bytes()), kHbmAlign);
+  // Buffers: a value's buffer, shared by the values written in place into it.
+  struct Buffer {
+    uint64_t size = 0, at = 0;
+    int64_t first = 0, last = 0;  // kernel steps; -1 .. nk for the whole run
+    std::vector<int> values;
+  };
+  std::vector<Buffer> bufs;
+  std::vector<int> buf_of(n, -1);
+  auto make = [&](int v, int64_t first, int64_t last) {
+    buf_of[size_t(v)] = int(bufs.size());
+    bufs.push_back({align_up(uint64_t(type(v).bytes()), kHbmAlign), 0, first, last, {v}});
   };
   std::set<std::string> used;
-  std::vector<std::string> out_names;
   const auto params = f.params();
+  uint64_t cursor = 0;
+  auto fixed = [&](int v) {
+    make(v, -1, nk);
+    bufs.back().at = cursor;
+    addr[size_t(v)] = cursor;
+    cursor += bufs.back().size;
+  };
   for (size_t p = 0; p < params.size(); ++p) {
-    take(params[p]);
+    fixed(params[p]);
     const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
     symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]],
                                     p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{}));
@@ -500,7 +537,7 @@ void Plan::assign_buffers() {
   for (size_t i = 0; i < n; ++i) {
     const Op& o = f.ops[i];
     if (o.kind != OpKind::constant || !mat[i] || splat(int(i))) continue;
-    take(int(i));
+    fixed(int(i));
     symbols.push_back(tensor_symbol(isa::SymbolKind::Constant, clean_name(fmt::format("const{}", i), used), o.type, addr[i]));
     isa::DataSegment d;
     d.hbm_addr = addr[i];
@@ -512,20 +549,104 @@ void Plan::assign_buffers() {
     }
     if (!d.bytes.empty()) data.push_back(std::move(d));  // an empty constant has a symbol only
   }
-  for (const Kernel& k : kernels) {
-    take(k.out);
-    for (int v : k.expr.stored_values()) take(v);
+  const size_t nfixed = bufs.size();
+  std::vector<int64_t> last_read(n, -1);
+  std::vector<std::vector<int>> reads_of(kernels.size());
+  for (int64_t i = 0; i < nk; ++i) {
+    reads_of[size_t(i)] = reads(kernels[size_t(i)]);
+    for (int v : reads_of[size_t(i)]) last_read[size_t(v)] = i;
+  }
+  for (size_t r = 0; r < f.results.size(); ++r) last_read[size_t(base[f.results[r]])] = nk;
+  for (int64_t i = 0; i < nk; ++i) {
+    const Kernel& k = kernels[size_t(i)];
+    std::vector<int> outs = {k.out};
+    for (int v : k.expr.stored_values()) outs.push_back(v);
+    std::vector<int> taken;
+    for (int v : outs) {
+      const int64_t last = std::max(last_read[size_t(v)], i);
+      int into = -1;
+      if (k.kind == KKind::elementwise)
+        for (const Node& nd : k.expr.nodes) {
+          if (nd.leaf != Leaf::input) continue;
+          const int x = k.inputs[size_t(nd.input)];
+          const int b = buf_of[size_t(x)];
+          if (b < 0 || size_t(b) < nfixed || last_read[size_t(x)] != i || type(x).elements() != type(v).elements() ||
+              dtype_bytes(type(x).dtype) != dtype_bytes(type(v).dtype) || bufs[size_t(b)].last != i ||
+              std::find(taken.begin(), taken.end(), b) != taken.end())
+            continue;
+          into = b;
+          break;
+        }
+      if (into < 0) {
+        make(v, i, last);
+        continue;
+      }
+      taken.push_back(into);
+      buf_of[size_t(v)] = into;
+      bufs[size_t(into)].values.push_back(v);
+      bufs[size_t(into)].last = last;
+    }
+  }
+  // First fit in the order the buffers are written: each takes the lowest
+  // gap that holds it among the buffers live at the same time. Where
+  // nothing has died yet that is the end of what is in use, so a program
+  // that needs no reuse keeps the layout of a bump allocator.
+  std::vector<size_t> placed;
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    Buffer& nb = bufs[b];
+    if (b >= nfixed) {
+      std::vector<std::pair<uint64_t, uint64_t>> busy;  // [at, end) of the buffers live with it
+      for (size_t o : placed)
+        if (bufs[o].first <= nb.last && nb.first <= bufs[o].last) busy.push_back({bufs[o].at, bufs[o].at + bufs[o].size});
+      std::sort(busy.begin(), busy.end());
+      uint64_t at = 0;
+      for (auto [lo, hi] : busy) {
+        if (lo >= at + nb.size) break;
+        at = std::max(at, hi);
+      }
+      nb.at = at;
+    }
+    placed.push_back(b);
+  }
+  hbm_used = 0;
+  zeroed.assign(n, false);
+  for (const Buffer& b : bufs) {
+    hbm_used = std::max(hbm_used, b.at + b.size);
+    for (int v : b.values) addr[size_t(v)] = b.at;
+    // HBM starts zeroed; a buffer stays so until one live before it takes its place.
+    bool fresh = true;
+    for (const Buffer& o : bufs)
+      fresh &= !(o.first < b.first && o.at < b.at + b.size && b.at < o.at + o.size);
+    zeroed[size_t(b.values.front())] = fresh;
   }
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
-    out_names.push_back(clean_name(fmt::format("out{}", r), used));
-    symbols.push_back(tensor_symbol(isa::SymbolKind::Output, out_names.back(), f.result_global_type(r), addr[v],
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Output, clean_name(fmt::format("out{}", r), used), f.result_global_type(r), addr[v],
                                     r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{}));
   }
-  hbm_used = cursor;
-  if (hbm_used > t.hbm_bytes)
-    throw Error(fmt::format("the program needs {} bytes of HBM, the target has {}", hbm_used, t.hbm_bytes));
+  if (hbm_used <= t.hbm_bytes) return;
+  // Too large: name the values live where the most bytes are.
+  int64_t peak_at = -1;
+  uint64_t peak = 0;
+  for (int64_t s = -1; s <= nk; ++s) {
+    uint64_t live = 0;
+    for (const Buffer& b : bufs) live += b.first <= s && s <= b.last ? b.size : 0;
+    if (live > peak) peak = live, peak_at = s;
+  }
+  std::vector<const Buffer*> live;
+  for (const Buffer& b : bufs)
+    if (b.first <= peak_at && peak_at <= b.last) live.push_back(&b);
+  std::stable_sort(live.begin(), live.end(), [](const Buffer* a, const Buffer* b) { return a->size > b->size; });
+  std::vector<std::string> names;
+  for (size_t i = 0; i < live.size() && i < 6; ++i) {
+    const int v = live[i]->values.back();
+    names.push_back(fmt::format("%{} {} ({})", v, type(v).str(), op(v).loc.empty() ? op_name(op(v).kind) : op(v).loc));
+  }
+  if (live.size() > 6) names.push_back(fmt::format("{} more", live.size() - 6));
+  throw Error(fmt::format("the program needs {} bytes of HBM, the target has {} ({} too many); {} bytes are live {}: {}", hbm_used,
+                          t.hbm_bytes, hbm_used - t.hbm_bytes, peak,
+                          peak_at < 0 || peak_at >= nk ? std::string("throughout") : fmt::format("in kernel {}", peak_at), fmt::join(names, ", ")));
 }
 
 }  // namespace tpu::compiler::backend

@@ -160,9 +160,10 @@ struct Plan {
   std::vector<bool> in_chain;   // dot or chain consumed by a chain add
   std::vector<int> fused_into;  // matmul root -> epilogue kernel's output value
   std::vector<int> absorbed;    // a materialised element-wise value -> the later element-wise kernel that computes and stores it
-  std::vector<uint64_t> addr;   // HBM byte address of each materialised base
+  std::vector<uint64_t> addr;   // HBM byte address of each materialised base (buffers shared by liveness)
   std::vector<Kernel> kernels;
-  uint64_t hbm_used = 0;
+  std::vector<bool> zeroed;     // the value's buffer holds zeros when its kernel starts (no earlier buffer shared it)
+  uint64_t hbm_used = 0;        // the program's peak HBM: the top of its highest buffer
   std::vector<isa::DataSegment> data;  // the constants' bytes
   std::vector<isa::TensorSymbol> symbols;
 
@@ -229,6 +230,7 @@ struct Plan {
   std::vector<int> fuse_epilogues();
   void absorb_into_consumers(const std::vector<int>& epilogue_of);
   Kernel kernel_of(int v, const std::vector<int>& epilogue_of);
+  std::vector<int> reads(const Kernel& k) const;
   void assign_buffers();
 };
 

@@ -23,10 +23,12 @@ constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
          uint32_t(uint8_t(s[3])) << 24;
 }
-enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kTile, kMaxSections };
+enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kTile, kHeap, kMaxSections };
 constexpr size_t kRequiredSections = 4;
-constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN"), tag("TILE")};
-constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN", "TILE"};
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN"), tag("TILE"), tag("HEAP")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN", "TILE", "HEAP"};
+// The first minor version that may hold each section.
+constexpr uint16_t kSectionMinor[] = {0, 0, 0, 0, 1, 1, 2, 3};
 constexpr const char* kCheckKindNames[kNumCheckKinds] = {"expect_eq", "expect_almost_eq", "expect_close"};
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kSectionEntryBytes = 24;
@@ -141,6 +143,20 @@ Target read_target(Reader& r) {
     r.fail(e.what(), r.pos());
   }
   return t;
+}
+
+// The program's peak HBM, when it gives one, holds every symbol and data
+// segment and fits the target.
+void check_heap(const Program& p, const std::function<void(const std::string&)>& fail) {
+  if (p.hbm_peak == 0) return;
+  if (p.hbm_peak > p.target.hbm_bytes)
+    fail(fmt::format("peak HBM of {} bytes exceeds the target's {}", p.hbm_peak, p.target.hbm_bytes));
+  for (const auto& s : p.symbols)
+    if (!range_fits(s.hbm_addr, s.local_bytes(), p.hbm_peak))
+      fail(fmt::format("symbol '{}' ({} bytes at {:#x}) lies above the peak HBM of {} bytes", s.name, s.local_bytes(), s.hbm_addr, p.hbm_peak));
+  for (const auto& d : p.data)
+    if (!range_fits(d.hbm_addr, d.bytes.size(), p.hbm_peak))
+      fail(fmt::format("data segment at {:#x} lies above the peak HBM of {} bytes", d.hbm_addr, p.hbm_peak));
 }
 
 void check_symbols_and_data(const Program& p, const std::function<void(const std::string&)>& fail) {
@@ -413,6 +429,7 @@ void validate(const Program& p) {
   check_symbols_and_data(p, [](const std::string& m) { throw Error(m); });
   check_checks(p, [](const std::string& m) { throw Error(m); });
   check_kernels(p, [](const std::string& m) { throw Error(m); });
+  check_heap(p, [](const std::string& m) { throw Error(m); });
 }
 
 std::vector<uint8_t> save(const Program& p) {
@@ -424,9 +441,10 @@ std::vector<uint8_t> save(const Program& p) {
   if (!p.kernels.empty()) present.push_back(kKern);
   const bool tiled = std::any_of(p.symbols.begin(), p.symbols.end(), [](const TensorSymbol& s) { return !s.tiles.empty(); });
   if (tiled) present.push_back(kTile);
+  if (p.hbm_peak != 0) present.push_back(kHeap);
   const size_t sections = present.size();
   w.u16(kProgramVersionMajor);
-  w.u16(tiled ? 2 : sections > kRequiredSections ? 1 : 0);
+  w.u16(kSectionMinor[present.back()]);
   w.u32(uint32_t(sections));
   const size_t table = w.size();
   for (size_t i = 0; i < sections; ++i) {
@@ -488,6 +506,7 @@ std::vector<uint8_t> save(const Program& p) {
         }
         break;
       }
+      case kHeap: w.u64(p.hbm_peak); break;
     }
     w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
     w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
@@ -513,7 +532,7 @@ Program load(const uint8_t* bytes, size_t size) {
            8);
   const uint32_t sections = h.u32();
   if (minor == 0 ? sections != kRequiredSections : (sections <= kRequiredSections || sections > kMaxSections))
-    h.fail(fmt::format("{} sections: version 1.0 has {}, 1.1 and 1.2 from {} to {}", sections, kRequiredSections, kRequiredSections + 1,
+    h.fail(fmt::format("{} sections: version 1.0 has {}, later ones from {} to {}", sections, kRequiredSections, kRequiredSections + 1,
                        size_t(kMaxSections)),
            12);
 
@@ -534,6 +553,8 @@ Program load(const uint8_t* bytes, size_t size) {
                                    : fmt::format("section {} has tag {:#010x}: not an optional section in its place", i, t),
              at);
     if (reserved != 0) h.fail(fmt::format("section {} has non-zero reserved field", kSectionNames[id]), at + 4);
+    if (minor < kSectionMinor[id])
+      h.fail(fmt::format("a {} section needs version 1.{}, the file says 1.{}", kSectionNames[id], kSectionMinor[id], minor), at);
     if (off != expected_offset)
       h.fail(fmt::format("section {} starts at {}, expected {}", kSectionNames[id], off, expected_offset), at + 8);
     if (len > size - std::min<uint64_t>(off, size))
@@ -593,7 +614,6 @@ Program load(const uint8_t* bytes, size_t size) {
   sr.expect_end();
   if (has[kTile]) {
     Reader tr(bytes, begin[kTile], end[kTile], "TILE");
-    if (minor < 2) tr.fail(fmt::format("a TILE section needs version 1.2, the file says 1.{}", minor));
     const uint32_t n = tr.u32();
     if (n == 0 || n > p.symbols.size()) tr.fail(fmt::format("{} tiled symbols: 1 to {}", n, p.symbols.size()));
     for (uint32_t i = 0; i < n; ++i) {
@@ -635,6 +655,13 @@ Program load(const uint8_t* bytes, size_t size) {
     read_kernels(kr, p);
     kr.expect_end();
     check_kernels(p, [&](const std::string& m) { kr.fail(m, begin[kKern]); });
+  }
+  if (has[kHeap]) {
+    Reader hr(bytes, begin[kHeap], end[kHeap], "HEAP");
+    p.hbm_peak = hr.u64();
+    hr.expect_end();
+    if (p.hbm_peak == 0) hr.fail("peak HBM of 0 bytes: a program without one has no HEAP section", begin[kHeap]);
+    check_heap(p, [&](const std::string& m) { hr.fail(m, begin[kHeap]); });
   }
   return p;
 }

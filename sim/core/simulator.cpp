@@ -351,7 +351,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
     for (const auto& row : s.rows) csv += fmt::format("{},{},{}\n", row.start, row.end, fmt::join(row.values, ","));
     isa::write_file(options_.intervals_path, csv);
   }
-  const nlohmann::json stats = stats_json(config_, sys, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
+  nlohmann::json stats = stats_json(config_, sys, profiler.kernels_json(), profiler.ops_json(), r.status, r.cycles, wall);
+  if (program_.hbm_peak != 0) stats["hbm"]["program_peak_bytes"] = program_.hbm_peak;  // as tpuc assigned it
   r.stats_json = stats.dump(2) + "\n";
   if (!options_.report_dir.empty()) write_report(options_, config_, sys, stats);
   r.profile = profile_table(stats["kernels"], stats["ops"], r.cycles, 10);

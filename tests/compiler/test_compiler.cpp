@@ -688,6 +688,29 @@ TEST_CASE("plan: fusion puts bias and activation in the matmul epilogue and tile
   CHECK(c.assembly.find("module.hlo:6 dot_general.2") != std::string::npos);
 }
 
+// A program whose live values outgrow HBM says by how much and names them,
+// largest first: here the two parameters and two links of a chain of dots
+// (4 x 8 KiB) against 24 KiB of HBM.
+TEST_CASE("plan: a program that does not fit in HBM names what is live at its peak") {
+  std::string text = "func @main {\n  %0 = parameter() {index=0} : bf16[64,64]\n  %1 = parameter() {index=1} : bf16[64,64]\n";
+  for (int v = 2; v < 8; v += 2)
+    text += fmt::format("  %{} = dot(%{}, %1) {{lhs_contract=[1], rhs_contract=[0]}} : f32[64,64]\n  %{} = convert(%{}) : bf16[64,64]\n",
+                        v, v == 2 ? 0 : v - 1, v + 1, v);
+  text += "  return %7\n}\n";
+  compiler::CompileOptions o;
+  o.machine = isa::load_config("tiny", {"target.hbm_bytes=24576"});
+  try {
+    compiler::compile(ir::parse(text, "chain.ir"), o);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("the program needs 32768 bytes of HBM, the target has 24576 (8192 too many); 32768 bytes are live in kernel 1:") == 0);
+    CHECK(what.find("%5 bf16[64,64]") != std::string::npos);
+    CHECK(what.find("\n") == std::string::npos);
+  }
+}
+
 // tpuc builds the program as instructions and writes its listing from them:
 // the listing assembles back to the same program, on one core and on two.
 TEST_CASE("codegen: the listing assembles to the program") {

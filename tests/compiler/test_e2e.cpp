@@ -344,6 +344,49 @@ TEST_CASE("hlo programs beyond the corpus match the interpreter") {
   }
 }
 
+// Buffer assignment by liveness (docs/compiler.md, "Kernel planning"). A
+// chain of 12 dots, each with its tanh and bf16 rounding fused as the
+// epilogue: however long the chain, HBM holds the two parameters and two
+// links of it at any time, 4 x 8 KiB, so it runs in 48 KiB of HBM where its
+// 14 values take 112 KiB. And an element-wise kernel that reads a value
+// last writes its result in place: exp(x) is read by a transpose and then
+// by a negate, which takes its buffer (x, exp(x) and the transpose: 3 x 16 KiB).
+TEST_CASE("buffers: intermediates share HBM by liveness, element-wise results go in place") {
+  const uint64_t seed = test::test_seed(33);
+  INFO("seed " << seed);
+  Gen g(seed);
+  std::string chain = "func @main {\n  %0 = parameter() {index=0} : bf16[64,64]\n  %1 = parameter() {index=1} : bf16[64,64]\n";
+  int x = 0;
+  for (int layer = 0, v = 2; layer < 12; ++layer, v += 3) {
+    chain += fmt::format("  %{} = dot(%{}, %1) {{lhs_contract=[1], rhs_contract=[0]}} : f32[64,64]\n", v, x);
+    chain += fmt::format("  %{} = tanh(%{}) : f32[64,64]\n  %{} = convert(%{}) : bf16[64,64]\n", v + 1, v, v + 2, v + 1);
+    x = v + 2;
+  }
+  chain += fmt::format("  return %{}\n}}\n", x);
+  const std::string in_place =
+      "func @main {\n  %0 = parameter() {index=0} : f32[64,64]\n  %1 = exponential(%0) : f32[64,64]\n"
+      "  %2 = transpose(%1) {dims=[1,0]} : f32[64,64]\n  %3 = negate(%1) : f32[64,64]\n  return %2, %3\n}\n";
+  for (const auto& [text, peak] : {std::pair{chain, uint64_t(4 * 64 * 64 * 2)}, std::pair{in_place, uint64_t(3 * 64 * 64 * 4)}}) {
+    const Function f = ir::parse(text, "buffers.ir");
+    const auto cfg = sim::load_config("tiny", {"target.hbm_bytes=49152"});
+    compiler::CompileOptions o;
+    o.machine = cfg;
+    const compiler::Compiled c = compiler::compile(f, o);
+    INFO(c.plan);
+    CHECK(c.program.hbm_peak == peak);
+    CHECK(c.assembly.find(fmt::format(".hbm_peak {}", peak)) != std::string::npos);
+    std::vector<Tensor> in;
+    for (int p : f.params()) in.push_back(g.random(f.ops[size_t(p)].type));
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const Tensor& t : in) bytes.push_back(ir::to_bytes(t));
+    const test::SimRun r = test::simulate(c.program, cfg, bytes);
+    REQUIRE(!r.fault);
+    CHECK(r.stats["hbm"]["program_peak_bytes"].get<uint64_t>() == peak);
+    const auto want = ir::interpret(f, in);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(rel_error(ir::from_bytes(want[i].type, r.outputs.at(i)), want[i]) <= 1e-6);
+  }
+}
+
 // SPMD programs (tests/compiler/hlo/spmd_*.hlo also run above, against the
 // interpreter): psum over one axis of a 2x4 mesh, against the sum computed
 // here. x f32[4, 64] in 2 x 4 tiles of 2 x 16; device (i, j) squares its

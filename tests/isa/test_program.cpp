@@ -218,6 +218,30 @@ TEST_CASE("tiles: version 1.2 with a TILE section splits tensors over the chips"
   CHECK_THROWS_WITH(load(bytes.data(), bytes.size()), Catch::Contains("a TILE section needs version 1.2"));
 }
 
+// HEAP (version 1.3): the HBM the program uses, [0, hbm_peak), holds every
+// symbol and data segment and fits the target.
+TEST_CASE("peak HBM: saved in version 1.3, checked against symbols, data and target", "[program]") {
+  Program p = sample_program();
+  p.hbm_peak = 0x2000 + 100;  // the end of the highest data segment
+  auto bytes = save(p);
+  CHECK(bytes[10] == 3);
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q.hbm_peak == 0x2064);
+  CHECK(save(q) == bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  Program bad = p;
+  bad.hbm_peak = 0x2000;
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("data segment at 0x2000 lies above the peak HBM of 8192 bytes"));
+  bad.hbm_peak = 0x100;
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x' (256 bytes at 0x0) lies above the peak HBM of 256 bytes") ||
+                                   Catch::Contains("symbol 'y'"));
+  bad.hbm_peak = p.target.hbm_bytes + 1;
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("exceeds the target's"));
+  // A HEAP section in a file that says 1.2.
+  bytes[10] = 2;
+  CHECK_THROWS_WITH(load(bytes.data(), bytes.size()), Catch::Contains("a HEAP section needs version 1.3"));
+}
+
 TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
   const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0, {}};
   auto bytes = [](std::vector<float> v) {

@@ -16,7 +16,7 @@ namespace tpu::isa {
 
 inline constexpr char kProgramMagic[8] = {'T', 'P', 'U', 'P', 'R', 'O', 'G', '\0'};
 inline constexpr uint16_t kProgramVersionMajor = 1;
-inline constexpr uint16_t kProgramVersionMinor = 2;  // 1.1 adds the optional CHKS section, 1.2 TILE
+inline constexpr uint16_t kProgramVersionMinor = 3;  // 1.1 adds the optional CHKS section, 1.2 TILE, 1.3 HEAP
 inline constexpr size_t kMaxInstructions = 1u << 24;
 inline constexpr size_t kMaxSymbols = 1u << 16;
 inline constexpr size_t kMaxDataSegments = 1u << 16;
@@ -130,12 +130,16 @@ struct Program {
   // one entry per instruction: its kernel, or kNoKernel.
   std::vector<KernelInfo> kernels;
   std::vector<uint32_t> kernel_of;
+  // The HBM the program uses, [0, hbm_peak): the end of its highest buffer
+  // as the compiler assigned them (a HEAP section, version 1.3); 0: not
+  // given (a hand-written program).
+  uint64_t hbm_peak = 0;
 
   std::vector<const TensorSymbol*> inputs() const;
   std::vector<const TensorSymbol*> outputs() const;
   bool operator==(const Program& o) const {
     return target == o.target && code == o.code && data == o.data && symbols == o.symbols && checks == o.checks &&
-           kernels == o.kernels && kernel_of == o.kernel_of;
+           kernels == o.kernels && kernel_of == o.kernel_of && hbm_peak == o.hbm_peak;
   }
 };
 

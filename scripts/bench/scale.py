@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes the programs of tpuc's scale benchmark (scripts/bench-scale.sh) as
+XLA HLO text, the way JAX prints them, using only the standard library:
+
+  scale.py NAME DIR
+
+  dot_f32_1024      f32[1024,1024] @ f32[1024,1024]
+  chain24           24 chained f32[1024,1024] dots, each followed by tanh
+                    (one weight; 96 MiB of intermediates)
+  ffn12             12 bf16 FFN layers, 4096 tokens, d = 768 -> 3072 -> 768
+                    (gelu-free: dot, relu, dot, residual add)
+  fori1000, fori5000, fori20000
+                    a fori_loop of N trips over a 128x128 f32 dot with tanh
+  while_data        lax.while_loop whose predicate is a tensor: doubles
+                    x until its sum exceeds a bound
+"""
+import sys
+
+
+def dot_f32_1024():
+    return """HloModule jit_dot
+
+ENTRY main {
+  a = f32[1024,1024]{1,0} parameter(0)
+  b = f32[1024,1024]{1,0} parameter(1)
+  ROOT d = f32[1024,1024]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def chain24():
+    body = ["  x0 = f32[1024,1024]{1,0} parameter(0)", "  w = f32[1024,1024]{1,0} parameter(1)"]
+    for i in range(24):
+        body.append(f"  d{i} = f32[1024,1024]{{1,0}} dot(x{i}, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+        body.append(f"  {'ROOT ' if i == 23 else ''}x{i + 1} = f32[1024,1024]{{1,0}} tanh(d{i})")
+    return "HloModule jit_chain\n\nENTRY main {\n" + "\n".join(body) + "\n}\n"
+
+
+def ffn12(layers=12, t=4096, d=768, h=3072):
+    body = [f"  x0 = bf16[{t},{d}]{{1,0}} parameter(0)"]
+    for i in range(layers):
+        body.append(f"  w1_{i} = bf16[{d},{h}]{{1,0}} parameter({2 * i + 1})")
+        body.append(f"  w2_{i} = bf16[{h},{d}]{{1,0}} parameter({2 * i + 2})")
+    body.append("  zero = f32[] constant(0)")
+    body.append(f"  zeros = f32[{t},{h}]{{1,0}} broadcast(zero), dimensions={{}}")
+    for i in range(layers):
+        body += [
+            f"  a{i} = f32[{t},{h}]{{1,0}} dot(x{i}, w1_{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+            f"  r{i} = f32[{t},{h}]{{1,0}} maximum(a{i}, zeros)",
+            f"  rb{i} = bf16[{t},{h}]{{1,0}} convert(r{i})",
+            f"  o{i} = f32[{t},{d}]{{1,0}} dot(rb{i}, w2_{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+            f"  xf{i} = f32[{t},{d}]{{1,0}} convert(x{i})",
+            f"  s{i} = f32[{t},{d}]{{1,0}} add(o{i}, xf{i})",
+            f"  {'ROOT ' if i == layers - 1 else ''}x{i + 1} = bf16[{t},{d}]{{1,0}} convert(s{i})",
+        ]
+    return "HloModule jit_ffn\n\nENTRY main {\n" + "\n".join(body) + "\n}\n"
+
+
+def fori(n):
+    s = "(s32[], f32[128,128]{1,0}, f32[128,128]{1,0})"
+    return f"""HloModule jit_fori
+
+body {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[128,128]{{1,0}} get-tuple-element(p), index=1
+  w = f32[128,128]{{1,0}} get-tuple-element(p), index=2
+  d = f32[128,128]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  t = f32[128,128]{{1,0}} tanh(d)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT r = {s} tuple(i2, t, w)
+}}
+
+cond {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({n})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[128,128]{{1,0}} parameter(0)
+  w = f32[128,128]{{1,0}} parameter(1)
+  zero = s32[] constant(0)
+  init = {s} tuple(zero, x, w)
+  loop = {s} while(init), condition=cond, body=body
+  ROOT out = f32[128,128]{{1,0}} get-tuple-element(loop), index=1
+}}
+"""
+
+
+def while_data():
+    s = "(f32[128,128]{1,0})"
+    return f"""HloModule jit_while
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+body {{
+  p = {s} parameter(0)
+  x = f32[128,128]{{1,0}} get-tuple-element(p), index=0
+  two = f32[] constant(2)
+  twos = f32[128,128]{{1,0}} broadcast(two), dimensions={{}}
+  y = f32[128,128]{{1,0}} multiply(x, twos)
+  ROOT r = {s} tuple(y)
+}}
+
+cond {{
+  p = {s} parameter(0)
+  x = f32[128,128]{{1,0}} get-tuple-element(p), index=0
+  zero = f32[] constant(0)
+  total = f32[] reduce(x, zero), dimensions={{0,1}}, to_apply=add
+  bound = f32[] constant(1e6)
+  ROOT lt = pred[] compare(total, bound), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[128,128]{{1,0}} parameter(0)
+  init = {s} tuple(x)
+  loop = {s} while(init), condition=cond, body=body
+  ROOT out = f32[128,128]{{1,0}} get-tuple-element(loop), index=0
+}}
+"""
+
+
+PROGRAMS = {
+    "dot_f32_1024": dot_f32_1024,
+    "chain24": chain24,
+    "ffn12": ffn12,
+    "fori1000": lambda: fori(1000),
+    "fori5000": lambda: fori(5000),
+    "fori20000": lambda: fori(20000),
+    "while_data": while_data,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in PROGRAMS:
+        sys.exit(f"usage: scale.py {{{'|'.join(PROGRAMS)}}} DIR")
+    import os
+    os.makedirs(sys.argv[2], exist_ok=True)
+    with open(os.path.join(sys.argv[2], "module.hlo"), "w") as f:
+        f.write(PROGRAMS[sys.argv[1]]())
