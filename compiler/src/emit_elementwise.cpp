@@ -51,9 +51,7 @@ void Emitter::elementwise(const Kernel& k) {
     loads_through[c] = ld.produced;
   };
   std::vector<int64_t> stores_through(chunks, 0);
-  loads(0);
-  if (chunks > 1) loads(1);
-  for (int64_t c = 0; c < chunks; ++c) {
+  auto chunk = [&](int64_t c) {
     const int64_t b = range(c).first, end = range(c).second;
     const int s = int(c % 2);
     wait(kVpu, ld, loads_through[c]);
@@ -94,7 +92,17 @@ void Emitter::elementwise(const Kernel& k) {
     }
     stores_through[c] = st.produced;
     if (c + 2 < chunks) loads(c + 2);
-  }
+  };
+  loads(0);
+  if (chunks > 1) loads(1);
+  // The first two chunks (the first loads constants, neither waits for a
+  // store), a loop over pairs of chunks (double buffers: a pair's code is
+  // the next pair's, stepped), and the last ones (no loads ahead, the last
+  // chunk perhaps short).
+  const int64_t first = std::min<int64_t>(2, chunks), pairs = std::max<int64_t>(0, (chunks - 4) / 2);
+  for (int64_t c = 0; c < first; ++c) chunk(c);
+  repeat(pairs, [&](int64_t i) { chunk(2 + 2 * i), chunk(3 + 2 * i); });
+  for (int64_t c = first + 2 * pairs; c < chunks; ++c) chunk(c);
   drain({&ld, &vd, &st});
 }
 

@@ -235,7 +235,14 @@ class Emitter {
       if (v != vals.size()) throw std::logic_error("internal error: operands do not match");
       s.vals = std::move(vals);
     }
-    prog_.push_back({place(t, unit), std::move(s)});
+    add(place(t, unit), std::move(s));
+  }
+  // Appends to the program, unless a loop's later iterations are being run
+  // through the model alone (repeat()).
+  void add(double key, Scheduled s) {
+    max_key_ = std::max(max_key_, key);
+    if (!ghost_) prog_.push_back({key, std::move(s)});
+    else ghost_keys_.push_back(key);
   }
   std::string kernel_name(size_t idx, const Kernel& k) const {
     std::string also;
@@ -253,7 +260,7 @@ class Emitter {
   // Pinned work of a unit goes after the unit's work pushed before it, so
   // every queue receives its work in the order the cost model assumed.
   double place(double t, int unit = -1) {
-    double key = pin_ >= 0 ? pin_ : t;
+    double key = std::max(pin_ >= 0 ? pin_ : t, key_floor_);
     if (unit >= 0) key = std::max(key, last_key_[unit]), last_key_[unit] = key;
     return key;
   }
@@ -261,7 +268,7 @@ class Emitter {
     const double t = unit >= 0 ? clk_[unit] : floor_;
     Scheduled s;
     s.unit = -1, s.comment = text, s.t = t;
-    prog_.push_back({place(t), std::move(s)});
+    add(place(t), std::move(s));
   }
   // VPU instructions and mxu.swap (no scalar register operands).
   void ins(const isa::Instruction& i) {
@@ -299,6 +306,121 @@ class Emitter {
     if (!more) mm_done_[m][1] = mm_done_[m][0];
     mm_done_[m][0] = t + double(rows) + 2.0 * double(D_) - 1;
     return t;
+  }
+
+  // ---- loops the kernel states. repeat(n, body): body(i) emits iteration
+  // i of a loop whose iterations the kernel knows to be alike: the same
+  // instructions, with operands that step by constants. The first three
+  // are recorded and compared (the second repeats the first with steps,
+  // the third the second with the same steps); the others only advance the
+  // unit model, so the program's size and the compiler's memory do not
+  // grow with n. Iterations that are not alike (a row or column leaf whose
+  // offset wraps, say) are all recorded, as straight code for the loop
+  // writer.
+  //
+  // The loop is software-pipelined as the model schedules it (a modulo
+  // schedule): in steady state iteration i + 1 starts a period P after
+  // iteration i, and an instruction that the model places at or past the
+  // next iteration's start (stage 1: the loads for the chunk after next,
+  // say) runs in the next period. So the program is iteration 0's stage 0,
+  // then a loop of n - 1 trips whose body interleaves stage 0 of iteration
+  // j + 1 with stage 1 of iteration j, in the model's order, then the last
+  // iteration's stage 1: the order straight-line code would have, written
+  // once. It goes after everything before the loop and before everything
+  // after it. Where the model's places are not periodic (or an instruction
+  // lies two periods on), the body is one iteration in its own order.
+  template <typename F>
+  void repeat(int64_t n, F body) {
+    if (!loops_ || n < 3) {
+      for (int64_t i = 0; i < n; ++i) body(i);
+      return;
+    }
+    key_floor_ = max_key_;  // nothing before the loop goes after its start
+    const size_t s0 = prog_.size();
+    body(0);
+    const size_t s1 = prog_.size();
+    body(1);
+    const size_t s2 = prog_.size();
+    body(2);
+    const size_t len = s1 - s0;
+    std::vector<int64_t> steps;  // per bound value of the body, in order
+    bool alike = s2 - s1 == len && prog_.size() - s2 == len;
+    for (size_t k = 0; alike && k < len; ++k) {
+      const Scheduled &a = prog_[s0 + k].s, &b = prog_[s1 + k].s, &c = prog_[s2 + k].s;
+      alike = a.unit == b.unit && b.unit == c.unit && a.insn == b.insn && b.insn == c.insn && a.comment == b.comment &&
+              a.vals.size() == b.vals.size() && b.vals.size() == c.vals.size() && a.at == b.at && a.addr == b.addr;
+      for (size_t v = 0; alike && v < a.vals.size(); ++v) {
+        const int64_t d = int64_t(b.vals[v] - a.vals[v]);
+        alike = d >= INT32_MIN && d <= INT32_MAX && int64_t(c.vals[v] - b.vals[v]) == d;  // a step is an addi's immediate
+        steps.push_back(d);
+      }
+    }
+    if (!alike) {
+      for (int64_t i = 3; i < n; ++i) body(i);
+      return;
+    }
+    // The model's places of iteration 3 (not recorded), for the period.
+    ghost_ = true;
+    ghost_keys_.clear();
+    if (n > 3) body(3);
+    std::vector<double> key3 = std::move(ghost_keys_);
+    ghost_keys_.clear();
+    for (int64_t i = 4; i < n; ++i) body(i);
+    ghost_ = false;
+    const auto key2 = [&](size_t k) { return prog_[s2 + k].key; };
+    double k2 = key2(0), k3 = key3.empty() ? 0 : key3[0];
+    for (size_t k = 0; k < len; ++k) k2 = std::min(k2, key2(k));
+    for (double x : key3) k3 = std::min(k3, x);
+    const double period = k3 - k2;
+    bool staged = key3.size() == len && period > 0;
+    std::vector<int> stage(len, 0);
+    for (size_t k = 0; staged && k < len; ++k) {
+      staged = std::abs(key3[k] - key2(k) - period) <= 1e-6 * std::max(1.0, period) && key2(k) < k3 + period;
+      stage[k] = key2(k) >= k3;
+    }
+    if (!staged) stage.assign(len, 0);
+    // Each part in the model's order: stage-1 instructions a period back,
+    // ahead of stage-0 ones at the same place.
+    std::vector<size_t> order(len);
+    for (size_t k = 0; k < len; ++k) order[k] = k;
+    const auto place_in_body = [&](size_t k) { return key2(k) - (stage[k] ? period : 0); };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (place_in_body(a) != place_in_body(b)) return place_in_body(a) < place_in_body(b);
+      return stage[a] > stage[b];
+    });
+    std::vector<size_t> first_step(len + 1, 0);
+    for (size_t k = 0; k < len; ++k) first_step[k + 1] = first_step[k] + prog_[s0 + k].s.vals.size();
+    // Iteration i's copy of instruction k (its values stepped i times).
+    const auto at_iteration = [&](size_t k, int64_t i) {
+      Scheduled c = prog_[s0 + k].s;
+      for (size_t v = 0; v < c.vals.size(); ++v) c.vals[v] += uint64_t(i * steps[first_step[k] + v]);
+      return c;
+    };
+    const double key = key_floor_;
+    std::vector<Pending> out;
+    out.reserve(len + 2 + (staged ? len : 0));
+    const bool any_staged = std::find(stage.begin(), stage.end(), 1) != stage.end();
+    const int64_t trips = any_staged ? n - 1 : n;
+    if (any_staged)
+      for (size_t k : order)
+        if (!stage[k]) out.push_back({key, at_iteration(k, 0)});
+    Scheduled open;
+    open.unit = -1, open.loop = trips, open.kernel = cur_kernel_, open.t = key2(order[0]);
+    out.push_back({key, std::move(open)});
+    for (size_t k : order) {
+      Scheduled b = at_iteration(k, any_staged && !stage[k] ? 1 : 0);
+      b.step.assign(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));
+      b.t = place_in_body(k);  // the body's times, for the loop writer's folds inside it
+      out.push_back({key, std::move(b)});
+    }
+    Scheduled close;
+    close.unit = -1, close.loop = -1, close.kernel = cur_kernel_;
+    out.push_back({key, std::move(close)});
+    for (size_t k : order)
+      if (stage[k]) out.push_back({key, at_iteration(k, n - 1)});
+    prog_.resize(s0);
+    prog_.insert(prog_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+    key_floor_ = max_key_;  // nothing after the loop goes before its end
   }
 
   // The scheduled program, its repeats folded into loops (loops.h).
@@ -782,6 +904,10 @@ class Emitter {
   const bool loops_;
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   std::vector<Pending> prog_;
+  bool ghost_ = false;         // running a loop's later iterations through the model only (repeat())
+  std::vector<double> ghost_keys_;  // their places meanwhile
+  double max_key_ = 0;         // the latest place in the program so far
+  double key_floor_ = 0;       // nothing goes before this place (the end of the last loop)
   double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;
   // When >= 0, what is pushed goes at this place in the program (and
   // dispatches no earlier): a kernel lays work out at fixed points of its

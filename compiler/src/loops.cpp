@@ -57,17 +57,59 @@ class Reroller {
   Reroller(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
 
   std::vector<Node> run() {
-    std::vector<Node> seq(prog_.size());
-    for (size_t i = 0; i < prog_.size(); ++i) {
-      seq[i].insn = int(i);
-      seq[i].vals = prog_[i].vals;
-      seq[i].steps.resize(prog_[i].vals.size());
-      rekey(seq[i]);
-    }
+    size_t i = 0;
+    std::vector<Node> seq = read(i, false);
     return fold(std::move(seq));
   }
 
  private:
+  // The program from line i as nodes: its explicit loops (Scheduled::loop)
+  // as loop nodes, up to the line that closes the loop `inside` (not
+  // nested: a loop's body is one level).
+  std::vector<Node> read(size_t& i, bool inside) const {
+    std::vector<Node> seq;
+    while (i < prog_.size()) {
+      const Scheduled& s = prog_[i];
+      if (s.loop < 0) {
+        if (!inside) throw std::logic_error("internal error: a loop closes that is not open");
+        ++i;
+        return seq;
+      }
+      if (s.loop > 0) {
+        if (inside) throw std::logic_error("internal error: explicit loops do not nest");
+        Node l;
+        l.count = s.loop;
+        l.body = read(++i, true);
+        if (l.body.empty()) throw std::logic_error("internal error: an empty loop");
+        std::vector<int64_t> delta;
+        std::vector<uint64_t> first;
+        std::vector<bool> addr;
+        for (const Node& b : l.body) {
+          const Scheduled& bs = prog_[size_t(b.insn)];
+          for (size_t v = 0; v < bs.vals.size(); ++v) delta.push_back(b.steps[v].front());
+          flatten(b, first), flatten_kinds(b, addr);
+        }
+        l.stepping = stepping(delta, first, addr);
+        rekey(l);
+        seq.push_back(std::move(l));
+        continue;
+      }
+      Node n;
+      n.insn = int(i);
+      n.vals = s.vals;
+      n.steps.resize(s.vals.size());
+      if (inside) {
+        if (s.step.size() != s.vals.size()) throw std::logic_error("internal error: a loop's instruction lacks its steps");
+        for (size_t v = 0; v < s.vals.size(); ++v) n.steps[v] = {s.step[v]};
+      }
+      rekey(n);
+      seq.push_back(std::move(n));
+      ++i;
+    }
+    if (inside) throw std::logic_error("internal error: a loop is not closed");
+    return seq;
+  }
+
   void rekey(Node& n) const {
     uint64_t h;
     if (n.insn >= 0) {

@@ -40,6 +40,12 @@ struct Scheduled {
   std::string comment;   // a comment line's text ("": a blank line)
   int kernel = -1;       // the kernel it belongs to; -1: none
   double t = 0;          // its estimated dispatch cycle (the schedule's order)
+  // An explicit loop (Emitter::repeat): a line (unit -1) with `loop` > 0
+  // opens a loop of that many trips, one with -1 closes it. Inside, each
+  // instruction's bound values step by `step` (one per value) from one
+  // iteration to the next.
+  int64_t loop = 0;
+  std::vector<int64_t> step;
 };
 
 struct LoopOptions {
