@@ -1,4 +1,6 @@
 // Matmul kernels on every MXU of a core (emitter.h).
+#include <numeric>
+
 #include "emitter.h"
 
 namespace tpu::compiler::backend {
@@ -516,8 +518,25 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
 
 void MatmulEmitter::run() {
   if (Bl == 0 || Ml == 0) return;
-  for (b = b_lo; b < b_hi; ++b)
-    for (c0 = m_lo; c0 < m_hi; c0 += chunk, ++chunk_no) chunk_of_a();
+  // Chunk i of A: batch b_lo + i / chunks_per_batch, its rows from there.
+  // The first two (the second is the first to wait for an A buffer), a
+  // loop over the next in periods (below), the last ones (perhaps short).
+  const int64_t chunks = Bl * chunks_per_batch;
+  const auto chunk_at = [&](int64_t i) {
+    b = b_lo + i / chunks_per_batch, c0 = m_lo + i % chunks_per_batch * chunk, chunk_no = i;
+    chunk_of_a();
+  };
+  for (int64_t c = 0; c < std::min<int64_t>(2, chunks); ++c) chunk_at(c);
+  // A period of chunks returns to the same A buffer, panel slot (a chunk
+  // takes `groups` in turn), accumulator slots and output tiles (a chunk
+  // gives MXU m items_on[m] items).
+  int64_t period = std::lcm(int64_t(abufs), nslots >= groups ? int64_t(1) : nslots / std::gcd(int64_t(nslots), groups));
+  for (int64_t items : items_on) period = std::lcm(period, std::lcm(S / std::gcd(S, items), 2 / std::gcd<int64_t>(2, items)));
+  const int64_t alike = std::max<int64_t>(0, chunks - 3) / period;
+  em.repeat(alike, [&](int64_t i) {
+    for (int64_t c = 2 + i * period; c < 2 + (i + 1) * period; ++c) chunk_at(c);
+  });
+  for (int64_t c = 2 + alike * period; c < chunks; ++c) chunk_at(c);
   finish();
 }
 
@@ -545,10 +564,26 @@ void MatmulEmitter::chunk_of_a() {
   gslot.assign(size_t(groups), 0);
   pready.assign(size_t(groups), std::vector<std::vector<int64_t>>(size_t(nmu), std::vector<int64_t>(size_t(KSW), 0)));
   load_first_block();
-  for (int64_t g = 0; g < groups; ++g) {
+  // The first group (it loads A and the next groups' weights), a loop over
+  // the groups whose code is alike (their weights load `ahead` - 1 groups
+  // ahead), and the last ones.
+  auto group = [&](int64_t g) {
     const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
     for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
-  }
+  };
+  // A period of groups returns to the same accumulator slots, output
+  // tiles and panel slot: each MXU takes a group's blocks as items, and
+  // slots turn over every S items, tiles every 2; panel slots turn over
+  // every nslots groups unless every group has its own.
+  const int64_t nb = int64_t(blocks.size());
+  const int64_t period = std::lcm(std::lcm(S / std::gcd(S, nb), 2 / std::gcd<int64_t>(2, nb)),
+                                  nslots >= groups ? int64_t(1) : int64_t(nslots));
+  group(0);
+  const int64_t alike = std::max<int64_t>(0, groups - ahead - 1) / period;
+  em.repeat(alike, [&](int64_t i) {
+    for (int64_t g = 1 + i * period; g < 1 + (i + 1) * period; ++g) group(g);
+  });
+  for (int64_t g = 1 + alike * period; g < groups; ++g) group(g);
 }
 
 void MatmulEmitter::cut_blocks() {

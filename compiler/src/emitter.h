@@ -242,7 +242,6 @@ class Emitter {
   void add(double key, Scheduled s) {
     max_key_ = std::max(max_key_, key);
     if (!ghost_) prog_.push_back({key, std::move(s)});
-    else ghost_keys_.push_back(key);
   }
   std::string kernel_name(size_t idx, const Kernel& k) const {
     std::string also;
@@ -312,9 +311,10 @@ class Emitter {
   // i of a loop whose iterations the kernel knows to be alike: the same
   // instructions, with operands that step by constants. The first three
   // are recorded and compared (the second repeats the first with steps,
-  // the third the second with the same steps); the others only advance the
-  // unit model, so the program's size and the compiler's memory do not
-  // grow with n. Iterations that are not alike (a row or column leaf whose
+  // the third the second with the same steps), the fourth recorded for its
+  // places; the others only advance the unit model, so the program's size
+  // and the compiler's memory do not grow with n. Loops nest: a body may
+  // state loops of its own. Iterations that are not alike (a row or column leaf whose
   // offset wraps, say) are all recorded, as straight code for the loop
   // writer.
   //
@@ -327,45 +327,42 @@ class Emitter {
   // j + 1 with stage 1 of iteration j, in the model's order, then the last
   // iteration's stage 1: the order straight-line code would have, written
   // once. It goes after everything before the loop and before everything
-  // after it. Where the model's places are not periodic (or an instruction
-  // lies two periods on), the body is one iteration in its own order.
+  // after it (where iterations are not alike, nothing changes). Where the
+  // model's places are not periodic (or an instruction lies two periods
+  // on), the body is one iteration in its own order.
   template <typename F>
   void repeat(int64_t n, F body) {
-    if (!loops_ || n < 3) {
+    if (!loops_ || n < 3 || ghost_) {
       for (int64_t i = 0; i < n; ++i) body(i);
       return;
     }
-    key_floor_ = max_key_;  // nothing before the loop goes after its start
-    const size_t s0 = prog_.size();
-    body(0);
-    const size_t s1 = prog_.size();
-    body(1);
-    const size_t s2 = prog_.size();
-    body(2);
-    const size_t len = s1 - s0;
+    const double before = max_key_;  // the loop goes after everything before it
+    std::vector<size_t> at = {prog_.size()};  // where each recorded iteration starts
+    for (int64_t i = 0; i < 3; ++i) body(i), at.push_back(prog_.size());
     std::vector<int64_t> steps;  // per bound value of the body, in order
-    bool alike = s2 - s1 == len && prog_.size() - s2 == len;
-    for (size_t k = 0; alike && k < len; ++k) {
-      const Scheduled &a = prog_[s0 + k].s, &b = prog_[s1 + k].s, &c = prog_[s2 + k].s;
-      alike = a.unit == b.unit && b.unit == c.unit && a.insn == b.insn && b.insn == c.insn && a.comment == b.comment &&
-              a.vals.size() == b.vals.size() && b.vals.size() == c.vals.size() && a.at == b.at && a.addr == b.addr;
-      for (size_t v = 0; alike && v < a.vals.size(); ++v) {
-        const int64_t d = int64_t(b.vals[v] - a.vals[v]);
-        alike = d >= INT32_MIN && d <= INT32_MAX && int64_t(c.vals[v] - b.vals[v]) == d;  // a step is an addi's immediate
-        steps.push_back(d);
+    // The first iteration may differ (it follows code that is not the
+    // loop's): then the loop starts at the second.
+    int64_t first = 0;
+    if (!alike_iterations(at[0], at[1], at[2], at[3], steps)) {
+      if (n == 3) return;
+      body(3), at.push_back(prog_.size());
+      if (!alike_iterations(at[1], at[2], at[3], at[4], steps)) {
+        for (int64_t i = 4; i < n; ++i) body(i);
+        return;
       }
+      first = 1;
     }
-    if (!alike) {
-      for (int64_t i = 3; i < n; ++i) body(i);
-      return;
+    const size_t s0 = at[size_t(first)], s2 = at[size_t(first) + 2], len = at[size_t(first) + 1] - s0;
+    // The model's places of the next iteration too, for the period (as
+    // recorded: a loop inside has one place); the rest through the model only.
+    std::vector<double> key3;
+    if (first + 3 < n) {
+      const size_t s3 = prog_.size();
+      body(first + 3);
+      for (size_t k = s3; k < prog_.size(); ++k) key3.push_back(prog_[k].key);
     }
-    // The model's places of iteration 3 (not recorded), for the period.
     ghost_ = true;
-    ghost_keys_.clear();
-    if (n > 3) body(3);
-    std::vector<double> key3 = std::move(ghost_keys_);
-    ghost_keys_.clear();
-    for (int64_t i = 4; i < n; ++i) body(i);
+    for (int64_t i = first + 4; i < n; ++i) body(i);
     ghost_ = false;
     const auto key2 = [&](size_t k) { return prog_[s2 + k].key; };
     double k2 = key2(0), k3 = key3.empty() ? 0 : key3[0];
@@ -390,37 +387,61 @@ class Emitter {
     });
     std::vector<size_t> first_step(len + 1, 0);
     for (size_t k = 0; k < len; ++k) first_step[k + 1] = first_step[k] + prog_[s0 + k].s.vals.size();
-    // Iteration i's copy of instruction k (its values stepped i times).
+    // The loop's iteration i's copy of instruction k (its values stepped i times).
     const auto at_iteration = [&](size_t k, int64_t i) {
       Scheduled c = prog_[s0 + k].s;
       for (size_t v = 0; v < c.vals.size(); ++v) c.vals[v] += uint64_t(i * steps[first_step[k] + v]);
       return c;
     };
-    const double key = key_floor_;
-    std::vector<Pending> out;
-    out.reserve(len + 2 + (staged ? len : 0));
+    double key = before;
+    for (size_t k = at[0]; k < s0; ++k) key = std::max(key, prog_[k].key);  // and after a first iteration left out
+    const int64_t count = n - first;
     const bool any_staged = std::find(stage.begin(), stage.end(), 1) != stage.end();
-    const int64_t trips = any_staged ? n - 1 : n;
+    std::vector<Pending> out;
+    out.reserve(2 * len + 2);
     if (any_staged)
       for (size_t k : order)
         if (!stage[k]) out.push_back({key, at_iteration(k, 0)});
     Scheduled open;
-    open.unit = -1, open.loop = trips, open.kernel = cur_kernel_, open.t = key2(order[0]);
+    open.unit = -1, open.loop = any_staged ? count - 1 : count, open.kernel = cur_kernel_, open.t = key2(order[0]);
     out.push_back({key, std::move(open)});
     for (size_t k : order) {
       Scheduled b = at_iteration(k, any_staged && !stage[k] ? 1 : 0);
-      b.step.assign(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));
-      b.t = place_in_body(k);  // the body's times, for the loop writer's folds inside it
+      if (b.comment != prog_[s2 + k].s.comment) b.comment += " (the first trip)";
+      b.steps.emplace_back(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));  // outermost last
+      b.t = prog_[s2 + k].s.t - (stage[k] ? period : 0);  // the model's times, for the loop writer's folds inside the body
       out.push_back({key, std::move(b)});
     }
     Scheduled close;
     close.unit = -1, close.loop = -1, close.kernel = cur_kernel_;
     out.push_back({key, std::move(close)});
     for (size_t k : order)
-      if (stage[k]) out.push_back({key, at_iteration(k, n - 1)});
+      if (stage[k]) out.push_back({key, at_iteration(k, count - 1)});
     prog_.resize(s0);
     prog_.insert(prog_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
     key_floor_ = max_key_;  // nothing after the loop goes before its end
+  }
+  // Whether the recorded iterations [a, b), [b, c), [c, d) of a loop are
+  // alike: the same instructions, each value stepping by the same constant
+  // (an addi's immediate) from one to the next; `steps` gets those.
+  bool alike_iterations(size_t a, size_t b, size_t c, size_t d, std::vector<int64_t>& steps) const {
+    steps.clear();
+    const size_t len = b - a;
+    if (c - b != len || d - c != len) return false;
+    for (size_t k = 0; k < len; ++k) {
+      const Scheduled &x = prog_[a + k].s, &y = prog_[b + k].s, &z = prog_[c + k].s;
+      const bool note = x.unit < 0 && x.loop == 0;  // a comment may name what each iteration does
+      if (x.unit != y.unit || y.unit != z.unit || !(x.insn == y.insn) || !(y.insn == z.insn) ||
+          (!note && (x.comment != y.comment || y.comment != z.comment)) || x.vals.size() != y.vals.size() || y.vals.size() != z.vals.size() || x.at != y.at || x.addr != y.addr ||
+          x.loop != y.loop || y.loop != z.loop || x.steps != y.steps || y.steps != z.steps)
+        return false;
+      for (size_t v = 0; v < x.vals.size(); ++v) {
+        const int64_t step = int64_t(y.vals[v] - x.vals[v]);
+        if (step < INT32_MIN || step > INT32_MAX || int64_t(z.vals[v] - y.vals[v]) != step) return false;
+        steps.push_back(step);
+      }
+    }
+    return true;
   }
 
   // The scheduled program, its repeats folded into loops (loops.h).
@@ -905,7 +926,6 @@ class Emitter {
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   std::vector<Pending> prog_;
   bool ghost_ = false;         // running a loop's later iterations through the model only (repeat())
-  std::vector<double> ghost_keys_;  // their places meanwhile
   double max_key_ = 0;         // the latest place in the program so far
   double key_floor_ = 0;       // nothing goes before this place (the end of the last loop)
   double clk_[isa::kUnitSlots] = {}, done_[isa::kUnitSlots] = {}, floor_ = 0;

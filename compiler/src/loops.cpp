@@ -34,6 +34,7 @@ struct Node {
   double cost = 0;                           // cycles the scalar unit takes to issue it, every iteration included
   double t = 0;                              // the estimated cycle of its first instruction
   int stepping = 0;                          // a loop's registers that step
+  bool stated = false;                       // an explicit loop (Scheduled::loop), not one found here
 };
 
 uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
@@ -58,37 +59,33 @@ class Reroller {
 
   std::vector<Node> run() {
     size_t i = 0;
-    std::vector<Node> seq = read(i, false);
+    std::vector<Node> seq = read(i, 0);
     return fold(std::move(seq));
   }
 
  private:
   // The program from line i as nodes: its explicit loops (Scheduled::loop)
-  // as loop nodes, up to the line that closes the loop `inside` (not
-  // nested: a loop's body is one level).
-  std::vector<Node> read(size_t& i, bool inside) const {
+  // as loop nodes, up to the line that closes the loop the reading is
+  // `depth` loops inside (0: to the end).
+  std::vector<Node> read(size_t& i, size_t depth) const {
     std::vector<Node> seq;
     while (i < prog_.size()) {
       const Scheduled& s = prog_[i];
       if (s.loop < 0) {
-        if (!inside) throw std::logic_error("internal error: a loop closes that is not open");
+        if (depth == 0) throw std::logic_error("internal error: a loop closes that is not open");
         ++i;
         return seq;
       }
       if (s.loop > 0) {
-        if (inside) throw std::logic_error("internal error: explicit loops do not nest");
         Node l;
         l.count = s.loop;
-        l.body = read(++i, true);
+        l.stated = true;
+        l.body = read(++i, depth + 1);
         if (l.body.empty()) throw std::logic_error("internal error: an empty loop");
         std::vector<int64_t> delta;
         std::vector<uint64_t> first;
         std::vector<bool> addr;
-        for (const Node& b : l.body) {
-          const Scheduled& bs = prog_[size_t(b.insn)];
-          for (size_t v = 0; v < bs.vals.size(); ++v) delta.push_back(b.steps[v].front());
-          flatten(b, first), flatten_kinds(b, addr);
-        }
+        for (const Node& b : l.body) steps_of_loop(b, depth, delta), flatten(b, first), flatten_kinds(b, addr);
         l.stepping = stepping(delta, first, addr);
         rekey(l);
         seq.push_back(std::move(l));
@@ -98,16 +95,25 @@ class Reroller {
       n.insn = int(i);
       n.vals = s.vals;
       n.steps.resize(s.vals.size());
-      if (inside) {
-        if (s.step.size() != s.vals.size()) throw std::logic_error("internal error: a loop's instruction lacks its steps");
-        for (size_t v = 0; v < s.vals.size(); ++v) n.steps[v] = {s.step[v]};
-      }
+      if (s.steps.size() != depth) throw std::logic_error("internal error: an instruction lacks the steps of its loops");
+      for (size_t v = 0; v < s.vals.size(); ++v)
+        for (const auto& level : s.steps) {
+          if (level.size() != s.vals.size()) throw std::logic_error("internal error: an instruction lacks the steps of its loops");
+          n.steps[v].push_back(level[v]);
+        }
       rekey(n);
       seq.push_back(std::move(n));
       ++i;
     }
-    if (inside) throw std::logic_error("internal error: a loop is not closed");
+    if (depth > 0) throw std::logic_error("internal error: a loop is not closed");
     return seq;
+  }
+  // The steps of every value in n (flatten order) for the loop that
+  // `depth` loops enclose (its steps come that far from the outermost).
+  static void steps_of_loop(const Node& n, size_t depth, std::vector<int64_t>& out) {
+    if (n.insn >= 0)
+      for (const auto& st : n.steps) out.push_back(st[st.size() - 1 - depth]);
+    for (const Node& b : n.body) steps_of_loop(b, depth, out);
   }
 
   void rekey(Node& n) const {
@@ -608,8 +614,9 @@ class Writer {
     }
     // Issuing one instruction a cycle, the scalar unit would delay every
     // instruction by its constant's load (often one an MXU waits for).
-    // Wider, constants are loaded at use too, the least used first.
-    if (!fits(ns) && o_.issue_width >= 2) {
+    // Wider, constants are loaded at use too, the least used first; and in
+    // a loop the kernel states, which stays a loop rather than unrolled.
+    if (!fits(ns) && (o_.issue_width >= 2 || top.stated)) {
       std::vector<std::pair<double, uint64_t>> order;
       for (const auto& [v, n] : ns.const_uses) order.push_back({n, v});
       std::sort(order.begin(), order.end());

@@ -41,11 +41,11 @@ struct Scheduled {
   int kernel = -1;       // the kernel it belongs to; -1: none
   double t = 0;          // its estimated dispatch cycle (the schedule's order)
   // An explicit loop (Emitter::repeat): a line (unit -1) with `loop` > 0
-  // opens a loop of that many trips, one with -1 closes it. Inside, each
-  // instruction's bound values step by `step` (one per value) from one
-  // iteration to the next.
+  // opens a loop of that many trips, one with -1 closes it; loops nest.
+  // Inside, each instruction's bound values step by steps[l][v] from one
+  // iteration of the l-th loop around it (innermost first) to the next.
   int64_t loop = 0;
-  std::vector<int64_t> step;
+  std::vector<std::vector<int64_t>> steps;
 };
 
 struct LoopOptions {
