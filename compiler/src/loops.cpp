@@ -69,6 +69,7 @@ class Reroller {
   // `depth` loops inside (0: to the end).
   std::vector<Node> read(size_t& i, size_t depth) const {
     std::vector<Node> seq;
+    if (depth == 0) seq.reserve(prog_.size());
     while (i < prog_.size()) {
       const Scheduled& s = prog_[i];
       if (s.loop < 0) {
