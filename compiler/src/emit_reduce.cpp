@@ -57,7 +57,7 @@ void Emitter::reduce_lanes(const Kernel& k) {
   vregs_.per_vector(2 * U);
   const int init = with_init ? vregs_.hold() : -1;
   if (with_init) ins(ib::VLI(init, lane_bits(dt, k.init)));
-  for (int64_t c = 0; c < chunks; ++c) {
+  auto chunk = [&](int64_t c) {
     const int64_t r0 = (c_lo + c) * rc, n = std::min(rc, K - r0);
     const int s = int(c % 2);
     wait(kVpu, ld, lt[c]);
@@ -80,7 +80,12 @@ void Emitter::reduce_lanes(const Kernel& k) {
     dma_st(p_.addr[k.out] + uint64_t(r0 * esz), out_buf[s], uint64_t(n * esz), st);
     stt[c] = st.produced;
     if (c + 2 < chunks) loads(c + 2);
-  }
+  };
+  // As an element-wise kernel: two chunks, a loop over pairs, the last ones.
+  const int64_t first = std::min<int64_t>(2, chunks), pairs = std::max<int64_t>(0, (chunks - 4) / 2);
+  for (int64_t c = 0; c < first; ++c) chunk(c);
+  repeat(pairs, [&](int64_t i) { chunk(2 + 2 * i), chunk(3 + 2 * i); });
+  for (int64_t c = first + 2 * pairs; c < chunks; ++c) chunk(c);
   drain({&ld, &vd, &st, &z});
 }
 
@@ -94,7 +99,8 @@ void Emitter::reduce_columns(const Kernel& k) {
   const auto [g_lo, g_hi] = share(groups, 1);  // this core's groups of columns
   if (g_lo == g_hi) return;
   const int64_t row_bytes = gw * L_ * esz;
-  const int64_t budget = int64_t(vmem_budget() / 2) - 4 * L_ * 4;
+  // Two input buffers of rc rows, beside two output rows and each buffer's slack (Emitter::vmem).
+  const int64_t budget = (int64_t(vmem_budget()) - 2 * row_bytes) / 2 - 4 * (L_ * 4 + 64);
   const int64_t rc = std::min<int64_t>(R, std::min<int64_t>(512, std::max<int64_t>(1, budget / row_bytes)));
   const int64_t rchunks = ceil_div(R, rc);
   Counter ld = counter(), vd = counter(), st = counter();
@@ -120,17 +126,24 @@ void Emitter::reduce_columns(const Kernel& k) {
   if (steps.size() > 1) loads(1);
   int64_t stores_for_out[2] = {0, 0};
   int out_set = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
+  auto step = [&](size_t i) {
     const auto [g, c] = steps[i];
     const int64_t r0 = c * rc, n = std::min(rc, R - r0);
     const int s = int(i % 2);
     wait(kVpu, ld, lt[i]);
     if (c == 0)
       for (int64_t q = 0; q < gw; ++q) ins(ib::VLI(q, lane_bits(dt, k.init)));
-    for (int64_t r = 0; r < n; ++r) {
+    auto row = [&](int64_t r) {
       for (int64_t q = 0; q < gw; ++q) vld(dt, 16 + q, in_buf[s] + uint64_t(r * row_bytes + q * L_ * esz));
       for (int64_t q = 0; q < gw; ++q) vop(op, q, q, 16 + q);
-    }
+    };
+    // Rows four at a time in a loop (the scalar unit's steps and back edge
+    // then cost little beside the VPU's work), the rest after it.
+    constexpr int64_t kRows = 4;
+    repeat(n / kRows, [&](int64_t i) {
+      for (int64_t r = i * kRows; r < (i + 1) * kRows; ++r) row(r);
+    });
+    for (int64_t r = n / kRows * kRows; r < n; ++r) row(r);
     const bool last = c + 1 == rchunks;
     if (last) {
       wait(kVpu, st, stores_for_out[out_set]);
@@ -147,7 +160,16 @@ void Emitter::reduce_columns(const Kernel& k) {
       wait(kDma, vd, int64_t(i) + 1);
       loads(i + 2);
     }
-  }
+  };
+  // Group by group: the first two, a loop over pairs (buffers and output
+  // sets alternate), the last two (no loads ahead).
+  const int64_t ng = g_hi - g_lo, first = std::min<int64_t>(2, ng), pairs = std::max<int64_t>(0, (ng - 4) / 2);
+  auto group = [&](int64_t x) {
+    for (int64_t c = 0; c < rchunks; ++c) step(size_t(x * rchunks + c));
+  };
+  for (int64_t x = 0; x < first; ++x) group(x);
+  repeat(pairs, [&](int64_t i) { group(2 + 2 * i), group(3 + 2 * i); });
+  for (int64_t x = first + 2 * pairs; x < ng; ++x) group(x);
   drain({&ld, &vd, &st});
 }
 
