@@ -95,14 +95,9 @@ void Emitter::elementwise(const Kernel& k) {
   };
   loads(0);
   if (chunks > 1) loads(1);
-  // The first two chunks (the first loads constants, neither waits for a
-  // store), a loop over pairs of chunks (double buffers: a pair's code is
-  // the next pair's, stepped), and the last ones (no loads ahead, the last
-  // chunk perhaps short).
-  const int64_t first = std::min<int64_t>(2, chunks), pairs = std::max<int64_t>(0, (chunks - 4) / 2);
-  for (int64_t c = 0; c < first; ++c) chunk(c);
-  repeat(pairs, [&](int64_t i) { chunk(2 + 2 * i), chunk(3 + 2 * i); });
-  for (int64_t c = first + 2 * pairs; c < chunks; ++c) chunk(c);
+  // Neither of the first two chunks waits for a store; pairs of chunks
+  // take the double buffers in turn; the last two load nothing ahead.
+  items(chunks, 2, 2, 2, chunk);
   drain({&ld, &vd, &st});
 }
 

@@ -102,6 +102,9 @@ class MatmulEmitter {
   void finish();
 
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
+  // After how many steps of `given` items each (an MXU's items of a group
+  // or a chunk) the accumulator slots (S) and output tiles (2) come back.
+  int64_t slot_period(int64_t given) const { return std::lcm(S / std::gcd(S, given), 2 / std::gcd<int64_t>(2, given)); }
   // Telling an MXU that DMA data is in: a `signal dma` counts once every
   // transfer before it has landed, without holding up what follows.
   void dma_fence(Counter& c) { signal(kDma, c); }
@@ -520,7 +523,7 @@ void MatmulEmitter::run() {
   if (Bl == 0 || Ml == 0) return;
   // Chunk i of A: batch b_lo + i / chunks_per_batch, its rows from there.
   // The first two (the second is the first to wait for an A buffer), a
-  // loop over the next in periods (below), the last ones (perhaps short).
+  // loop over the next in periods (below), the last one (perhaps short).
   const int64_t chunks = Bl * chunks_per_batch;
   const auto chunk_at = [&](int64_t i) {
     b = b_lo + i / chunks_per_batch, c0 = m_lo + i % chunks_per_batch * chunk, chunk_no = i;
@@ -528,15 +531,12 @@ void MatmulEmitter::run() {
   };
   for (int64_t c = 0; c < std::min<int64_t>(2, chunks); ++c) chunk_at(c);
   // A period of chunks returns to the same A buffer, panel slot (a chunk
-  // takes `groups` in turn), accumulator slots and output tiles (a chunk
-  // gives MXU m items_on[m] items).
+  // takes `groups` in turn), accumulator slots and output tiles (taken as
+  // if a chunk gave MXU m items_on[m] items, what the first two gave it:
+  // too short a period only fails repeat()'s check).
   int64_t period = std::lcm(int64_t(abufs), nslots >= groups ? int64_t(1) : nslots / std::gcd(int64_t(nslots), groups));
-  for (int64_t items : items_on) period = std::lcm(period, std::lcm(S / std::gcd(S, items), 2 / std::gcd<int64_t>(2, items)));
-  const int64_t alike = std::max<int64_t>(0, chunks - 3) / period;
-  em.repeat(alike, [&](int64_t i) {
-    for (int64_t c = 2 + i * period; c < 2 + (i + 1) * period; ++c) chunk_at(c);
-  });
-  for (int64_t c = 2 + alike * period; c < chunks; ++c) chunk_at(c);
+  for (int64_t given : items_on) period = std::lcm(period, slot_period(given));
+  em.items(std::max<int64_t>(0, chunks - 2), 0, period, 1, [&](int64_t i) { chunk_at(2 + i); });
   finish();
 }
 
@@ -575,15 +575,8 @@ void MatmulEmitter::chunk_of_a() {
   // tiles and panel slot: each MXU takes a group's blocks as items, and
   // slots turn over every S items, tiles every 2; panel slots turn over
   // every nslots groups unless every group has its own.
-  const int64_t nb = int64_t(blocks.size());
-  const int64_t period = std::lcm(std::lcm(S / std::gcd(S, nb), 2 / std::gcd<int64_t>(2, nb)),
-                                  nslots >= groups ? int64_t(1) : int64_t(nslots));
-  group(0);
-  const int64_t alike = std::max<int64_t>(0, groups - ahead - 1) / period;
-  em.repeat(alike, [&](int64_t i) {
-    for (int64_t g = 1 + i * period; g < 1 + (i + 1) * period; ++g) group(g);
-  });
-  for (int64_t g = 1 + alike * period; g < groups; ++g) group(g);
+  const int64_t period = std::lcm(slot_period(int64_t(blocks.size())), nslots >= groups ? int64_t(1) : int64_t(nslots));
+  em.items(groups, 1, period, ahead, group);
 }
 
 void MatmulEmitter::cut_blocks() {

@@ -81,11 +81,7 @@ void Emitter::reduce_lanes(const Kernel& k) {
     stt[c] = st.produced;
     if (c + 2 < chunks) loads(c + 2);
   };
-  // As an element-wise kernel: two chunks, a loop over pairs, the last ones.
-  const int64_t first = std::min<int64_t>(2, chunks), pairs = std::max<int64_t>(0, (chunks - 4) / 2);
-  for (int64_t c = 0; c < first; ++c) chunk(c);
-  repeat(pairs, [&](int64_t i) { chunk(2 + 2 * i), chunk(3 + 2 * i); });
-  for (int64_t c = first + 2 * pairs; c < chunks; ++c) chunk(c);
+  items(chunks, 2, 2, 2, chunk);  // as an element-wise kernel's chunks
   drain({&ld, &vd, &st, &z});
 }
 
@@ -139,11 +135,7 @@ void Emitter::reduce_columns(const Kernel& k) {
     };
     // Rows four at a time in a loop (the scalar unit's steps and back edge
     // then cost little beside the VPU's work), the rest after it.
-    constexpr int64_t kRows = 4;
-    repeat(n / kRows, [&](int64_t i) {
-      for (int64_t r = i * kRows; r < (i + 1) * kRows; ++r) row(r);
-    });
-    for (int64_t r = n / kRows * kRows; r < n; ++r) row(r);
+    items(n, 0, 4, 0, row);
     const bool last = c + 1 == rchunks;
     if (last) {
       wait(kVpu, st, stores_for_out[out_set]);
@@ -161,15 +153,10 @@ void Emitter::reduce_columns(const Kernel& k) {
       loads(i + 2);
     }
   };
-  // Group by group: the first two, a loop over pairs (buffers and output
-  // sets alternate), the last two (no loads ahead).
-  const int64_t ng = g_hi - g_lo, first = std::min<int64_t>(2, ng), pairs = std::max<int64_t>(0, (ng - 4) / 2);
-  auto group = [&](int64_t x) {
+  // Group by group, in pairs (buffers and output sets alternate).
+  items(g_hi - g_lo, 2, 2, 2, [&](int64_t x) {
     for (int64_t c = 0; c < rchunks; ++c) step(size_t(x * rchunks + c));
-  };
-  for (int64_t x = 0; x < first; ++x) group(x);
-  repeat(pairs, [&](int64_t i) { group(2 + 2 * i), group(3 + 2 * i); });
-  for (int64_t x = first + 2 * pairs; x < ng; ++x) group(x);
+  });
   drain({&ld, &vd, &st});
 }
 

@@ -421,6 +421,21 @@ class Emitter {
     prog_.insert(prog_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
     key_floor_ = max_key_;  // nothing after the loop goes before its end
   }
+  // Items 0 .. n - 1 of a kernel (chunks, groups, rows): the first `head`
+  // (they differ: the first loads constants, nothing is there to wait for
+  // yet), a loop over the others in runs of `period` (the double buffers,
+  // slots and panels they take in turn come back after a run) while at
+  // least `tail` are left, then those (no loads ahead, a short last one).
+  template <typename F>
+  void items(int64_t n, int64_t head, int64_t period, int64_t tail, F item) {
+    head = std::min(head, n);
+    const int64_t trips = std::max<int64_t>(0, n - head - tail) / period;
+    for (int64_t i = 0; i < head; ++i) item(i);
+    repeat(trips, [&](int64_t t) {
+      for (int64_t j = 0; j < period; ++j) item(head + t * period + j);
+    });
+    for (int64_t i = head + trips * period; i < n; ++i) item(i);
+  }
   // Whether the recorded iterations [a, b), [b, c), [c, d) of a loop are
   // alike: the same instructions, each value stepping by the same constant
   // (an addi's immediate) from one to the next; `steps` gets those.
