@@ -110,8 +110,8 @@ void Emitter::reduce_scatter(const Kernel& k) {
 
 DType Emitter::check_combinable(const Kernel& k) const {
   const DType dt = p_.type(k.out).dtype;
-  if (!(dt == DType::f32 || dt == DType::s32 || dt == DType::bf16) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
-    throw Error(fmt::format("{}: unsupported {} ({} of {}): tpuc combines f32, bf16 and s32 by add, multiply, maximum or minimum",
+  if (!(dt == DType::f32 || dt == DType::s32 || dt == DType::bf16 || dt == DType::f16) || k.combiner == Combiner::and_ || k.combiner == Combiner::or_)
+    throw Error(fmt::format("{}: unsupported {} ({} of {}): tpuc combines f32, bf16, f16 and s32 by add, multiply, maximum or minimum",
                             kernel_loc_, kind_name(k.kind), combiner_name(k.combiner), dtype_name(dt)));
   return dt;
 }
@@ -135,7 +135,6 @@ Emitter::Chunks Emitter::chunks(uint64_t buf, int64_t C, DType dt, int64_t n, in
 
 void Emitter::ring_reduce(std::vector<Lane>& lanes, DType dt, Combiner c, Counter* loaded) {
   const int esz = dtype_bytes(dt);
-  const bool bf = dt == DType::bf16;
   const char* op = c == Combiner::add ? "vadd" : c == Combiner::multiply ? "vmul" : c == Combiner::maximum ? "vmax" : "vmin";
   int64_t steps = 0, P = 0;
   for (const Lane& l : lanes) steps = std::max(steps, l.ch.n - 1), P = std::max(P, l.ch.P);
@@ -161,7 +160,8 @@ void Emitter::ring_reduce(std::vector<Lane>& lanes, DType dt, Combiner c, Counte
           for (int64_t j = 0; j < u; ++j) vld(dt, U + j, in + uint64_t((v + j * L_) * esz));
           for (int64_t j = 0; j < u; ++j) {
             vop(opcode(op, ".", aty(dt)), j, j, U + j);
-            if (bf) ins(ib::VRND_BF16(j, j));
+            if (dt == DType::bf16) ins(ib::VRND_BF16(j, j));
+            if (dt == DType::f16) ins(ib::VRND_F16(j, j));
           }
           for (int64_t j = 0; j < u; ++j) vst(dt, j, got + uint64_t((v + j * L_) * esz));
         }

@@ -7,6 +7,7 @@ void Emitter::node(const Node& n, int d, const std::vector<int>& a) {
   const bool fl = is_float(n.dtype);
   auto round = [&] {
     if (n.dtype == DType::bf16) ins(ib::VRND_BF16(d, d));
+    if (n.dtype == DType::f16) ins(ib::VRND_F16(d, d));
     if (n.dtype == DType::s8) {
       ins(ib::VSHL(d, d, vregs_.at(kS8Shift)));
       ins(ib::VSRA(d, d, vregs_.at(kS8Shift)));
@@ -19,7 +20,9 @@ void Emitter::node(const Node& n, int d, const std::vector<int>& a) {
       if (n.dtype == DType::pred) {
         vop(opcode("vcmpne.", aty(n.src)), d, a[0], vregs_.at(0));
       } else if (sf && fl) {
-        ins(n.dtype == DType::bf16 && n.src == DType::f32 ? ib::VRND_BF16(d, a[0]) : ib::VMOV(d, a[0]));
+        // Floats are exact in f32: narrowing rounds once, to the target.
+        if (n.dtype == n.src || n.dtype == DType::f32) ins(ib::VMOV(d, a[0]));
+        else ins(n.dtype == DType::bf16 ? ib::VRND_BF16(d, a[0]) : ib::VRND_F16(d, a[0]));
       } else if (!sf && fl) {
         ins(ib::VCVT_F32_S32(d, a[0]));
         round();

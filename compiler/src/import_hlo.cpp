@@ -112,9 +112,10 @@ class Importer {
     if (s == "s8") return DType::s8;
     if (s == "s32") return DType::s32;
     if (s == "bf16") return DType::bf16;
+    if (s == "f16") return DType::f16;
     if (s == "f32") return DType::f32;
     if (s == "u32") return DType::u32;
-    unsupported(i, fmt::format("element type {} (tpuc handles pred, s8, s32, u32, bf16, f32)", s));
+    unsupported(i, fmt::format("element type {} (tpuc handles pred, s8, s32, u32, f16, bf16, f32)", s));
   }
 
   Type tensor_type(const hlo::Shape& s, const Instruction& i) const {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tpu/ir/interp.h"
+#include "tpu/isa/half.h"
 
 namespace tpu::ir {
 namespace {
@@ -760,6 +761,14 @@ std::vector<uint8_t> to_bytes(const Tensor& t) {
         std::memcpy(p, &h, 2);
         break;
       }
+      case DType::f16: {
+        const float x = float(v);
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        const uint16_t h = isa::f32_bits_to_f16(u);
+        std::memcpy(p, &h, 2);
+        break;
+      }
     }
   }
   return b;
@@ -796,6 +805,15 @@ Tensor from_bytes(const Type& type, const std::vector<uint8_t>& b) {
         uint16_t h;
         std::memcpy(&h, p, 2);
         const uint32_t u = uint32_t(h) << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        t.v[i] = x;
+        break;
+      }
+      case DType::f16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        const uint32_t u = isa::f16_to_f32_bits(h);
         float x;
         std::memcpy(&x, &u, 4);
         t.v[i] = x;

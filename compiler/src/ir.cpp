@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "tpu/ir/ir.h"
+#include "tpu/isa/half.h"
 
 namespace tpu::ir {
 
@@ -19,10 +20,11 @@ const char* dtype_name(DType d) {
     case DType::bf16: return "bf16";
     case DType::f32: return "f32";
     case DType::u32: return "u32";
+    case DType::f16: return "f16";
   }
   return "?";
 }
-bool is_float(DType d) { return d == DType::bf16 || d == DType::f32; }
+bool is_float(DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32; }
 bool is_32bit(DType d) { return d == DType::s32 || d == DType::u32 || d == DType::f32; }
 isa::Dtype isa_dtype(DType d) {
   switch (d) {
@@ -32,6 +34,7 @@ isa::Dtype isa_dtype(DType d) {
     case DType::bf16: return isa::Dtype::bf16;
     case DType::f32: return isa::Dtype::f32;
     case DType::u32: return isa::Dtype::u32;
+    case DType::f16: return isa::Dtype::f16;
   }
   return isa::Dtype::f32;
 }
@@ -40,7 +43,8 @@ int dtype_bytes(DType d) {
   switch (d) {
     case DType::pred:
     case DType::s8: return 1;
-    case DType::bf16: return 2;
+    case DType::bf16:
+    case DType::f16: return 2;
     default: return 4;
   }
 }
@@ -153,6 +157,14 @@ double canonicalize_value(DType d, double v) {
         b += 0x7fff + ((b >> 16) & 1);
         b &= 0xffff0000u;
       }
+      std::memcpy(&f, &b, 4);
+      return f;
+    }
+    case DType::f16: {
+      float f = float(v);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      b = std::isnan(f) ? 0x7fc00000u : isa::round_f32_bits_to_f16(b);
       std::memcpy(&f, &b, 4);
       return f;
     }
@@ -892,7 +904,7 @@ class Parser {
     const std::string d = ident();
     Type t;
     static const std::pair<const char*, DType> names[] = {
-        {"pred", DType::pred}, {"s8", DType::s8}, {"s32", DType::s32}, {"bf16", DType::bf16}, {"f32", DType::f32}, {"u32", DType::u32}};
+        {"pred", DType::pred}, {"s8", DType::s8}, {"s32", DType::s32}, {"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32}, {"u32", DType::u32}};
     bool found = false;
     for (auto& [n, dt] : names)
       if (d == n) t.dtype = dt, found = true;

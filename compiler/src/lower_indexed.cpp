@@ -77,7 +77,7 @@ class IndexedLowering {
     if (t.dtype == DType::bf16) return {x};
     const Type pb{DType::bf16, t.dims}, pf{DType::f32, t.dims};
     std::vector<int> parts;
-    int rest = x;
+    int rest = t.dtype == DType::f32 ? x : emit(OpKind::convert, {x}, pf, loc);  // f16 is exact in f32
     for (int k = 0; k < 3; ++k) {
       parts.push_back(emit(OpKind::convert, {rest}, pb, loc));
       if (k < 2) rest = emit(OpKind::subtract, {rest, emit(OpKind::convert, {parts.back()}, pf, loc)}, pf, loc);

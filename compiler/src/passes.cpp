@@ -696,9 +696,12 @@ Function canonicalize_dot(const Function& in) {
       acc = DType::s32;
     } else if (is_float(at.dtype) && is_float(wt.dtype)) {
       acc = DType::f32;
-      if (at.dtype != wt.dtype) a = b.convert(a, DType::f32), w = b.convert(w, DType::f32);
+      // Mixed operands, and f16 (which the MXU does not take), as f32: the
+      // dot is then an f32 dot of the same precision (split-f32-dots), its
+      // result rounded to the dot's type. docs/numerics.md, "f16".
+      if (at.dtype != wt.dtype || at.dtype == DType::f16) a = b.convert(a, DType::f32), w = b.convert(w, DType::f32);
     } else {
-      throw Error(fmt::format("{}: unsupported dot of {} x {}: the MXU multiplies s8 x s8 and bf16/f32 x bf16/f32", op.loc,
+      throw Error(fmt::format("{}: unsupported dot of {} x {}: the MXU multiplies s8 x s8 and float x float (bf16, f16, f32)", op.loc,
                               dtype_name(at.dtype), dtype_name(wt.dtype)));
     }
     if (is_float(op.type.dtype) != (acc == DType::f32))

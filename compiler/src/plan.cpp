@@ -545,6 +545,7 @@ void Plan::assign_buffers() {
     for (double v : o.literal) {
       uint32_t bits = lane_bits(o.type.dtype, v);
       if (o.type.dtype == DType::bf16) bits >>= 16;
+      if (o.type.dtype == DType::f16) bits = isa::f32_bits_to_f16(bits);
       for (int b = 0; b < esz; ++b) d.bytes.push_back(uint8_t(bits >> (8 * b)));  // little-endian
     }
     if (!d.bytes.empty()) data.push_back(std::move(d));  // an empty constant has a symbol only

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tpu/ir/ir.h"
+#include "tpu/isa/half.h"
 #include "tpu/isa/isa.h"
 #include "tpu/isa/program.h"
 #include "tpu/isa/target.h"
@@ -39,6 +40,7 @@ inline const char* vty(DType d) {  // load/store suffix
     case DType::s32:
     case DType::u32: return "s32";  // the same 32 bits (lower-unsigned leaves only bit-level u32 ops)
     case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
     default: return "s8";
   }
 }

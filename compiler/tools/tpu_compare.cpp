@@ -17,7 +17,7 @@ tpu::ir::Tensor load(const std::string& path) {
   const isa::NpyArray a = isa::read_npy(path);
   ir::Type t;
   static const std::pair<const char*, ir::DType> kinds[] = {{"|b1", ir::DType::pred}, {"|i1", ir::DType::s8}, {"<i4", ir::DType::s32},
-                                                            {"<u2", ir::DType::bf16}, {"<i2", ir::DType::bf16}, {"<f4", ir::DType::f32},
+                                                            {"<u2", ir::DType::bf16}, {"<i2", ir::DType::bf16}, {"<f2", ir::DType::f16}, {"<f4", ir::DType::f32},
                                                             {"<u4", ir::DType::u32}};
   bool ok = false;
   for (auto& [d, k] : kinds)

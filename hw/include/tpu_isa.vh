@@ -70,6 +70,8 @@
 `define TPU_OP_VST_S32 8'h65
 `define TPU_OP_VST_BF16 8'h66
 `define TPU_OP_VST_S8 8'h67
+`define TPU_OP_VLD_F16 8'hB5
+`define TPU_OP_VST_F16 8'hB6
 `define TPU_OP_VLDA 8'h68
 `define TPU_OP_VSTA 8'h69
 `define TPU_OP_VMOV 8'h6A
@@ -128,6 +130,7 @@
 `define TPU_OP_VCVT_F32_S32 8'hB0
 `define TPU_OP_VCVT_S32_F32 8'hB1
 `define TPU_OP_VRND_BF16 8'hB2
+`define TPU_OP_VRND_F16 8'hB7
 `define TPU_OP_VCLAMP_F32 8'hB3
 `define TPU_OP_VCLAMP_S32 8'hB4
 `define TPU_OP_VREDSUM_F32 8'hC0

@@ -11,10 +11,13 @@ Seed 2026: the files are reproducible."""
 import os
 import numpy as np
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "conformance")
+# Programs checked at each dot's own (default) precision: one bf16 pass.
+DEFAULT = os.path.join(HERE, "default_precision")
 rng = np.random.default_rng(2026)
 
-MLIR = {"f32": "f32", "bf16": "bf16", "s32": "i32", "s8": "i8", "pred": "i1"}
+MLIR = {"f32": "f32", "bf16": "bf16", "f16": "f16", "s32": "i32", "s8": "i8", "pred": "i1"}
 
 
 def bf16(x):
@@ -33,6 +36,9 @@ def elem(v, dt):
         return "true" if v else "false"
     if dt in ("s32", "s8"):
         return str(int(v))
+    if dt == "f16":
+        h = np.float16(v)
+        return "%.9g" % float(h) if np.isfinite(h) else "0x%04X" % np.array([h], np.float16).view(np.uint16)[0]
     f = np.float32(v)
     if not np.isfinite(f):
         return "0x%08X" % np.array([f], np.float32).view(np.uint32)[0] if dt == "f32" else \
@@ -52,7 +58,7 @@ def dense(a, dt):
     return "dense<" + rec(a) + ">"
 
 
-def program(name, doc, inputs, body, result, expected, check="expect_close", attrs=""):
+def program(name, doc, inputs, body, result, expected, check="expect_close", attrs="", out=OUT):
     """inputs: [(array, dtype)]; body: lines using %in0.. and defining %r;
     result: (array-shape-giver, dtype) of %r; expected: numpy array."""
     rdt = result
@@ -87,7 +93,7 @@ def program(name, doc, inputs, body, result, expected, check="expect_close", att
     lines.append(f"    return %c : {rtype}")
     lines.append("  }")
     lines.append("}")
-    with open(os.path.join(OUT, name + ".mlir"), "w") as f:
+    with open(os.path.join(out, name + ".mlir"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
@@ -104,10 +110,11 @@ def T(a, dt):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    for f in os.listdir(OUT):
-        if f.endswith(".mlir"):
-            os.remove(os.path.join(OUT, f))
+    for d in (OUT, DEFAULT):
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            if f.endswith(".mlir"):
+                os.remove(os.path.join(d, f))
     x, y = f32(8, 16), f32(8, 16)
     t = T(x, "f32")
     for op, fn in [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply), ("maximum", np.maximum),
@@ -292,6 +299,48 @@ def main():
     program("add_f32_wrong_expected.fail", "a deliberately wrong expected value: the check must fail", [(x, "f32"), (y, "f32")],
             [f"%r = stablehlo.add %in0, %in1 : {t}"], "f32", wrong)
 
+    # f16: numpy's float16 is IEEE binary16 (nearest even, subnormals, overflow to infinity)
+    x = f32(8, 16)
+    t, tb = T(x, "f32"), T(x, "bf16")
+    xh, yh = (f32(8, 16) * 1000).astype(np.float16), (f32(8, 16) * 30).astype(np.float16)
+    th = T(xh, "f16")
+    program("add_f16", "stablehlo.add on f16 (overflows to infinity)", [(xh, "f16"), (yh, "f16")],
+            [f"%r = stablehlo.add %in0, %in1 : {th}"], "f16", xh + yh, check="expect_eq")
+    program("multiply_f16", "stablehlo.multiply on f16 (some products overflow)", [(xh, "f16"), (yh, "f16")],
+            [f"%r = stablehlo.multiply %in0, %in1 : {th}"], "f16", (xh * yh), check="expect_eq")
+    edge = np.concatenate([np.array([65504, 65519.99, 65520, -70000, 6.1e-5, 6.0e-5, 3e-8, 2.9802322e-08, 2.99e-08, -1e-9,
+                                     1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, np.inf, -np.inf, 0.0, -0.0], np.float32),
+                           f32(112, lo=-0.01, hi=0.01)]).reshape(8, 16).astype(np.float32)
+    program("convert_f32_f16", "stablehlo.convert f32 -> f16: ties to even, subnormals, overflow, infinities",
+            [(edge, "f32")], [f"%r = stablehlo.convert %in0 : ({t}) -> {th}"], "f16", edge.astype(np.float16), check="expect_eq")
+    program("convert_f16_f32_bf16", "stablehlo.convert f16 -> f32 (exact) and f16 -> bf16 (nearest even)", [(xh, "f16")],
+            [f"%0 = stablehlo.convert %in0 : ({th}) -> {t}", f"%1 = stablehlo.convert %in0 : ({th}) -> {tb}",
+             f"%2 = stablehlo.convert %1 : ({tb}) -> {t}", f"%r = stablehlo.subtract %0, %2 : {t}"], "f32",
+            xh.astype(np.float32) - bf16(xh.astype(np.float32)), check="expect_eq")
+    xe = f32(8, 16, lo=-3, hi=3).astype(np.float16)
+    program("exponential_f16", "stablehlo.exponential on f16 (in f32, rounded once to f16)", [(xe, "f16")],
+            [f"%r = stablehlo.exponential %in0 : {th}"], "f16", np.exp(xe.astype(np.float64)).astype(np.float16))
+    hl16, hr16 = f32(16, 48, lo=-2, hi=2).astype(np.float16), f32(48, 24, lo=-2, hi=2).astype(np.float16)
+    program("dot_general_f16", "stablehlo.dot_general f16 x f16 -> f16 (exact products at --precision highest)",
+            [(hl16, "f16"), (hr16, "f16")],
+            [f"%r = stablehlo.dot_general %in0, %in1, contracting_dims = [1] x [0] : ({T(hl16, 'f16')}, {T(hr16, 'f16')}) -> tensor<16x24xf16>"],
+            "f16", (hl16.astype(np.float64) @ hr16.astype(np.float64)).astype(np.float16), check="expect_almost_eq")
+    ms = f32(24, 40, lo=-1, hi=1).astype(np.float16)
+    program("reduce_sum_f16", "stablehlo.reduce add of f16 over dimension 1", [(ms, "f16"), (np.array(np.float16(0)), "f16")],
+            [f"%r = stablehlo.reduce(%in0 init: %in1) applies stablehlo.add across dimensions = [1] : ({T(ms, 'f16')}, tensor<f16>) -> tensor<24xf16>"],
+            "f16", ms.astype(np.float64).sum(1).astype(np.float16), check="expect_almost_eq")
+    # At default precision a float dot is one bf16 pass (SPEC 5): operands
+    # rounded to bf16, exact products summed in f32, the sum rounded to the
+    # result type. XLA's TPU compiler runs a dot of f16 operands, which the
+    # MXU does not take, the same way (docs/numerics.md, "f16").
+    for dt, npt in (("f16", np.float16), ("f32", np.float32)):
+        lo, ro = f32(16, 64, lo=-2, hi=2).astype(npt), f32(64, 24, lo=-2, hi=2).astype(npt)
+        want = (bf16(lo.astype(np.float32)).astype(np.float64) @ bf16(ro.astype(np.float32)).astype(np.float64)).astype(npt)
+        program(f"dot_general_{dt}_default", f"stablehlo.dot_general {dt} x {dt} -> {dt} at default precision: one bf16 pass",
+                [(lo, dt), (ro, dt)],
+                [f"%r = stablehlo.dot_general %in0, %in1, contracting_dims = [1] x [0] : ({T(lo, dt)}, {T(ro, dt)}) -> tensor<16x24x{MLIR[dt]}>"],
+                dt, want, check="expect_close" if dt == "f16" else "expect_almost_eq",
+                attrs=" {max_ulp_difference = 1 : i64}" if dt == "f16" else "", out=DEFAULT)
 
 if __name__ == "__main__":
     main()

@@ -16,10 +16,10 @@
 
 namespace tpu::ir {
 
-enum class DType : uint8_t { pred, s8, s32, bf16, f32, u32 };
+enum class DType : uint8_t { pred, s8, s32, bf16, f32, u32, f16 };
 const char* dtype_name(DType d);
 bool is_float(DType d);
-int dtype_bytes(DType d);  // storage size in HBM and VMEM: pred and s8 take 1
+int dtype_bytes(DType d);  // storage size in HBM and VMEM: pred and s8 take 1, bf16 and f16 2
 isa::Dtype isa_dtype(DType d);  // its type in a .tpu program
 bool is_32bit(DType d);   // s32, u32, f32: what bitcast-convert reinterprets
 
