@@ -3,26 +3,30 @@
 
 namespace tpu::compiler::backend {
 
-void Emitter::node(const Node& n, int d, const std::vector<int>& a) {
+void Emitter::node(const Node& n, int d, const std::vector<int>& a, bool store_rounds) {
   const bool fl = is_float(n.dtype);
+  // A bf16 or f16 value that only goes to memory is rounded by its store
+  // (vst.bf16 and vst.f16 round as vrnd does).
   auto round = [&] {
-    if (n.dtype == DType::bf16) ins(ib::VRND_BF16(d, d));
-    if (n.dtype == DType::f16) ins(ib::VRND_F16(d, d));
+    if (n.dtype == DType::bf16 && !store_rounds) ins(ib::VRND_BF16(d, d));
+    if (n.dtype == DType::f16 && !store_rounds) ins(ib::VRND_F16(d, d));
     if (n.dtype == DType::s8) {
       ins(ib::VSHL(d, d, vregs_.at(kS8Shift)));
       ins(ib::VSRA(d, d, vregs_.at(kS8Shift)));
     }
   };
   switch (n.kind) {
-    case OpKind::bitcast_convert: ins(ib::VMOV(d, a[0])); return;
+    case OpKind::bitcast_convert:
+      if (d != a[0]) ins(ib::VMOV(d, a[0]));
+      return;
     case OpKind::convert: {
       const bool sf = is_float(n.src);
       if (n.dtype == DType::pred) {
         vop(opcode("vcmpne.", aty(n.src)), d, a[0], vregs_.at(0));
       } else if (sf && fl) {
         // Floats are exact in f32: narrowing rounds once, to the target.
-        if (n.dtype == n.src || n.dtype == DType::f32) ins(ib::VMOV(d, a[0]));
-        else ins(n.dtype == DType::bf16 ? ib::VRND_BF16(d, a[0]) : ib::VRND_F16(d, a[0]));
+        if (!is_move(n, store_rounds)) ins(n.dtype == DType::bf16 ? ib::VRND_BF16(d, a[0]) : ib::VRND_F16(d, a[0]));
+        else if (d != a[0]) ins(ib::VMOV(d, a[0]));
       } else if (!sf && fl) {
         ins(ib::VCVT_F32_S32(d, a[0]));
         round();
@@ -99,6 +103,7 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
   std::vector<size_t> last(n, 0);
   for (size_t i = 0; i < n; ++i)
     for (int a : e.nodes[i].args) last[a] = i;
+  const std::vector<bool> only_stored = e.only_stored();
   last[n - 1] = n;
   for (int i : e.stored) last[size_t(i)] = n;  // stored with the root
   // Linear scan over the node order: count registers one vector needs.
@@ -107,6 +112,11 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
   int width = 0;
   for (size_t i = 0; i < n; ++i) {
     if (rp.hoisted_reg[i] >= 0) continue;
+    // A move whose argument dies here takes over its register (no code).
+    if (const Node& nd = e.nodes[i]; is_move(nd, only_stored[i]) && last[size_t(nd.args[0])] == i && slot[size_t(nd.args[0])] >= 0) {
+      slot[i] = slot[size_t(nd.args[0])];
+      continue;
+    }
     int s = 0;
     while (busy[s]) ++s;
     busy[s] = true;
@@ -125,6 +135,7 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
 }
 
 void Emitter::eval(const Expr& e, const RegPlan& rp, int U, const std::function<void(int, const Node&, int)>& leaf, int u0) {
+  const std::vector<bool> only_stored = e.only_stored();
   for (size_t i = 0; i < e.nodes.size(); ++i) {
     const Node& nd = e.nodes[i];
     if (nd.hoisted()) continue;
@@ -135,7 +146,7 @@ void Emitter::eval(const Expr& e, const RegPlan& rp, int U, const std::function<
       } else {
         std::vector<int> a;
         for (int x : nd.args) a.push_back(rp.reg[u0 + u][x]);
-        node(nd, d, a);
+        node(nd, d, a, only_stored[i]);
       }
     }
   }

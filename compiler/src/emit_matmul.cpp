@@ -216,7 +216,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // megacore does): whole batches when they divide evenly, else rows.
   const bool by_batch = B % em.ncores_ == 0;
   std::tie(b_lo, b_hi) = by_batch ? em.share(B, 1) : std::pair<int64_t, int64_t>{0, B};
-  std::tie(m_lo, m_hi) = by_batch ? std::pair<int64_t, int64_t>{0, M} : em.share(M, M >= em.ncores_ * D ? D : 1);
+  std::tie(m_lo, m_hi) = by_batch ? std::pair<int64_t, int64_t>{0, M} : em.share(M, M >= em.ncores_ * 8 ? 8 : 1);
   Bl = b_hi - b_lo, Ml = m_hi - m_lo;
   if (Bl == 0 || Ml == 0) return;
   Kp = ceil_div(K, D) * D, kt = Kp / D, nt = ceil_div(N, D);

@@ -549,7 +549,17 @@ class Emitter {
   void kernel(size_t idx, const Kernel& k);
 
   // ---- one expression node, vector registers assigned (emit_expr.cpp)
-  void node(const Node& n, int d, const std::vector<int>& a);
+  // `store_rounds`: the value only goes to memory, whose store rounds it.
+  void node(const Node& n, int d, const std::vector<int>& a, bool store_rounds = false);
+  // Whether node() gives `n` its argument's value unchanged: a bitcast, a
+  // float convert to the same or a wider type (exact in the f32 lanes), or
+  // one that only its store rounds.
+  static bool is_move(const Node& n, bool store_rounds) {
+    if (n.leaf != Leaf::none) return false;
+    if (n.kind == OpKind::bitcast_convert) return true;
+    return n.kind == OpKind::convert && is_float(n.src) && is_float(n.dtype) &&
+           (n.dtype == n.src || n.dtype == DType::f32 || store_rounds);
+  }
 
   // Register assignment for an expression: what it holds for the whole
   // kernel (hoisted leaves, the constants its code needs, the col leaves'

@@ -125,6 +125,18 @@ Function canonicalize(const Function& in) {
       }
       case OpKind::convert:
         if (src(0).type == rt) return op.operands[0];
+        // convert(convert(x)) with an exact inner one (a widening that
+        // loses nothing) is one convert of x.
+        if (src(0).kind == OpKind::convert && rt.dtype != DType::u32) {
+          const DType from = f.ops[src(0).operands[0]].type.dtype, mid = src(0).type.dtype;
+          const bool exact = from == DType::pred ? mid != DType::u32
+                             : from == DType::s8 ? mid == DType::s32 || is_float(mid)
+                                                 : (from == DType::bf16 || from == DType::f16) && mid == DType::f32;
+          if (exact) {
+            op.operands[0] = src(0).operands[0];
+            if (f.ops[op.operands[0]].type == rt) return op.operands[0];
+          }
+        }
         break;
       case OpKind::broadcast:
         if (src(0).type == rt) return op.operands[0];

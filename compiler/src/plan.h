@@ -93,6 +93,16 @@ struct Expr {
     return v;
   }
   int row_len = 0;          // row leaves' length (the broadcast dimension)
+  // Per node: its value only goes to memory (the root, or stored and read
+  // by no node).
+  std::vector<bool> only_stored() const {
+    std::vector<bool> o(nodes.size(), false);
+    if (!o.empty()) o.back() = true;
+    for (int s : stored) o[size_t(s)] = true;
+    for (const Node& nd : nodes)
+      for (int x : nd.args) o[size_t(x)] = false;
+    return o;
+  }
   bool has(Leaf l) const {
     for (const Node& n : nodes)
       if (n.leaf == l) return true;
