@@ -120,7 +120,8 @@ class Emitter {
         kDmaBytesPerCycle(dma_bytes_per_cycle(m)),
         kDmaLatency(m.dma_latency_cycles()),
         kDmaBurst(m.dma.burst_bytes),
-        kDmaBurstsPerCycle(m.dma.bursts_per_cycle) {}
+        kDmaBurstsPerCycle(m.dma.bursts_per_cycle),
+        vgrp_(m.vpu.issue) {}
 
   // The whole program. On a chip of several TensorCores every core runs
   // it: each reads its `core` CSR and branches to its own code, which does
@@ -177,37 +178,33 @@ class Emitter {
     if (unit == kSc) floor_ = t;  // the scalar unit stalls: nothing after it issues earlier
     return t;
   }
-  // The VPU dispatches in order, in issue groups within its slots
-  // (docs/timing.md); `wait` takes no slot, `signal` and `vxpose` go alone.
+  // The VPU dispatches in order, in issue groups by the simulator's rule
+  // (isa::VpuIssueGroup); `wait` takes no slot, `signal` and `vxpose` go alone.
   // An instruction waits for the vector registers it names to be ready (the
   // VPU's dependency stall; isa::register_use says which). Its slot and
   // latency come from its class (isa.def) and the config.
   double push_vpu(double ready, const isa::Instruction& insn, std::vector<uint64_t> vals, double occupancy, double latency) {
     const isa::InsnSpec* spec = &isa::spec(insn.op);
     const bool wait = spec->op == isa::Opcode::WAIT, sync = spec->unit == isa::ExecUnit::Sync;
-    const isa::VpuSlot slot = sync ? isa::VpuSlot::Whole : isa::vpu_slot(spec->vpu_class);
-    const bool alone = slot == isa::VpuSlot::Whole;
+    const bool alone = sync || isa::vpu_slot(spec->vpu_class) == isa::VpuSlot::Whole;
     if (!sync) latency = m_.vpu_latency(spec->vpu_class);
-    const int k = slot == isa::VpuSlot::Load ? 0 : slot == isa::VpuSlot::Store ? 1 : 2;
-    const auto& iss = m_.vpu.issue;
-    const double limit[3] = {double(iss.load), double(iss.store), double(iss.alu)};
-    auto next_group = [&](double t) { vgroup_ = t, vn_ = 0, vused_[0] = vused_[1] = vused_[2] = 0; };
+    auto next_group = [&](double t) { vgroup_ = t, vgrp_ = isa::VpuIssueGroup(m_.vpu.issue); };
     const isa::RegisterUse regs = sync ? isa::RegisterUse{} : isa::register_use(insn);
     for (uint32_t r = regs.vread | regs.vwrite; r != 0; r &= r - 1) ready = std::max(ready, vready_[__builtin_ctz(r)]);
     double t = std::max({ready, vgroup_, floor_, pin_});
     if (t > vgroup_) next_group(t);
     if (!wait) {
-      if (vn_ > 0 && (alone || vn_ >= double(iss.width) || vused_[k] >= limit[k])) next_group(vgroup_ + 1);
+      if (vgrp_.size() > 0 && (sync || !vgrp_.admits(insn.op))) next_group(vgroup_ + 1);
       t = vgroup_;
       if (alone) {
         next_group(t + std::max(1.0, occupancy));
       } else {
-        ++vn_, ++vused_[k];
+        vgrp_.add(insn.op);
       }
     }
     for (uint32_t r = regs.vwrite; r != 0; r &= r - 1) vready_[__builtin_ctz(r)] = t + latency;
     record(t, kVpu, insn, std::move(vals));
-    clk_[kVpu] = vn_ > 0 ? vgroup_ + 1 : vgroup_;
+    clk_[kVpu] = vgrp_.size() > 0 ? vgroup_ + 1 : vgroup_;
     done_[kVpu] = std::max(done_[kVpu], t + latency);
     return t;
   }
@@ -961,8 +958,8 @@ class Emitter {
   double last_key_[isa::kUnitSlots] = {};  // per unit: the place of its last instruction
   std::vector<isa::Instruction>* capture_ = nullptr;  // VPU instructions go here instead when set
   double vready_[isa::kNumVregs] = {};  // when each vector register's value is ready
-  double vgroup_ = 0, vused_[3] = {};  // the VPU's current issue group: its cycle, slots used
-  int vn_ = 0;
+  double vgroup_ = 0;  // the VPU's current issue group: its cycle, what is in it
+  isa::VpuIssueGroup vgrp_{isa::VpuIssue{}};
   double weights_ready_[isa::kMaxMxus] = {}, feed_free_[isa::kMaxMxus] = {}, mm_done_[isa::kMaxMxus][2] = {};
   uint64_t vmem_top_ = 0;
   VRegs vregs_;  // the kernel's vector registers

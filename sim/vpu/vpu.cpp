@@ -283,18 +283,12 @@ void Vpu::tick() {
   }
   // Dispatch in queue order while the cycle's slots allow; the first
   // instruction that cannot go ends the group.
-  const auto& iss = cfg_.vpu.issue;
-  uint32_t used[3] = {0, 0, 0};
-  const uint32_t limit[3] = {iss.alu, iss.load, iss.store};
-  bool acc_port = false;  // vlda and vsta share the VPU's accumulator port
-  for (uint32_t n = 0; n < iss.width; ++n) {
+  isa::VpuIssueGroup group(cfg_.vpu.issue);
+  for (uint32_t n = 0;; ++n) {
     if (n > 0 && !(h = head())) break;
     const isa::Opcode op = h->insn.op;
-    if (op == isa::Opcode::WAIT || op == isa::Opcode::SIGNAL) break;
+    if (op == isa::Opcode::WAIT || op == isa::Opcode::SIGNAL || !group.admits(op)) break;
     const VpuClass cls = isa::spec(op).vpu_class;
-    const VpuSlot sl = isa::vpu_slot(cls);
-    const bool acc = op == isa::Opcode::VLDA || op == isa::Opcode::VSTA;
-    if (n > 0 && (sl == VpuSlot::Whole || used[int(sl)] == limit[int(sl)] || (acc && acc_port))) break;
     // Scoreboard: every vector register the instruction names must be ready.
     const auto& ops = isa::format_spec(isa::spec(op).format).operands;
     bool ready = true;
@@ -319,9 +313,7 @@ void Vpu::tick() {
     last_complete_ = std::max(last_complete_, done);
     trace_event(is.pc, now, done);
     retire();
-    if (sl == VpuSlot::Whole) break;
-    ++used[int(sl)];
-    acc_port |= acc;
+    group.add(op);
   }
   finish(UnitState::Busy, "");
 }

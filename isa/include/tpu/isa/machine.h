@@ -48,6 +48,36 @@ struct VpuIssue {
 enum class VpuSlot : uint8_t { Alu, Load, Store, Whole };
 VpuSlot vpu_slot(VpuClass c);
 
+// One cycle's issue group of the VPU (docs/timing.md, "issue group"): the
+// rule the simulator dispatches by and the compiler's scheduler estimates
+// with. The first instruction always goes; another joins while the group
+// has fewer than `width`, its slot is below its limit, the accumulator port
+// (vlda, vsta) is free if it needs it, and no Whole-slot instruction (a
+// transpose) is in it or wants in. wait and signal are the caller's: they
+// go alone at the head of the queue.
+class VpuIssueGroup {
+ public:
+  explicit VpuIssueGroup(const VpuIssue& issue) : limit_{issue.alu, issue.load, issue.store}, width_(issue.width) {}
+  bool admits(Opcode op) const {
+    if (n_ == 0) return true;
+    const VpuSlot s = vpu_slot(spec(op).vpu_class);
+    return !closed_ && s != VpuSlot::Whole && n_ < width_ && used_[int(s)] < limit_[int(s)] && !(acc_port_ && uses_acc_port(op));
+  }
+  void add(Opcode op) {
+    const VpuSlot s = vpu_slot(spec(op).vpu_class);
+    ++n_;
+    if (s == VpuSlot::Whole) closed_ = true;
+    else ++used_[int(s)];
+    acc_port_ |= uses_acc_port(op);
+  }
+  uint32_t size() const { return n_; }
+  static bool uses_acc_port(Opcode op) { return op == Opcode::VLDA || op == Opcode::VSTA; }
+
+ private:
+  uint32_t limit_[3], width_, used_[3] = {0, 0, 0}, n_ = 0;
+  bool acc_port_ = false, closed_ = false;
+};
+
 struct VpuParams {
   VpuLatency latency;
   VpuIssue issue;
