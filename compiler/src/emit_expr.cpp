@@ -103,7 +103,8 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
   std::vector<size_t> last(n, 0);
   for (size_t i = 0; i < n; ++i)
     for (int a : e.nodes[i].args) last[a] = i;
-  const std::vector<bool> only_stored = e.only_stored();
+  rp.only_stored = e.only_stored();
+  const std::vector<bool>& only_stored = rp.only_stored;
   last[n - 1] = n;
   for (int i : e.stored) last[size_t(i)] = n;  // stored with the root
   // Linear scan over the node order: count registers one vector needs.
@@ -135,7 +136,6 @@ Emitter::RegPlan Emitter::regplan(const Expr& e, int max_unroll) {
 }
 
 void Emitter::eval(const Expr& e, const RegPlan& rp, int U, const std::function<void(int, const Node&, int)>& leaf, int u0) {
-  const std::vector<bool> only_stored = e.only_stored();
   for (size_t i = 0; i < e.nodes.size(); ++i) {
     const Node& nd = e.nodes[i];
     if (nd.hoisted()) continue;
@@ -146,7 +146,7 @@ void Emitter::eval(const Expr& e, const RegPlan& rp, int U, const std::function<
       } else {
         std::vector<int> a;
         for (int x : nd.args) a.push_back(rp.reg[u0 + u][x]);
-        node(nd, d, a, only_stored[i]);
+        node(nd, d, a, rp.only_stored[i]);
       }
     }
   }

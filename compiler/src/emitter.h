@@ -568,6 +568,7 @@ class Emitter {
     std::vector<std::pair<int, uint32_t>> consts;  // registers hoist() loads with a lane pattern
     int lane0 = -1;                                // the col leaves' mask: lane 0 set
     int unroll = 1;
+    std::vector<bool> only_stored;                 // per node: Expr::only_stored()
   };
   RegPlan regplan(const Expr& e, int max_unroll);
 
