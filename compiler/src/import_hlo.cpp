@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include "rewrite.h"
 #include "tpu/ir/import.h"
@@ -575,26 +576,36 @@ class Importer {
     }
     if (opc == "conditional") return conditional(i, tuples);
     if (opc == "while") {
-      // Loops run at compile time: the condition must be a constant once
-      // the state before it is known (counted loops: fori_loop, scan), and
-      // the body is imported once per iteration.
+      // A loop of the IR: its condition and body become functions of the
+      // state's values (tuples flattened), imported once each.
       const std::string* cn = i.attribute("condition");
       const std::string* bn = i.attribute("body");
       const hlo::Computation* cond = cn ? m_.find(*cn) : nullptr;
       const hlo::Computation* body = bn ? m_.find(*bn) : nullptr;
       if (!cond || !body || tuples.size() != 1) malformed(i, "while needs one operand, a condition and a body");
-      std::vector<int> state = *tuples[0];
-      for (int64_t n = 0;; ++n) {
-        const std::vector<int> c = computation(*cond, {state});
-        const std::optional<double> go = c.size() == 1 ? consts_.scalar(c[0]) : std::nullopt;
-        if (!go) unsupported(i, "while loop whose condition is not a compile-time constant (a data-dependent loop)");
-        if (*go == 0) break;
-        if (n == kMaxIterations) unsupported(i, fmt::format("while loop of more than {} iterations", kMaxIterations));
-        if (f_.ops.size() > kMaxUnrolledOps) unsupported(i, fmt::format("while loops unrolled to more than {} operations", kMaxUnrolledOps));
-        state = computation(*body, {state});
-        if (state.size() != tuples[0]->size()) malformed(i, "while body changes the number of values");
+      const std::vector<int>& state = *tuples[0];
+      if (state.empty()) unsupported(i, "while loop without state");
+      Op w;
+      w.kind = OpKind::while_, w.operands = state, w.type = {DType::pred, {}}, w.loc = loc(i);
+      for (const hlo::Computation* c : {cond, body}) {
+        Function g = region(*c, state);
+        if (c == cond && (g.results.size() != 1 || g.ops[size_t(g.results[0])].type != Type{DType::pred, {}}))
+          malformed(i, "while condition must return one pred[]");
+        if (c == body) {
+          if (g.results.size() != state.size()) malformed(i, "while body changes the number of values");
+          for (size_t k = 0; k < state.size(); ++k)
+            if (g.ops[size_t(g.results[k])].type != f_.ops[size_t(state[k])].type) malformed(i, "while body changes the state's types");
+        }
+        w.regions.push_back(std::move(g));
       }
-      return state;
+      const int loop = f_.add(std::move(w));
+      std::vector<int> out;
+      for (size_t k = 0; k < state.size(); ++k) {
+        Op e;
+        e.kind = OpKind::get_tuple_element, e.operands = {loop}, e.index = int64_t(k), e.type = f_.ops[size_t(state[k])].type, e.loc = loc(i);
+        out.push_back(f_.add(std::move(e)));
+      }
+      return out;
     }
     if (opc == "dynamic-slice" || opc == "dynamic-update-slice") return {dynamic_slice(i, tuples, opc == "dynamic-update-slice")};
     if (opc == "custom-call") {
@@ -830,7 +841,7 @@ class Importer {
       malformed(i, "conditional selects by a pred (two branches) or an s32 index");
     const int64_t nb = int64_t(branches.size());
     auto branch_of = [&](double v) { return by_pred ? (v != 0 ? 0 : 1) : (v < 0 || v >= double(nb) ? nb - 1 : int64_t(v)); };
-    if (const std::optional<double> known = consts_.scalar(sel)) {
+    if (const std::optional<double> known = consts_->scalar(sel)) {
       const int64_t b = branch_of(*known);
       return computation(*branches[size_t(b)], {*tuples[size_t(b) + 1]});
     }
@@ -864,8 +875,6 @@ class Importer {
     return out;
   }
 
-  static constexpr int64_t kMaxIterations = 4096;
-  static constexpr size_t kMaxUnrolledOps = 1000000;
 
 
   // dynamic-slice and dynamic-update-slice with start indices known at
@@ -883,42 +892,65 @@ class Importer {
     const size_t r = xt.dims.size();
     std::vector<int64_t> sizes = update ? f_.ops[size_t(in[1])].type.dims : ints(i, "dynamic_slice_sizes");
     if (sizes.size() != r) malformed(i, "slice sizes do not match the operand's rank");
-    std::vector<double> starts;
+    for (size_t k = 0; k < r; ++k)
+      if (sizes[k] < 0 || sizes[k] > xt.dims[k]) malformed(i, "slice larger than the operand");
+    const std::string l = loc(i);
+    std::vector<int> start;  // one scalar per dimension
     if (in.size() == first + r) {
-      for (size_t k = 0; k < r; ++k) {
-        const auto v = consts_.scalar(in[first + k]);
-        if (!v) unsupported(i, fmt::format("{} with a start index computed at run time", i.opcode));
-        starts.push_back(*v);
-      }
+      start.assign(in.begin() + long(first), in.end());
     } else if (in.size() == first + 1 && r > 0) {  // one index vector
-      const Tensor* t = consts_.value(in[first]);
-      if (!t || t->v.size() != r) unsupported(i, fmt::format("{} with a start index computed at run time", i.opcode));
-      starts = t->v;
+      const Type& it = f_.ops[size_t(in[first])].type;
+      if (it.dims.size() != 1 || it.dims[0] != int64_t(r)) malformed(i, "the start index vector does not match the operand's rank");
+      for (size_t k = 0; k < r; ++k)
+        start.push_back(emit(OpKind::reshape, {slice(in[first], {int64_t(k)}, {int64_t(k) + 1}, l)}, {it.dtype, {}}, l));
     } else {
       malformed(i, "wrong number of start indices");
     }
-    std::vector<int64_t> lo(r), hi(r);
-    for (size_t k = 0; k < r; ++k) {
-      if (sizes[k] < 0 || sizes[k] > xt.dims[k]) malformed(i, "slice larger than the operand");
-      lo[k] = std::clamp<int64_t>(int64_t(starts[k]), 0, xt.dims[k] - sizes[k]);
-      hi[k] = lo[k] + sizes[k];
+    std::vector<double> known;
+    for (int s : start) {
+      const Type& st = f_.ops[size_t(s)].type;
+      if (!st.dims.empty() || is_float(st.dtype) || st.dtype == DType::pred) malformed(i, "start indices must be integer scalars");
+      if (const auto v = consts_->scalar(s)) known.push_back(*v);
     }
-    const std::string l = loc(i);
-    if (!update) return slice(in[0], lo, hi, l);
-    std::vector<int64_t> after(r), none(r, 0);
-    for (size_t k = 0; k < r; ++k) after[k] = xt.dims[k] - hi[k];
-    auto pad = [&](int x, int value, const Type& t) {
+    if (known.size() == r) return compiler::rewrite::append_fixed_dynamic_slice(f_, in[0], update ? in[1] : -1, sizes, known, l);
+    Op op;  // a start computed at run time (a loop's counter)
+    op.kind = update ? OpKind::dynamic_update_slice : OpKind::dynamic_slice;
+    op.operands = update ? std::vector<int>{in[0], in[1]} : std::vector<int>{in[0]};
+    op.operands.insert(op.operands.end(), start.begin(), start.end());
+    op.type = update ? xt : Type{xt.dtype, sizes};
+    op.loc = l;
+    return f_.add(std::move(op));
+  }
+
+  // Computation c as a function of its own (a loop's region) whose
+  // parameters take the values of `state`; imported with a fresh constant
+  // folder (its values are not the outer function's).
+  Function region(const hlo::Computation& c, const std::vector<int>& state) {
+    Function outer = std::move(f_);
+    auto outer_consts = std::move(consts_);
+    auto outer_tiles = std::move(global_tiles_);
+    f_ = Function{};
+    f_.devices = outer.devices;
+    consts_ = std::make_unique<ConstantFolder>(f_);
+    global_tiles_.clear();
+    std::vector<int> params;
+    for (size_t k = 0; k < state.size(); ++k) {
       Op p;
-      p.kind = OpKind::pad, p.operands = {x, value}, p.lo = lo, p.hi = after, p.interior = none, p.type = t, p.loc = l;
-      return f_.add(std::move(p));
-    };
-    const Type mt{DType::s32, xt.dims};
-    const int upd = pad(in[1], splat({xt.dtype, {}}, 0, l), xt);
-    const int mask = pad(splat({DType::s32, sizes}, 1, l), splat({DType::s32, {}}, 0, l), mt);
-    Op inside;
-    inside.kind = OpKind::compare, inside.direction = Direction::NE, inside.operands = {mask, splat(mt, 0, l)};
-    inside.type = {DType::pred, xt.dims}, inside.loc = l;
-    return emit(OpKind::select, {f_.add(std::move(inside)), upd, in[0]}, xt, l);
+      p.kind = OpKind::parameter, p.index = int64_t(k), p.type = outer.ops[size_t(state[k])].type, p.loc = outer.ops[size_t(state[k])].loc;
+      params.push_back(f_.add(std::move(p)));
+    }
+    f_.name = c.name;
+    std::vector<int> results;
+    try {
+      results = computation(c, {params});
+    } catch (...) {
+      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+      throw;
+    }
+    f_.results = results;
+    Function g = std::move(f_);
+    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+    return g;
   }
 
   // A reduce of (values, indices) pairs whose to_apply behaves like JAX's
@@ -1119,7 +1151,7 @@ class Importer {
   Function f_;
   // Values the program computes from constants only (loop conditions,
   // dynamic-slice starts).
-  ConstantFolder consts_{f_};
+  std::unique_ptr<ConstantFolder> consts_ = std::make_unique<ConstantFolder>(f_);
   int depth_ = 0;
   std::vector<const hlo::Computation*> current_;
 };

@@ -262,7 +262,9 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
   const auto rs = strides_of(op.type.dims);
   auto at = [&](const Tensor& t, const std::vector<int64_t>& idx) { return t.v[offset(idx, strides_of(t.type.dims))]; };
   switch (op.kind) {
-    case OpKind::parameter: throw std::logic_error("internal error: evaluate(parameter)");
+    case OpKind::parameter:
+    case OpKind::while_:
+    case OpKind::get_tuple_element: throw std::logic_error(fmt::format("internal error: evaluate({})", op_name(op.kind)));
     case OpKind::constant:
       for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = op.literal.size() == 1 ? op.literal[0] : op.literal[i];
       break;
@@ -470,6 +472,24 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
     case OpKind::scatter:
       indexed(op, in, r);
       break;
+    case OpKind::dynamic_slice:
+    case OpKind::dynamic_update_slice: {  // each start clamped so that the piece fits (XLA)
+      const bool upd = op.kind == OpKind::dynamic_update_slice;
+      const Tensor& x = *in[0];
+      const Type& piece = upd ? in[1]->type : op.type;
+      std::vector<int64_t> lo;
+      for (size_t k = 0; k < x.type.dims.size(); ++k)
+        lo.push_back(std::clamp<int64_t>(int64_t(in[(upd ? 2 : 1) + k]->v[0]), 0, x.type.dims[k] - piece.dims[k]));
+      if (upd) r.v = x.v;
+      const auto xs = strides_of(x.type.dims), ps = strides_of(piece.dims);
+      for_each_index(piece.dims, [&](const std::vector<int64_t>& idx) {
+        std::vector<int64_t> j = idx;
+        for (size_t k = 0; k < j.size(); ++k) j[k] += lo[k];
+        if (upd) r.v[size_t(offset(j, xs))] = in[1]->v[size_t(offset(idx, ps))];
+        else r.v[size_t(offset(idx, ps))] = x.v[size_t(offset(j, xs))];
+      });
+      break;
+    }
     case OpKind::select_and_scatter: {
       // XLA's semantics: in each window, the in-bounds elements in row-major
       // order; a candidate replaces the selected one unless
@@ -521,7 +541,8 @@ const Tensor* ConstantFolder::value(int v) {
       continue;
     }
     const Op& op = f_.ops[size_t(x)];
-    if (op.kind == OpKind::parameter || is_collective(op.kind) || op.type.elements() > limit_) {
+    if (op.kind == OpKind::parameter || is_collective(op.kind) || op.kind == OpKind::while_ || op.kind == OpKind::get_tuple_element ||
+        op.type.elements() > limit_) {
       known_[x] = std::nullopt;
       pending.pop_back();
       continue;
@@ -569,25 +590,57 @@ void move_tile(Tensor& global, Tensor& local, const std::vector<int64_t>& tiles,
   });
 }
 
-std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>& inputs) {
-  const auto params = f.params();
-  const int64_t n = f.devices;
-  std::vector<std::vector<Tensor>> vals(size_t(n), std::vector<Tensor>(f.ops.size()));
+bool has_collective(const Function& f) {
+  for (const Op& op : f.ops) {
+    if (is_collective(op.kind)) return true;
+    for (const Function& g : op.regions)
+      if (has_collective(g)) return true;
+  }
+  return false;
+}
+
+using PerDevice = std::vector<std::vector<Tensor>>;  // [device][value]
+PerDevice run_devices(const Function& f, const PerDevice& local);
+
+// A while loop on every device at once: each leaves it when its condition
+// is false. Devices may leave at different trips only if the body has no
+// collective (one that some devices skip would never complete).
+PerDevice run_while(const Op& op, PerDevice state) {
+  const size_t n = state.size();
+  for (;;) {
+    const PerDevice go = run_devices(op.regions[0], state);
+    size_t active = 0;
+    for (size_t d = 0; d < n; ++d) active += go[d][0].v[0] != 0;
+    if (active == 0) return state;
+    if (active != n && has_collective(op.regions[1]))
+      throw Error(fmt::format("{}: devices leave the while loop at different trips, and its body has collectives", op.loc));
+    PerDevice next = run_devices(op.regions[1], state);
+    for (size_t d = 0; d < n; ++d)
+      if (go[d][0].v[0] != 0) state[d] = std::move(next[d]);
+  }
+}
+
+// Runs f on every device from each device's own parameter values; returns
+// each device's results.
+PerDevice run_devices(const Function& f, const PerDevice& local) {
+  const int64_t n = int64_t(local.size());
+  PerDevice vals(size_t(n), std::vector<Tensor>(f.ops.size()));
+  std::map<int, PerDevice> loops;  // a while op's final state: [device][element]
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
+    if (op.kind == OpKind::while_) {
+      PerDevice init = PerDevice(size_t(n));
+      for (int64_t d = 0; d < n; ++d)
+        for (int o : op.operands) init[size_t(d)].push_back(vals[size_t(d)][size_t(o)]);
+      loops[int(i)] = run_while(op, std::move(init));
+      continue;
+    }
     for (int64_t d = 0; d < n; ++d) {
       Tensor& out = vals[size_t(d)][i];
       if (op.kind == OpKind::parameter) {
-        Tensor g = inputs[size_t(op.index)];
-        if (g.type != f.param_global_type(size_t(op.index)))
-          throw Error(fmt::format("input {} is {}, the program wants {}", op.index, g.type.str(), f.param_global_type(size_t(op.index)).str()));
-        const auto& tiles = size_t(op.index) < f.param_tiles.size() ? f.param_tiles[size_t(op.index)] : std::vector<int64_t>{};
-        if (tiles.empty()) {
-          out = g;
-        } else {
-          out = Tensor{op.type, std::vector<double>(size_t(op.type.elements()))};
-          move_tile(g, out, tiles, d, true);
-        }
+        out = local[size_t(d)][size_t(op.index)];
+      } else if (op.kind == OpKind::get_tuple_element) {
+        out = loops.at(op.operands[0])[size_t(d)][size_t(op.index)];
       } else if (!is_collective(op.kind)) {
         std::vector<const Tensor*> in;
         for (int o : op.operands) in.push_back(&vals[size_t(d)][size_t(o)]);
@@ -652,17 +705,42 @@ std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>&
       }
     }
   }
+  PerDevice out = PerDevice(size_t(n));
+  for (int64_t d = 0; d < n; ++d)
+    for (int r : f.results) out[size_t(d)].push_back(vals[size_t(d)][size_t(r)]);
+  return out;
+}
+
+std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>& inputs) {
+  const auto params = f.params();
+  const int64_t n = f.devices;
+  PerDevice local = PerDevice(size_t(n));
+  for (size_t k = 0; k < params.size(); ++k) {
+    Tensor g = inputs[k];
+    if (g.type != f.param_global_type(k))
+      throw Error(fmt::format("input {} is {}, the program wants {}", k, g.type.str(), f.param_global_type(k).str()));
+    const auto& tiles = k < f.param_tiles.size() ? f.param_tiles[k] : std::vector<int64_t>{};
+    for (int64_t d = 0; d < n; ++d) {
+      if (tiles.empty()) {
+        local[size_t(d)].push_back(g);
+      } else {
+        const Type& lt = f.ops[size_t(params[k])].type;
+        local[size_t(d)].push_back(Tensor{lt, std::vector<double>(size_t(lt.elements()))});
+        move_tile(g, local[size_t(d)].back(), tiles, d, true);
+      }
+    }
+  }
+  PerDevice res = run_devices(f, local);
   std::vector<Tensor> out;
   for (size_t r = 0; r < f.results.size(); ++r) {
-    const int v = f.results[r];
     const auto& tiles = r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{};
     if (tiles.empty()) {
-      out.push_back(vals[0][size_t(v)]);
+      out.push_back(res[0][r]);
       continue;
     }
     const Type gt = f.result_global_type(r);
     Tensor g{gt, std::vector<double>(size_t(gt.elements()))};
-    for (int64_t d = 0; d < n; ++d) move_tile(g, vals[size_t(d)][size_t(v)], tiles, d, false);
+    for (int64_t d = 0; d < n; ++d) move_tile(g, res[size_t(d)][r], tiles, d, false);
     out.push_back(std::move(g));
   }
   return out;
@@ -685,6 +763,7 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
   for (size_t i = 0; i < f.ops.size(); ++i)
     for (int o : f.ops[i].operands) last[o] = i;
   for (int r : f.results) last[r] = f.ops.size();
+  std::map<int, std::vector<Tensor>> loops;  // a while op's final state
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
     if (op.kind == OpKind::parameter) {
@@ -692,13 +771,19 @@ std::vector<Tensor> interpret(const Function& f, const std::vector<Tensor>& inpu
       if (t.type != op.type)
         throw Error(fmt::format("input {} is {}, the program wants {}", op.index, t.type.str(), op.type.str()));
       vals[i] = t;
+    } else if (op.kind == OpKind::while_) {
+      PerDevice init(1);
+      for (int o : op.operands) init[0].push_back(vals[size_t(o)]);
+      loops[int(i)] = std::move(run_while(op, std::move(init))[0]);
+    } else if (op.kind == OpKind::get_tuple_element) {
+      vals[i] = loops.at(op.operands[0])[size_t(op.index)];
     } else {
       std::vector<const Tensor*> in;
       for (int o : op.operands) in.push_back(&vals[o]);
       vals[i] = evaluate(op, in);
     }
     for (int o : op.operands)
-      if (last[o] == i) vals[o] = Tensor{};
+      if (last[o] == i) vals[o] = Tensor{}, loops.erase(o);
   }
   std::vector<Tensor> out;
   for (int r : f.results) out.push_back(vals[r]);

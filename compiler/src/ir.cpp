@@ -84,6 +84,10 @@ const char* op_name(OpKind k) {
     case OpKind::reduce_scatter: return "reduce-scatter";
     case OpKind::all_to_all: return "all-to-all";
     case OpKind::collective_permute: return "collective-permute";
+    case OpKind::while_: return "while";
+    case OpKind::dynamic_slice: return "dynamic-slice";
+    case OpKind::dynamic_update_slice: return "dynamic-update-slice";
+    case OpKind::get_tuple_element: return "get-tuple-element";
     default: return names[int(k)];
   }
 }
@@ -566,6 +570,34 @@ Type infer_type(const Function& f, const Op& op) {
         bad(op, fmt::format("source {} does not have one element per window ({} windows)", operand(1).str(), Type{a.dtype, windows}.str()));
       return a;
     }
+    case OpKind::dynamic_slice:
+    case OpKind::dynamic_update_slice: {
+      // x (update) start...: one integer scalar start per dimension; the
+      // slice (dynamic-slice's type, or the update) fits in x.
+      const bool upd = op.kind == OpKind::dynamic_update_slice;
+      const Type& x = operand(0);
+      const size_t first = upd ? 2 : 1;
+      need(first + x.dims.size());
+      const Type& piece = upd ? operand(1) : op.type;
+      if (piece.dtype != x.dtype || piece.dims.size() != x.dims.size()) bad(op, fmt::format("{} does not match {}", piece.str(), x.str()));
+      for (size_t k = 0; k < x.dims.size(); ++k) {
+        if (piece.dims[k] > x.dims[k]) bad(op, fmt::format("{} does not fit in {}", piece.str(), x.str()));
+        const Type& st = operand(first + k);
+        if (!st.dims.empty() || is_float(st.dtype) || st.dtype == DType::pred) bad(op, "starts must be integer scalars");
+      }
+      return upd ? x : op.type;
+    }
+    case OpKind::while_:
+      // The regions' signatures are verify()'s (they need the whole region).
+      if (op.regions.size() != 2) bad(op, "needs a condition and a body");
+      return {DType::pred, {}};
+    case OpKind::get_tuple_element: {
+      need(1);
+      const Op& w = f.ops[size_t(op.operands[0])];
+      if (w.kind != OpKind::while_) bad(op, "reads a value that is not a while loop's");
+      if (op.index < 0 || size_t(op.index) >= w.operands.size()) bad(op, "index out of range");
+      return f.ops[size_t(w.operands[size_t(op.index)])].type;
+    }
     default:
       break;
   }
@@ -595,6 +627,38 @@ Type Function::param_global_type(size_t i) const {
 Type Function::result_global_type(size_t i) const {
   return tiled_type(ops[size_t(results.at(i))].type, i < result_tiles.size() ? result_tiles[i] : std::vector<int64_t>{});
 }
+
+namespace {
+
+// A while loop's regions: the condition takes the state and gives pred[],
+// the body takes the state and gives the next one (same types, in order).
+void verify_loop(const Function& f, const Op& op, size_t i) {
+  std::vector<Type> state;
+  for (int o : op.operands) state.push_back(f.ops[size_t(o)].type);
+  for (size_t r = 0; r < 2; ++r) {
+    const Function& g = op.regions[r];
+    const char* what = r == 0 ? "condition" : "body";
+    try {
+      verify(g);
+    } catch (const Error& e) {
+      bad(op, fmt::format("(%{}) {}: {}", i, what, e.what()));
+    }
+    const auto params = g.params();
+    if (params.size() != state.size()) bad(op, fmt::format("(%{}) {} takes {} values, the state has {}", i, what, params.size(), state.size()));
+    for (size_t k = 0; k < params.size(); ++k)
+      if (g.ops[size_t(params[k])].type != state[k])
+        bad(op, fmt::format("(%{}) {} parameter {} is {}, the state's value is {}", i, what, k, g.ops[size_t(params[k])].type.str(), state[k].str()));
+    if (g.devices != f.devices || !g.param_tiles.empty() || !g.result_tiles.empty())
+      bad(op, fmt::format("(%{}) {} must run on the loop's {} device(s), untiled", i, what, f.devices));
+    std::vector<Type> out;
+    for (int v : g.results) out.push_back(g.ops[size_t(v)].type);
+    if (r == 0 && (out.size() != 1 || out[0] != Type{DType::pred, {}}))
+      bad(op, fmt::format("(%{}) condition must return one pred[]", i));
+    if (r == 1 && out != state) bad(op, fmt::format("(%{}) body must return the state's types in order", i));
+  }
+}
+
+}  // namespace
 
 void verify(const Function& f) {
   for (size_t i = 0; i < f.ops.size(); ++i) {
@@ -627,8 +691,10 @@ void verify(const Function& f) {
       case OpKind::negate: case OpKind::abs: case OpKind::sign: case OpKind::round_nearest_afz: case OpKind::remainder:
         if (t.dtype == DType::pred) bad(op, fmt::format("(%{}) needs a numeric type, not pred", i));
         break;
+      case OpKind::while_: verify_loop(f, op, i); break;
       default: break;
     }
+    if (op.kind != OpKind::while_ && !op.regions.empty()) bad(op, fmt::format("(%{}) cannot have regions", i));
   }
   if (f.results.empty()) throw Error("<ir>: function returns nothing");
   for (int r : f.results)
@@ -754,9 +820,23 @@ std::string print(const Function& f) {
     if (op.kind == OpKind::reduce || op.kind == OpKind::arg_reduce || op.kind == OpKind::reduce_window || op.kind == OpKind::select_and_scatter ||
         op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter || op.kind == OpKind::scatter)
       a("combiner", combiner_name(op.combiner));
+    if (op.kind == OpKind::get_tuple_element) a("index", std::to_string(op.index));
+    if (op.kind == OpKind::while_)
+      for (size_t r = 0; r < op.regions.size(); ++r) {
+        std::string text = print(op.regions[r]);  // nested two deeper
+        text.pop_back();
+        for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 5) text.replace(at, 1, "\n    ");
+        a(r == 0 ? "condition" : "body", text);
+      }
     s += fmt::format("  %{} = {}({})", i, op_name(op.kind), fmt::join(operands, ", "));
     if (!attrs.empty()) s += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
-    s += " : " + op.type.str();
+    if (op.kind == OpKind::while_) {
+      std::vector<std::string> ts;
+      for (int o : op.operands) ts.push_back(f.ops[size_t(o)].type.str());
+      s += fmt::format(" : ({})", fmt::join(ts, ", "));
+    } else {
+      s += " : " + op.type.str();
+    }
     if (!op.loc.empty()) s += fmt::format(" loc(\"{}\")", op.loc);
     s += "\n";
   }
@@ -778,6 +858,17 @@ class Parser {
   Parser(std::string_view s, std::string_view file) : s_(s), file_(file) {}
 
   Function function() {
+    Function f = function_text();
+    skip();
+    if (pos_ != s_.size()) fail("text after the function");
+    verify_or_locate(f);
+    return f;
+  }
+
+ private:
+  // `func @name {...} { ops; return ... }`, up to its closing brace.
+  Function function_text() {
+    if (++depth_ > 64) fail("regions nested deeper than 64");
     Function f;
     word("func");
     expect('@');
@@ -810,13 +901,10 @@ class Parser {
       op_line(f);
     }
     expect('}');
-    skip();
-    if (pos_ != s_.size()) fail("text after the function");
-    verify_or_locate(f);
+    --depth_;
     return f;
   }
 
- private:
   [[noreturn]] void fail(const std::string& m) const { throw Error(fmt::format("{}:{}: {}", file_, line_, m)); }
   void skip() {
     while (pos_ < s_.size()) {
@@ -934,7 +1022,7 @@ class Parser {
     const std::string kind = ident();
     Op op;
     bool known = false;
-    for (int k = 0; k <= int(OpKind::collective_permute); ++k)
+    for (int k = 0; k <= int(kLastOp); ++k)
       if (kind == op_name(OpKind(k))) op.kind = OpKind(k), known = true;
     if (!known) fail(fmt::format("unknown operation '{}'", kind));
     expect('(');
@@ -953,7 +1041,22 @@ class Parser {
       expect('}');
     }
     expect(':');
-    op.type = type();
+    if (op.kind == OpKind::while_) {  // its state's types
+      expect('(');
+      std::vector<Type> ts;
+      if (!accept(')')) {
+        do {
+          ts.push_back(type());
+        } while (accept(','));
+        expect(')');
+      }
+      for (size_t k = 0; k < ts.size() || k < op.operands.size(); ++k)
+        if (k >= ts.size() || k >= op.operands.size() || ts[k] != f.ops[size_t(op.operands[k])].type)
+          fail("while: its types must be its operands'");
+      op.type = {DType::pred, {}};
+    } else {
+      op.type = type();
+    }
     if (peek_word("loc")) {
       word("loc");
       expect('(');
@@ -1043,6 +1146,14 @@ class Parser {
       op.feature_groups = integer();
     } else if (key == "batch_groups") {
       op.batch_groups = integer();
+    } else if (key == "condition" || key == "body") {
+      op.regions.resize(2);
+      std::vector<int> lines;
+      std::swap(lines, lines_);  // the region's own lines
+      Function g = function_text();
+      verify_or_locate(g);
+      std::swap(lines, lines_);
+      op.regions[key == "body"] = std::move(g);
     } else if (key == "precision") {
       op.precision = pick<Precision>(ident(), prec, "precision");
     } else if (key == "direction") {
@@ -1073,6 +1184,7 @@ class Parser {
   std::string_view file_;
   size_t pos_ = 0;
   int line_ = 1;
+  int depth_ = 0;
   std::vector<int> lines_;
 };
 

@@ -828,6 +828,87 @@ Function leading_collectives(const Function& in) {
   });
 }
 
+namespace {
+
+class Unroller {
+ public:
+  explicit Unroller(const Function& in) : in_(in) { copy_signature(in, out_); }
+
+  Function run() {
+    out_.results = inline_function(in_, {});
+    return std::move(out_);
+  }
+
+ private:
+  // g's ops appended to out_, its parameters taken from `args` (none: g is
+  // the function itself, whose parameters are copied); returns its results.
+  std::vector<int> inline_function(const Function& g, const std::vector<int>& args) {
+    std::vector<int> map(g.ops.size(), -1);
+    std::map<int, std::vector<int>> loops;
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      const Op& src = g.ops[i];
+      if (src.kind == OpKind::parameter && &g != &in_) {
+        map[i] = args.at(size_t(src.index));
+        continue;
+      }
+      if (src.kind == OpKind::get_tuple_element) {
+        map[i] = loops.at(src.operands[0]).at(size_t(src.index));
+        continue;
+      }
+      std::vector<int> operands;
+      for (int o : src.operands) operands.push_back(map[size_t(o)]);
+      if (src.kind == OpKind::while_) {
+        loops[int(i)] = unroll(src, operands);
+        continue;
+      }
+      Op op = src;
+      op.operands = std::move(operands);
+      if (op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) {
+        const bool upd = op.kind == OpKind::dynamic_update_slice;
+        std::vector<double> starts;
+        for (size_t k = upd ? 2 : 1; k < op.operands.size(); ++k)
+          if (const auto v = consts_.scalar(op.operands[k])) starts.push_back(*v);
+        if (starts.size() + (upd ? 2 : 1) != op.operands.size())
+          throw Error(fmt::format("{}: unsupported {} with a start index computed at run time", op.loc, op_name(op.kind)));
+        const std::vector<int64_t> sizes = (upd ? out_.ops[size_t(op.operands[1])].type : op.type).dims;
+        map[i] = rewrite::append_fixed_dynamic_slice(out_, op.operands[0], upd ? op.operands[1] : -1, sizes, starts, op.loc);
+      } else {
+        map[i] = out_.add(std::move(op));
+      }
+      if (out_.ops.size() > kMaxOps)
+        throw Error(fmt::format("{}: unsupported: while loops unrolled to more than {} operations", g.ops[i].loc, kMaxOps));
+    }
+    std::vector<int> res;
+    for (int r : g.results) res.push_back(map[size_t(r)]);
+    return res;
+  }
+
+  std::vector<int> unroll(const Op& w, std::vector<int> state) {
+    for (int64_t n = 0;; ++n) {
+      const int c = inline_function(w.regions[0], state)[0];
+      const std::optional<double> go = consts_.scalar(c);
+      if (!go) throw Error(fmt::format("{}: unsupported while loop whose condition is not a compile-time constant (a data-dependent loop)", w.loc));
+      if (*go == 0) return state;
+      if (n == kMaxTrips) throw Error(fmt::format("{}: unsupported while loop of more than {} iterations", w.loc, kMaxTrips));
+      state = inline_function(w.regions[1], state);
+    }
+  }
+
+  static constexpr int64_t kMaxTrips = 4096;
+  static constexpr size_t kMaxOps = 1000000;
+  const Function& in_;
+  Function out_;
+  ConstantFolder consts_{out_};
+};
+
+}  // namespace
+
+Function unroll_loops(const Function& in) {
+  for (const Op& op : in.ops)
+    if (op.kind == OpKind::while_ || op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) return Unroller(in).run();
+  return in;
+}
+
 Function run_pipeline(const Function& f, const std::vector<Pass>& passes, const PassObserver& after) {
   Function cur = f;
   for (const Pass& p : passes) {
@@ -854,7 +935,8 @@ void check_backend_form(const Function& f) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
       case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::arg_reduce:
-      case OpKind::gather: case OpKind::scatter:
+      case OpKind::gather: case OpKind::scatter: case OpKind::while_: case OpKind::get_tuple_element:
+      case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
         refuse("(a pass lowers it)");
         break;
       case OpKind::dot: {
@@ -887,6 +969,7 @@ void check_backend_form(const Function& f) {
 
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
+      {"unroll-loops", unroll_loops},
       {"lower-gather-scatter", lower_gather_scatter},
       {"fold-empty", fold_empty},
       {"legalize-math", legalize_math},

@@ -4,6 +4,7 @@
 // appenders the importer uses too, which take the type and loc as given.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,34 @@ inline int append_slice(Function& f, int x, std::vector<int64_t> lo, std::vector
   return f.add(std::move(sl));
 }
 
+// dynamic-slice (update < 0) or dynamic-update-slice of x with starts known
+// at compile time, each clamped so that the piece of `sizes` fits (XLA): a
+// slice, or the update padded into place and selected by a padded mask.
+inline int append_fixed_dynamic_slice(Function& f, int x, int update, const std::vector<int64_t>& sizes, const std::vector<double>& starts,
+                                      const std::string& l) {
+  const Type xt = f.ops[size_t(x)].type;
+  const size_t r = xt.dims.size();
+  std::vector<int64_t> lo(r), hi(r), after(r), none(r, 0);
+  for (size_t k = 0; k < r; ++k) {
+    lo[k] = std::clamp<int64_t>(int64_t(starts[k]), 0, xt.dims[k] - sizes[k]);
+    hi[k] = lo[k] + sizes[k];
+    after[k] = xt.dims[k] - hi[k];
+  }
+  if (update < 0) return append_slice(f, x, lo, hi, l);
+  auto pad = [&](int v, int value, const Type& t) {
+    Op p;
+    p.kind = OpKind::pad, p.operands = {v, value}, p.lo = lo, p.hi = after, p.interior = none, p.type = t, p.loc = l;
+    return f.add(std::move(p));
+  };
+  const Type mt{DType::s32, xt.dims};
+  const int upd = pad(update, append_splat(f, {xt.dtype, {}}, 0, l), xt);
+  const int mask = pad(append_splat(f, {DType::s32, sizes}, 1, l), append_splat(f, {DType::s32, {}}, 0, l), mt);
+  Op inside;
+  inside.kind = OpKind::compare, inside.direction = Direction::NE, inside.operands = {mask, append_splat(f, mt, 0, l)};
+  inside.type = {DType::pred, xt.dims}, inside.loc = l;
+  return append(f, OpKind::select, {f.add(std::move(inside)), upd, x}, xt, l);
+}
+
 // Builds a new function; every helper infers the result type.
 struct Builder {
   Function f;
@@ -44,7 +73,7 @@ struct Builder {
     if (op.loc.empty()) op.loc = loc;
     const bool typed = op.kind == OpKind::parameter || op.kind == OpKind::constant || op.kind == OpKind::iota ||
                        op.kind == OpKind::reshape || op.kind == OpKind::convert || op.kind == OpKind::bitcast_convert ||
-                       op.kind == OpKind::broadcast ||
+                       op.kind == OpKind::broadcast || op.kind == OpKind::dynamic_slice ||
                        op.kind == OpKind::dot || op.kind == OpKind::convolution;
     const Type t = infer_type(f, op);
     if (!typed) op.type = t;

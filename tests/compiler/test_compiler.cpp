@@ -193,7 +193,15 @@ TEST_CASE("import: argmax/argmin reductions are recognised by what their region 
   }
 }
 
-TEST_CASE("import: counted while loops unroll, dynamic slices with known starts become slices") {
+namespace {
+size_t count_kind(const ir::Function& f, ir::OpKind k) {
+  size_t n = 0;
+  for (const auto& op : f.ops) n += op.kind == k;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("IR while: loops stay loops in the IR, unroll-loops unrolls counted ones and fixes dynamic slices with known starts") {
   const std::string loop =
       "HloModule m\n\nbody {\n  p = (s32[], f32[3]{0}) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
       "  x = f32[3]{0} get-tuple-element(p), index=1\n  two = f32[] constant(2)\n  tb = f32[3]{0} broadcast(two), dimensions={}\n"
@@ -206,25 +214,72 @@ TEST_CASE("import: counted while loops unroll, dynamic slices with known starts 
       "  u = f32[1]{0} slice(x), slice={[0:1]}\n  m = s32[] constant(-3)\n  d = f32[3]{0} dynamic-update-slice(y, u, m)\n"
       "  ROOT r = (f32[3]{0}, f32[2]{0}, f32[3]{0}) tuple(y, s, d)\n}\n";
   const ir::Function f = ir::import_hlo(hlo::parse(loop, "m.hlo"), "m.hlo");
+  CHECK(count_kind(f, ir::OpKind::while_) == 1);  // the body is imported once
+  CHECK(ir::print(ir::parse(ir::print(f), "f.ir")) == ir::print(f));
   ir::Tensor x;
   x.type = {ir::DType::f32, {3}}, x.v = {1, -2, 0.5};
-  const auto out = ir::interpret(f, {x});
-  CHECK(out[0].v == std::vector<double>{32, -64, 16});  // five doublings
-  CHECK(out[1].v == std::vector<double>{-64, 16});      // start 7 clamps to 1
-  CHECK(out[2].v == std::vector<double>{1, -64, 16});   // start -3 clamps to 0
-  // A loop whose trip count depends on an input cannot run at compile time.
+  const ir::Function u = compiler::unroll_loops(f);
+  CHECK(count_kind(u, ir::OpKind::while_) == 0);
+  CHECK(count_kind(u, ir::OpKind::multiply) == 5);
+  for (const ir::Function* g : {&f, &u}) {
+    const auto out = ir::interpret(*g, {x});
+    CHECK(out[0].v == std::vector<double>{32, -64, 16});  // five doublings
+    CHECK(out[1].v == std::vector<double>{-64, 16});      // start 7 clamps to 1
+    CHECK(out[2].v == std::vector<double>{1, -64, 16});   // start -3 clamps to 0
+  }
+  // A loop whose trip count depends on an input: the interpreter runs it,
+  // unroll-loops cannot.
   const std::string data_dep =
       "HloModule m\n\nbody {\n  p = (f32[]) parameter(0)\n  x = f32[] get-tuple-element(p), index=0\n  h = f32[] constant(0.5)\n"
       "  y = f32[] multiply(x, h)\n  ROOT r = (f32[]) tuple(y)\n}\n\ncond {\n  p = (f32[]) parameter(0)\n"
       "  x = f32[] get-tuple-element(p), index=0\n  one = f32[] constant(1)\n  ROOT gt = pred[] compare(x, one), direction=GT\n}\n\n"
       "ENTRY main {\n  x = f32[] parameter(0)\n  t = (f32[]) tuple(x)\n  w = (f32[]) while(t), condition=cond, body=body\n"
       "  ROOT y = f32[] get-tuple-element(w), index=0\n}\n";
+  const ir::Function d = ir::import_hlo(hlo::parse(data_dep, "m.hlo"), "m.hlo");
+  CHECK(ir::print(ir::parse(ir::print(d), "d.ir")) == ir::print(d));
+  for (const auto& [in, want] : std::vector<std::pair<double, double>>{{37, 0.578125}, {1, 1}, {2, 1}, {-4, -4}}) {
+    ir::Tensor s;
+    s.type.dtype = ir::DType::f32, s.v = {in};
+    CHECK(ir::interpret(d, {s})[0].v[0] == want);  // halved until <= 1: zero trips for 1 and -4, one for 2
+  }
   try {
-    ir::import_hlo(hlo::parse(data_dep, "m.hlo"), "m.hlo");
-    FAIL("imported");
+    compiler::unroll_loops(d);
+    FAIL("unrolled");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("unsupported while loop whose condition is not a compile-time constant") != std::string::npos);
   }
+}
+
+TEST_CASE("IR while: the verifier checks the regions' signatures") {
+  const std::string good =
+      "func @main {\n  %0 = parameter() {index=0} : f32[2]\n  %1 = constant() {value=[0]} : s32[]\n"
+      "  %2 = while(%1, %0) {condition=func @c {\n      %0 = parameter() {index=0} : s32[]\n      %1 = parameter() {index=1} : f32[2]\n"
+      "      %2 = constant() {value=[3]} : s32[]\n      %3 = compare(%0, %2) {direction=LT} : pred[]\n      return %3\n    }, "
+      "body=func @b {\n      %0 = parameter() {index=0} : s32[]\n      %1 = parameter() {index=1} : f32[2]\n"
+      "      %2 = constant() {value=[1]} : s32[]\n      %3 = add(%0, %2) : s32[]\n      %4 = add(%1, %1) : f32[2]\n      return %3, %4\n"
+      "    }} : (s32[], f32[2])\n  %3 = get-tuple-element(%2) {index=1} : f32[2]\n  return %3\n}\n";
+  const ir::Function f = ir::parse(good, "g.ir");
+  CHECK(ir::print(f) == good);
+  ir::Tensor x;
+  x.type = {ir::DType::f32, {2}}, x.v = {1, -3};
+  CHECK(ir::interpret(f, {x})[0].v == std::vector<double>{8, -24});
+  auto refused = [](std::string text, const char* from, const char* to, const char* why) {
+    text.replace(text.find(from), std::string(from).size(), to);
+    try {
+      ir::parse(text, "bad.ir");
+      FAIL("parsed");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+    }
+  };
+  refused(good, "return %3, %4", "return %3", "body must return the state's types in order");
+  refused(good, "return %3\n    }, ", "return %2\n    }, ", "condition must return one pred[]");
+  refused(good, "      %1 = parameter() {index=1} : f32[2]\n      %2 = constant() {value=[3]}",
+          "      %1 = parameter() {index=1} : f32[3]\n      %2 = constant() {value=[3]}", "condition parameter 1 is f32[3]");
+  refused(good, "(%2) {index=1}", "(%2) {index=2}", "index out of range");
+  refused(good, "(%2) {index=1}", "(%1) {index=1}", "not a while loop's");
+  refused(good, ": (s32[], f32[2])", ": (s32[])", "its types must be its operands'");
 }
 
 TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {

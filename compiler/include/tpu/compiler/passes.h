@@ -13,6 +13,13 @@
 
 namespace tpu::compiler {
 
+// while loops -> their trips, inlined: the condition must be known at
+// compile time once the state before it is (counted loops: fori_loop,
+// scan), at most 4,096 trips; a dynamic-slice or dynamic-update-slice whose
+// starts are then known -> a slice, or pads and a select. Others are
+// refused (the back end runs straight-line kernels).
+ir::Function unroll_loops(const ir::Function& f);
+
 // gather and scatter -> one-hot dots: each index becomes a one-hot row
 // over the positions of the one dimension it indexes (gather clamps it into
 // range, scatter drops it when out of range), and the gather or scatter a

@@ -2,7 +2,8 @@
 // SSA form. Value %i is the result of op i; operands refer to earlier ops, so
 // the op list is always in a valid execution order. The operations are XLA's
 // (same names, same semantics) minus the ones the importer removes (tuples,
-// calls, regions: a reduction names its combiner instead). docs/ir.md
+// calls, a reduction's region: it names its combiner instead). A while loop
+// keeps its condition and body as functions of its own. docs/ir.md
 // describes the text format; print() and parse() are exact inverses.
 #pragma once
 
@@ -44,8 +45,9 @@ struct Type {
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(arg_reduce) X(reduce_window) \
       X(select_and_scatter)                                                                         \
-  /* indexed */ X(gather) X(scatter)                                                                \
-  /* across devices */ X(all_reduce) X(all_gather) X(reduce_scatter) X(all_to_all) X(collective_permute)
+  /* indexed */ X(gather) X(scatter) X(dynamic_slice) X(dynamic_update_slice)                        \
+  /* across devices */ X(all_reduce) X(all_gather) X(reduce_scatter) X(all_to_all) X(collective_permute)        \
+  /* loops */ X(while_) X(get_tuple_element)
 
 enum class OpKind : uint8_t {
 #define X(n) n,
@@ -57,6 +59,7 @@ bool is_elementwise(OpKind k);
 bool is_unary(OpKind k);
 bool is_binary(OpKind k);
 bool is_collective(OpKind k);  // all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute: across devices
+constexpr OpKind kLastOp = OpKind::get_tuple_element;
 
 // replace (a scatter's update takes the element's place) is scatter's alone.
 enum class Combiner : uint8_t { add, multiply, maximum, minimum, and_, or_, replace };
@@ -85,6 +88,8 @@ struct GatherDims {
   bool operator==(const GatherDims& o) const;
 };
 
+struct Function;
+
 struct Op {
   OpKind kind = OpKind::parameter;
   Type type;
@@ -109,6 +114,11 @@ struct Op {
   // groups (each in ring order); every device of the function is in one.
   // collective-permute: [source, target] pairs.
   std::vector<std::vector<int64_t>> groups;
+  // while: its condition (state -> pred[]) and body (state -> next state).
+  // Its operands are the initial state; the loop's values are its
+  // get-tuple-elements (index: the state element), typed as the state. The
+  // while op's own type is pred[] (a placeholder: nothing else reads it).
+  std::vector<Function> regions;
 };
 
 struct Function {
@@ -120,7 +130,7 @@ struct Function {
   // results are each device's share. Tiles (none: the whole value on every
   // device) split a global value along each axis over the devices,
   // row-major (docs/ir.md).
-  int64_t devices = 1;
+  int64_t devices = 1;  // a loop's regions have their loop's devices
   std::vector<std::vector<int64_t>> param_tiles, result_tiles;  // by parameter and result number
   // Checks between two results (StableHLO check.expect_*), written to the
   // .tpu; not printed in IR text, and kept across passes by compile().
