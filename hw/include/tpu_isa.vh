@@ -50,6 +50,7 @@
 `define TPU_OP_SIGNAL 8'h42
 `define TPU_OP_DMA_LD 8'h48
 `define TPU_OP_DMA_ST 8'h49
+`define TPU_OP_DMA_LDS 8'h46
 `define TPU_OP_DMA_LD2D 8'h4A
 `define TPU_OP_DMA_ST2D 8'h4B
 `define TPU_OP_DMA_RCP 8'h4C

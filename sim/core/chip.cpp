@@ -27,7 +27,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int chip, int idx, const Ma
       smem(cfg.target.smem_bytes, &rc.budget()),
       acc(cfg.target.acc_rows, uint32_t(cfg.target.mxu_dim)),
       sems("sems"),
-      dma("dma", idx, cfg, rc, sems, vmem, hbm),
+      dma("dma", idx, cfg, rc, sems, vmem, smem, hbm),
       vpu("vpu", idx, cfg, rc, sems, vmem, acc),
       scalar("scalar", ScalarParams{idx, chip, &cfg, &program}, rc, sems, smem) {
   std::vector<sc_core::sc_fifo<Issued>*> mxu_queues;

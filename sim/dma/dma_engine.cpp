@@ -8,8 +8,13 @@ using isa::Opcode;
 using namespace isa::operand;
 
 DmaEngine::DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc,
-                     SemaphoreFile& sems, SparseMemory& vmem, MemorySystem& hbm)
-    : sc_core::sc_module(name), QueuedUnit(core, isa::kUnitDma, cfg.core.queue_depth, rc, sems), cfg_(cfg), vmem_(vmem), hbm_(hbm) {
+                     SemaphoreFile& sems, SparseMemory& vmem, SparseMemory& smem, MemorySystem& hbm)
+    : sc_core::sc_module(name),
+      QueuedUnit(core, isa::kUnitDma, cfg.core.queue_depth, rc, sems),
+      cfg_(cfg),
+      vmem_(vmem),
+      smem_(smem),
+      hbm_(hbm) {
   SC_HAS_PROCESS(DmaEngine);
   SC_METHOD(tick);
   sensitive << clk.pos();
@@ -27,7 +32,7 @@ void DmaEngine::complete(uint64_t now) {
     } else {
       landing_.resize(b.bytes);
       hbm_.memory().read(b.hbm_addr, landing_.data(), b.bytes);
-      vmem_.write(b.vmem_addr, landing_.data(), b.bytes);
+      (burst.transfer->to_smem ? smem_ : vmem_).write(b.vmem_addr, landing_.data(), b.bytes);
     }
     bytes_moved_ += b.bytes;
     --burst.transfer->in_flight;
@@ -234,8 +239,10 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
   t.start = now;
   switch (is.insn.op) {
     case Opcode::DMA_LD:
+    case Opcode::DMA_LDS:
     case Opcode::DMA_ST:
       t.store = is.insn.op == Opcode::DMA_ST;
+      t.to_smem = is.insn.op == Opcode::DMA_LDS;
       t.row_bytes = is[DMA1::rbytes];
       t.sem = int(is.insn[DMA1::sem]);
       t.hbm = t.store ? is[DMA1::rdst] : is[DMA1::rsrc];
@@ -266,7 +273,7 @@ bool DmaEngine::dispatch(const Issued& is, uint64_t now) {
     for (uint64_t r = 0; r < t.rows; ++r) {
       if (auto err = hbm_.memory().check_range(t.hbm + r * t.hbm_stride, t.row_bytes, 1, "HBM"))
         return fail(fmt::format("row {}: {}", r, *err));
-      if (auto err = vmem_.check_range(t.vmem + r * t.vmem_stride, t.row_bytes, 1, "VMEM"))
+      if (auto err = (t.to_smem ? smem_ : vmem_).check_range(t.vmem + r * t.vmem_stride, t.row_bytes, 1, t.to_smem ? "SMEM" : "VMEM"))
         return fail(fmt::format("row {}: {}", r, *err));
     }
   if (t.row_bytes == 0 || t.rows == 0) t.row = t.rows = 0;  // nothing to move: completes at once

@@ -5,7 +5,8 @@
 // its last burst has landed (bursts may land in any order). Transfers
 // complete in order; a `signal` joins them as a marker that moves no data,
 // takes no outstanding slot and adds its count when every transfer before it
-// has completed, while later transfers go on.
+// has completed, while later transfers go on. `dma.lds` is a load whose
+// bytes land in the core's SMEM instead of VMEM.
 //
 // Across chips (ICI): `dma.rcp` cuts its bytes into packets of at most
 // ici.packet_bytes, sent to the system's network as the queue of this
@@ -32,7 +33,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   sc_core::sc_in<bool> clk{"clk"};
 
   DmaEngine(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunControl& rc, SemaphoreFile& sems,
-            SparseMemory& vmem, MemorySystem& hbm);
+            SparseMemory& vmem, SparseMemory& smem, MemorySystem& hbm);
 
   // The semaphore files of the chip's cores, by index (dma.csig).
   void connect_cores(std::vector<SemaphoreFile*> sems) { core_sems_ = std::move(sems); }
@@ -64,6 +65,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     int chip = -1;                    // dma.rcp, dma.rst, dma.rsig: the destination chip
     bool to_hbm = false;              // dma.rst
     bool from_hbm = false;            // dma.rld: hbm is the other chip's
+    bool to_smem = false;             // dma.lds: `vmem` is an SMEM address
     bool emitted_all() const { return row >= rows; }
   };
 
@@ -77,6 +79,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
 
   const MachineConfig& cfg_;
   SparseMemory& vmem_;
+  SparseMemory& smem_;
   MemorySystem& hbm_;
   std::vector<SemaphoreFile*> core_sems_;
   IciNetwork* ici_ = nullptr;

@@ -29,6 +29,7 @@ TEST_CASE("out-of-range and misaligned addresses", "[faults]") {
   CHECK(fault_of("li s1, 2\nvld.f32 v0, s1, 0\nhalt\n") == "core 0 vpu: pc 1: vld.f32: VMEM address 0x2 is not 4-byte aligned");
   CHECK(fault_of("li s1, 1\nlds s2, s1, 0\nhalt\n") == "core 0 scalar: pc 1: SMEM address 0x1 is not 8-byte aligned");
   CHECK(fault_of("li s1, 16\nlih s1, 1\ndma.ld s0, s1, s1, sem0\nhalt\n").find("core 0 dma: pc 2: dma.ld: row 0: HBM access of") == 0);
+  CHECK(fault_of("li s1, 16\nlih s1, 1\nli s2, 8\ndma.lds s1, s0, s2, sem0\nhalt\n").find("core 0 dma: pc 3: dma.lds: row 0: SMEM access of") == 0);
   CHECK(fault_of("li s1, 4096\nvlda v0, s1, 0\nhalt\n") == "core 0 vpu: pc 1: vlda: accumulator row 4096 is outside 0..2047");
 }
 

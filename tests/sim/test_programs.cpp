@@ -80,6 +80,51 @@ TEST_CASE("2-D DMA gathers and scatters strided rows", "[programs]") {
     }
 }
 
+TEST_CASE("dma.lds brings a value from HBM to the scalar unit, which loops on it", "[programs]") {
+  // n (an s64 in HBM) -> SMEM -> s2; the scalar unit adds 1..n (zero trips
+  // for n <= 0) and the sum goes back through a vector register to HBM.
+  const std::string src = R"(
+.input n, s32[2], 0
+.output sum, s32[8], 64
+    li s1, 8
+    li s9, 16
+    dma.lds s9, s0, s1, sem0
+    wait sc, sem0, 1
+    lds s2, s0, 16
+    li s3, 0
+    li s4, 1
+top: blt s2, s4, done
+    add s3, s3, s4
+    addi s4, s4, 1
+    jmp top
+done: vbcast v0, s3
+    li s5, 64
+    vst.s32 v0, s5, 0
+    signal vpu, sem1, 1
+    wait dma, sem1, 1
+    li s6, 32
+    dma.st s5, s5, s6, sem2
+    wait sc, sem2, 1
+    halt
+)";
+  for (const int32_t n : {-3, 0, 1, 5, 100}) {
+    INFO("n = " << n);
+    const std::vector<int32_t> in = {n, n < 0 ? -1 : 0};  // the 64-bit word n, little-endian
+    auto r = test::simulate(src, "tiny", {to_bytes(in)});
+    REQUIRE_FALSE(r.fault);
+    const auto out = from_bytes<int32_t>(r.outputs[0]);
+    for (int32_t v : out) CHECK(v == (n > 0 ? n * (n + 1) / 2 : 0));
+  }
+  // dma.lds moves its bytes on dma.ld's timing (docs/timing.md, DMA).
+  uint64_t cycles[2];
+  for (int k = 0; k < 2; ++k) {
+    auto r = test::simulate(fmt::format("li s1, 256\n{} s0, s0, s1, sem0\nwait sc, sem0, 1\nhalt\n", k ? "dma.lds" : "dma.ld"), "tiny");
+    REQUIRE_FALSE(r.fault);
+    cycles[k] = r.cycles;
+  }
+  CHECK(cycles[1] == cycles[0]);
+}
+
 TEST_CASE("vxpose transposes an L x L block and occupies the VPU for L cycles", "[programs]") {
   const std::string src = R"(
 .input a, s32[8, 8], 0
