@@ -606,8 +606,10 @@ PerDevice run_devices(const Function& f, const PerDevice& local);
 // is false. Devices may leave at different trips only if the body has no
 // collective (one that some devices skip would never complete).
 PerDevice run_while(const Op& op, PerDevice state) {
+  constexpr int64_t kMaxTrips = 1000000;  // an endless loop ends with an error, not a hang
   const size_t n = state.size();
-  for (;;) {
+  for (int64_t trip = 0;; ++trip) {
+    if (trip == kMaxTrips) throw Error(fmt::format("{}: the while loop runs more than {} trips (the interpreter's limit)", op.loc, kMaxTrips));
     const PerDevice go = run_devices(op.regions[0], state);
     size_t active = 0;
     for (size_t d = 0; d < n; ++d) active += go[d][0].v[0] != 0;

@@ -155,12 +155,7 @@ double canonicalize_value(DType d, double v) {
       float f = float(v);
       uint32_t b;
       std::memcpy(&b, &f, 4);
-      if (std::isnan(f)) {
-        b = 0x7fc00000;
-      } else {
-        b += 0x7fff + ((b >> 16) & 1);
-        b &= 0xffff0000u;
-      }
+      b = isa::round_f32_bits_to_bf16(b);
       std::memcpy(&f, &b, 4);
       return f;
     }

@@ -47,11 +47,6 @@ inline float fsign(float x) {
   if (std::isnan(x) || x == 0) return x;
   return x > 0 ? 1.0f : -1.0f;
 }
-// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
-inline uint16_t to_bf16(uint32_t b) {
-  if ((b & 0x7fffffffu) > 0x7f800000u) return uint16_t((b >> 16) | 0x40);
-  return uint16_t((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
-}
 inline uint32_t shl(uint32_t a, uint32_t n) { return n > 31 ? 0 : a << n; }
 inline uint32_t shr(uint32_t a, uint32_t n) { return n > 31 ? 0 : a >> n; }
 inline uint32_t sra(uint32_t a, uint32_t n) { return uint32_t(int32_t(a) >> (n > 31 ? 31 : n)); }

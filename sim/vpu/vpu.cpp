@@ -110,7 +110,7 @@ DEF(VSEL) { map3(c, i, [](uint32_t m, uint32_t a, uint32_t b) { return m != 0 ? 
 
 UN_S32(VCVT_F32_S32, bits(float(a)))
 UN_F32(VCVT_S32_F32, f(uint32_t(f32_to_s32(a))))
-DEF(VRND_BF16) { map1(c, i, [](uint32_t a) { return uint32_t(to_bf16(a)) << 16; }); }
+DEF(VRND_BF16) { map1(c, i, [](uint32_t a) { return isa::round_f32_bits_to_bf16(a); }); }
 DEF(VRND_F16) { map1(c, i, [](uint32_t a) { return isa::round_f32_bits_to_f16(a); }); }
 DEF(VCLAMP_F32) {
   map3(c, i, [](uint32_t lo, uint32_t x, uint32_t hi) { return bits(fmin_nan(fmax_nan(f(x), f(lo)), f(hi))); });
@@ -171,7 +171,7 @@ DEF(VLD_BF16) { load<uint16_t>(c, i, "vld.bf16", [](uint16_t x) { return uint32_
 DEF(VLD_S8) { load<int8_t>(c, i, "vld.s8", [](int8_t x) { return uint32_t(int32_t(x)); }); }
 DEF(VST_F32) { store<uint32_t>(c, i, "vst.f32", [](uint32_t x) { return x; }); }
 DEF(VST_S32) { store<uint32_t>(c, i, "vst.s32", [](uint32_t x) { return x; }); }
-DEF(VST_BF16) { store<uint16_t>(c, i, "vst.bf16", [](uint32_t x) { return to_bf16(x); }); }
+DEF(VST_BF16) { store<uint16_t>(c, i, "vst.bf16", [](uint32_t x) { return isa::f32_bits_to_bf16(x); }); }
 DEF(VST_S8) { store<int8_t>(c, i, "vst.s8", [](uint32_t x) { return int8_t(uint8_t(x)); }); }
 DEF(VLD_F16) { load<uint16_t>(c, i, "vld.f16", [](uint16_t x) { return isa::f16_to_f32_bits(x); }); }
 DEF(VST_F16) { store<uint16_t>(c, i, "vst.f16", [](uint32_t x) { return isa::f32_bits_to_f16(x); }); }

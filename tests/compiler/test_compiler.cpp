@@ -280,6 +280,16 @@ TEST_CASE("IR while: the verifier checks the regions' signatures") {
   refused(good, "(%2) {index=1}", "(%2) {index=2}", "index out of range");
   refused(good, "(%2) {index=1}", "(%1) {index=1}", "not a while loop's");
   refused(good, ": (s32[], f32[2])", ": (s32[])", "its types must be its operands'");
+  // An endless loop ends with an error after the interpreter's 1,000,000 trips.
+  std::string endless = good;
+  endless.replace(endless.find("{direction=LT}"), 14, "{direction=NE}");
+  endless.replace(endless.find("{value=[3]}"), 11, "{value=[-1]}");
+  try {
+    ir::interpret(ir::parse(endless, "e.ir"), {x});
+    FAIL("ended");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("the while loop runs more than 1000000 trips") != std::string::npos);
+  }
 }
 
 TEST_CASE("import: remainder and round-nearest-afz match C's fmod and round") {

@@ -1,7 +1,11 @@
-// IEEE 754 binary16 (f16) <-> binary32 (f32), bit patterns in, bit
-// patterns out: the one definition the VPU's f16 loads, stores and rounding,
-// the interpreter and the file tools use.
+// The narrow floats, bit patterns in, bit patterns out: the one definition
+// the VPU's loads, stores and rounding, the IR's constants, the interpreter
+// and the file tools use.
 //
+// bf16 is the top half of an f32: f32 -> bf16 rounds to nearest, ties to
+// even (overflow to infinity); a NaN stays a NaN, quiet, with its sign.
+//
+// IEEE 754 binary16 (f16):
 // f16 -> f32 is exact (every f16, subnormals included, is an f32).
 // f32 -> f16 rounds to nearest, ties to even: magnitudes from 65520 up
 // become infinity, those below 2^-14 become subnormals (multiples of 2^-24),
@@ -12,6 +16,12 @@
 #include <cstdint>
 
 namespace tpu::isa {
+
+inline uint16_t f32_bits_to_bf16(uint32_t b) {
+  if ((b & 0x7fffffffu) > 0x7f800000u) return uint16_t((b >> 16) | 0x40);
+  return uint16_t((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+inline uint32_t round_f32_bits_to_bf16(uint32_t b) { return uint32_t(f32_bits_to_bf16(b)) << 16; }
 
 inline uint32_t f16_to_f32_bits(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
