@@ -84,25 +84,120 @@ Generated Emitter::run() {
   return g;
 }
 
-LoopCode Emitter::body() {
-  for (size_t i = 0; i < p_.kernels.size(); ++i) {
-    kernel(i, p_.kernels[i]);
-    if (ncores_ > 1 && i + 1 < p_.kernels.size()) core_barrier();
-  }
-  cur_kernel_ = -1;
-  push(kSc, now(), ib::HALT());
-  return schedule();
+namespace {
+
+// Appends a segment of code.
+void append(LoopCode& out, LoopCode&& seg) {
+  const size_t at = out.code.size();
+  out.code.insert(out.code.end(), seg.code.begin(), seg.code.end());
+  for (auto& [pc, k] : seg.kernel_marks) out.kernel_marks.push_back({at + pc, k});
+  for (auto& [pc, text] : seg.notes) out.notes.push_back({at + pc, std::move(text)});
+  out.loops += seg.loops;
 }
 
-void Emitter::kernel(size_t idx, const Kernel& k) {
+}  // namespace
+
+LoopCode Emitter::body() {
+  LoopCode out;
+  kernels(out, false);
+  cur_kernel_ = -1;
+  push(kSc, now(), ib::HALT());
+  append(out, schedule());
+  return out;
+}
+
+void Emitter::kernels(LoopCode& out, bool barrier_after) {
+  for (size_t i = 0; i < p_.kernels.size(); ++i) {
+    if (p_.kernels[i].kind == KKind::loop) loop(i, p_.kernels[i], out);
+    else kernel(i, p_.kernels[i]);
+    if (ncores_ > 1 && (barrier_after || i + 1 < p_.kernels.size())) core_barrier();
+  }
+}
+
+LoopCode Emitter::region(const LoopPlan* moves) {
+  for (const Kernel& k : p_.kernels) kernel_ops_.push_back(p_.profile_ops(k));
+  LoopCode out;
+  kernels(out, true);
+  if (moves) {
+    // The results into the state buffers; those that are other state
+    // elements first out of the way.
+    std::vector<std::array<uint64_t, 3>> first, then;
+    for (size_t j = 0; j < moves->state.size(); ++j) {
+      uint64_t src = p_.addr[size_t(p_.base[size_t(p_.f.results[j])])];
+      if (src == moves->state[j] || moves->bytes[j] == 0) continue;
+      if (moves->temps[j] != 0) first.push_back({moves->temps[j], src, moves->bytes[j]}), src = moves->temps[j];
+      then.push_back({moves->state[j], src, moves->bytes[j]});
+    }
+    for (const auto* m : {&first, &then}) {
+      if (m->empty()) continue;
+      vmem_top_ = 0;
+      vregs_.reset();
+      note("");
+      note(m == &first ? "the body's results that are its state, aside" : "the body's results into the loop's state");
+      move_bytes(*m);
+      if (ncores_ > 1) core_barrier();
+    }
+  }
+  append(out, schedule());
+  return out;
+}
+
+void Emitter::move_bytes(const std::vector<std::array<uint64_t, 3>>& moves) {
+  std::vector<std::pair<View, View>> pairs;
+  for (const auto& [dst, src, bytes] : moves)
+    if (bytes > 0) pairs.push_back({View{dst, {int64_t(bytes)}, {1}}, View{src, {int64_t(bytes)}, {1}}});
+  copy_pairs(pairs, DType::s8, ncores_);
+}
+
+void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
+  begin_kernel(idx, k);
+  const LoopPlan& l = p_.loops[size_t(k.loop)];
+  std::vector<std::array<uint64_t, 3>> init;
+  for (size_t j = 0; j < l.state.size(); ++j) init.push_back({l.state[j], p_.addr[size_t(k.inputs[j])], l.bytes[j]});
+  move_bytes(init);
+  if (ncores_ > 1) core_barrier();
+  append(out, schedule());
+  auto part = [&](const Plan& p, const LoopPlan* moves) {
+    Emitter e(p, m_, loops_, core_, ncores_, chip_, nchips_);
+    e.mark_ = mark(idx);
+    e.prefix_ = fmt::format("{}loop %{} {}, ", prefix_, k.out, moves ? "body" : "condition");
+    return e.region(moves);
+  };
+  const size_t top = out.code.size();
+  append(out, part(*l.cond, nullptr));
+  // The condition's pred[] (one byte in HBM) into SMEM word 0, zeroed
+  // first, and from there into s1; every unit is idle here and every
+  // semaphore 0 (the kernels before drained).
+  const Plan& c = *l.cond;
+  const uint64_t pred = c.addr[size_t(c.base[size_t(c.f.results[0])])];
+  auto& code = out.code;
+  code.push_back(ib::STS(0, 0, 0));
+  code.push_back(ib::LI(2, int32_t(uint32_t(pred & 0xffffffffu))));
+  if (pred >= (uint64_t(1) << 31)) code.push_back(ib::LIH(2, int32_t(uint32_t(pred >> 32))));
+  code.push_back(ib::LI(3, 1));
+  code.push_back(ib::DMA_LDS(0, 2, 3, 0));
+  code.push_back(ib::WAIT(kSc, 0, 1));
+  code.push_back(ib::LDS(1, 0, 0));
+  const size_t exit = code.size();
+  code.push_back(ib::BEQ(1, 0, 0));
+  append(out, part(*l.body, &l));
+  code.push_back(ib::JMP(int64_t(top) - int64_t(code.size())));
+  code[exit][isa::operand::B::target] = int64_t(code.size() - exit);
+}
+
+void Emitter::begin_kernel(size_t idx, const Kernel& k) {
   kernel_loc_ = k.from.empty() ? fmt::format("kernel {}", idx) : k.from.back();
   vmem_top_ = 0;
   next_sem_ = 0;
   vregs_.reset();
   note("");
-  note(kernel_name(idx, k));
-  cur_kernel_ = int(idx);
+  note(prefix_ + kernel_name(idx, k));
+  cur_kernel_ = mark(idx);
   for (const auto& [loc, work] : kernel_ops_[idx]) note("  from " + loc);
+}
+
+void Emitter::kernel(size_t idx, const Kernel& k) {
+  begin_kernel(idx, k);
   if (p_.type(k.out).elements() == 0) return;
   switch (k.kind) {
     case KKind::elementwise: elementwise(k); break;
@@ -115,6 +210,7 @@ void Emitter::kernel(size_t idx, const Kernel& k) {
     case KKind::reduce_scatter: reduce_scatter(k); break;
     case KKind::all_to_all: all_to_all(k); break;
     case KKind::permute: permute(k); break;
+    case KKind::loop: throw std::logic_error("internal error: a loop is not a kernel");
   }
 }
 
@@ -132,6 +228,14 @@ std::string Backend::describe() const {
     const Kernel& k = p.kernels[i];
     std::vector<std::string> in;
     for (int v : k.inputs) in.push_back(fmt::format("%{}", v));
+    if (k.kind == KKind::loop) {
+      const LoopPlan& l = p.loops[size_t(k.loop)];
+      std::vector<std::string> st;
+      for (uint64_t a : l.state) st.push_back(fmt::format("{:#x}", a));
+      s += fmt::format("kernel {}: loop %{} state @ [{}], {} bytes of scratch @ {:#x}; condition {} kernels, body {} kernels\n", i, k.out,
+                       fmt::join(st, ", "), l.scratch_bytes, l.scratch, l.cond->kernels.size(), l.body->kernels.size());
+      continue;
+    }
     s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, kind_name(k.kind), k.out, p.type(k.out).str(), p.addr[k.out]);
     for (int v : k.expr.stored_values()) s += fmt::format(", %{} {} @ {:#x}", v, p.type(v).str(), p.addr[v]);
     if (!in.empty()) s += fmt::format(" reads {}", fmt::join(in, ", "));

@@ -220,11 +220,14 @@ void Emitter::copy(const Kernel& k) {
   // On several cores each copies every ncores-th box, unless the copy
   // writes over a fill (core 0 then does it all, in order).
   if (fill && core_ > 0) return;
-  const int64_t ways = fill ? 1 : ncores_;
-  int64_t nth = 0;  // boxes so far, on every core
   const DType dt = p_.type(k.out).dtype;
-  const int esz = dtype_bytes(dt);
   if (fill) fill_region(p_.addr[k.out], p_.type(k.out).elements(), dt, fv);
+  copy_pairs(pairs, dt, fill ? 1 : ncores_);
+}
+
+void Emitter::copy_pairs(const std::vector<std::pair<View, View>>& pairs, DType dt, int64_t ways) {
+  int64_t nth = 0;  // boxes so far, on every core
+  const int esz = dtype_bytes(dt);
   Counter ld = counter(), st = counter();
   const int64_t budget = std::max<int64_t>((int64_t(vmem_budget() / 2) - 8 * L_ - 128) / esz, L_);
   const uint64_t stage[2] = {vmem(uint64_t(budget * esz)), vmem(uint64_t(budget * esz))};

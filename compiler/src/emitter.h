@@ -544,6 +544,26 @@ class Emitter {
   uint64_t vmem_budget() const { return p_.t.vmem_bytes - vmem_top_; }
 
   void kernel(size_t idx, const Kernel& k);
+  void begin_kernel(size_t idx, const Kernel& k);
+  // The plan's kernels in order; on several cores a barrier after each but
+  // the last (after every one with `barrier_after`). A loop ends what is
+  // scheduled so far (its code is a segment of its own: kernels end with
+  // every unit drained, so a branch may go between them).
+  void kernels(LoopCode& out, bool barrier_after);
+  // A while loop (Plan::loops): the initial state copied into the state
+  // buffers; top: the condition's kernels, its pred[] through SMEM to a
+  // scalar register, a branch out when it is false, the body's kernels,
+  // the results moved into the state buffers, a jump to top.
+  void loop(size_t idx, const Kernel& k, LoopCode& out);
+  // The code of a loop's condition (moves: none) or body (the loop's plan).
+  LoopCode region(const LoopPlan* moves);
+  // Copies of `bytes` bytes from src to dst (dst, src, bytes), as one kernel.
+  void move_bytes(const std::vector<std::array<uint64_t, 3>>& moves);
+  // The kernels of this emitter's plan count as kernel mark_ of the
+  // program's table (a loop's condition and body: the loop's kernel).
+  int mark(size_t idx) const { return mark_ >= 0 ? mark_ : int(idx); }
+  int mark_ = -1;
+  std::string prefix_;  // the listing's name of a loop's condition or body
 
   // ---- one expression node, vector registers assigned (emit_expr.cpp)
   // `store_rounds`: the value only goes to memory, whose store rounds it.
@@ -931,6 +951,8 @@ class Emitter {
   void transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape);
 
   void copy(const Kernel& k);
+  // Copies box by box through two VMEM stages, every `ways`-th box on this core.
+  void copy_pairs(const std::vector<std::pair<View, View>>& pairs, DType dt, int64_t ways);
 
   // ---- reductions (emit_reduce.cpp)
   static isa::Opcode combine_op(Combiner c, DType d);

@@ -844,30 +844,33 @@ class Unroller {
   // the function itself, whose parameters are copied); returns its results.
   std::vector<int> inline_function(const Function& g, const std::vector<int>& args) {
     std::vector<int> map(g.ops.size(), -1);
-    std::map<int, std::vector<int>> loops;
+    std::map<int, std::vector<int>> loops;  // unrolled loops' final states
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const Op& src = g.ops[i];
       if (src.kind == OpKind::parameter && &g != &in_) {
         map[i] = args.at(size_t(src.index));
         continue;
       }
-      if (src.kind == OpKind::get_tuple_element) {
+      if (src.kind == OpKind::get_tuple_element && loops.count(src.operands[0])) {
         map[i] = loops.at(src.operands[0]).at(size_t(src.index));
         continue;
       }
       std::vector<int> operands;
       for (int o : src.operands) operands.push_back(map[size_t(o)]);
       if (src.kind == OpKind::while_) {
-        loops[int(i)] = unroll(src, operands);
-        continue;
+        if (auto state = unroll(src, operands)) {
+          loops[int(i)] = *state;
+          continue;
+        }
       }
       Op op = src;
       op.operands = std::move(operands);
+      for (Function& r : op.regions) r = unroll_loops(r);  // a loop kept: the loops inside it
       if (op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) {
         const bool upd = op.kind == OpKind::dynamic_update_slice;
         std::vector<double> starts;
         for (size_t k = upd ? 2 : 1; k < op.operands.size(); ++k)
-          if (const auto v = consts_.scalar(op.operands[k])) starts.push_back(*v);
+          if (const auto v = consts_->scalar(op.operands[k])) starts.push_back(*v);
         if (starts.size() + (upd ? 2 : 1) != op.operands.size())
           throw Error(fmt::format("{}: unsupported {} with a start index computed at run time", op.loc, op_name(op.kind)));
         const std::vector<int64_t> sizes = (upd ? out_.ops[size_t(op.operands[1])].type : op.type).dims;
@@ -883,22 +886,51 @@ class Unroller {
     return res;
   }
 
-  std::vector<int> unroll(const Op& w, std::vector<int> state) {
+  // Whether g or a loop inside it has a dynamic slice (the back end takes
+  // only those whose starts become constants when the loop is unrolled).
+  static bool dynamic(const Function& g) {
+    for (const Op& op : g.ops) {
+      if (op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) return true;
+      for (const Function& r : op.regions)
+        if (dynamic(r)) return true;
+    }
+    return false;
+  }
+
+  // The state after the loop's trips, inlined, if it is unrolled: a counted
+  // loop of at most kUnrollTrips trips, or one with dynamic slices (at most
+  // kMaxTrips). Others stay loops (nullopt).
+  std::optional<std::vector<int>> unroll(const Op& w, std::vector<int> state) {
+    const bool must = dynamic(w.regions[0]) || dynamic(w.regions[1]);
+    const int64_t limit = must ? kMaxTrips : kUnrollTrips;
+    const size_t mark = out_.ops.size();
+    auto keep = [&]() -> std::optional<std::vector<int>> {
+      out_.ops.resize(mark);
+      consts_ = std::make_unique<ConstantFolder>(out_);
+      return std::nullopt;
+    };
     for (int64_t n = 0;; ++n) {
       const int c = inline_function(w.regions[0], state)[0];
-      const std::optional<double> go = consts_.scalar(c);
-      if (!go) throw Error(fmt::format("{}: unsupported while loop whose condition is not a compile-time constant (a data-dependent loop)", w.loc));
+      const std::optional<double> go = consts_->scalar(c);
+      if (!go) {
+        if (!must) return keep();
+        throw Error(fmt::format("{}: unsupported while loop with dynamic slices whose condition is not a compile-time constant (a data-dependent loop)", w.loc));
+      }
       if (*go == 0) return state;
-      if (n == kMaxTrips) throw Error(fmt::format("{}: unsupported while loop of more than {} iterations", w.loc, kMaxTrips));
+      if (n == limit) {
+        if (!must) return keep();
+        throw Error(fmt::format("{}: unsupported while loop with dynamic slices of more than {} iterations", w.loc, kMaxTrips));
+      }
       state = inline_function(w.regions[1], state);
     }
   }
 
+  static constexpr int64_t kUnrollTrips = 8;
   static constexpr int64_t kMaxTrips = 4096;
   static constexpr size_t kMaxOps = 1000000;
   const Function& in_;
   Function out_;
-  ConstantFolder consts_{out_};
+  std::unique_ptr<ConstantFolder> consts_ = std::make_unique<ConstantFolder>(out_);
 };
 
 }  // namespace
@@ -909,10 +941,56 @@ Function unroll_loops(const Function& in) {
   return in;
 }
 
+// A constant inside a loop's condition or body that is not a splat has its
+// bytes in HBM for the whole run: it becomes a state element the loop
+// passes through, its op outside the loop.
+Function hoist_loop_constants(const Function& in) {
+  bool any = false;
+  for (const Op& op : in.ops) any |= op.kind == OpKind::while_;
+  if (!any) return in;
+  return rebuild(in, [&](Builder& b, const Op& op) {
+    if (op.kind != OpKind::while_) return -1;
+    Op w = op;
+    for (size_t r = 0; r < 2; ++r) {
+      Function& g = w.regions[r];
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        Op& c = g.ops[i];
+        if (c.kind != OpKind::constant || c.literal.size() <= 1) continue;
+        Op outside = c;
+        w.operands.push_back(b.f.add(std::move(outside)));
+        const int64_t k = int64_t(w.operands.size()) - 1;
+        Op param;
+        param.kind = OpKind::parameter, param.type = c.type, param.index = k, param.loc = c.loc;
+        c = param;  // its uses now read the state element
+        Function& other = w.regions[1 - r];
+        const int in_other = other.add(param);
+        Function& body = w.regions[1];
+        body.results.push_back(r == 1 ? int(i) : in_other);
+      }
+    }
+    return b.f.add(std::move(w));
+  });
+}
+
+namespace {
+
+// The pass over a function and, first, over its loops' conditions and bodies.
+Function everywhere(const Function& f, const std::function<Function(const Function&)>& run) {
+  bool nested = false;
+  for (const Op& op : f.ops) nested |= !op.regions.empty();
+  if (!nested) return run(f);
+  Function g = f;
+  for (Op& op : g.ops)
+    for (Function& r : op.regions) r = everywhere(r, run);
+  return run(g);
+}
+
+}  // namespace
+
 Function run_pipeline(const Function& f, const std::vector<Pass>& passes, const PassObserver& after) {
   Function cur = f;
   for (const Pass& p : passes) {
-    cur = p.run(cur);
+    cur = p.regions ? everywhere(cur, p.run) : p.run(cur);
     try {
       verify(cur);
     } catch (const Error& e) {
@@ -935,8 +1013,7 @@ void check_backend_form(const Function& f) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
       case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::arg_reduce:
-      case OpKind::gather: case OpKind::scatter: case OpKind::while_: case OpKind::get_tuple_element:
-      case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
+      case OpKind::gather: case OpKind::scatter: case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
         refuse("(a pass lowers it)");
         break;
       case OpKind::dot: {
@@ -956,6 +1033,12 @@ void check_backend_form(const Function& f) {
         if (f.ops[size_t(op.operands[0])].type.dims.size() != 2 || op.dims.size() != 1) refuse("not as a 2-D reduce of one dimension");
         if (!splat_value(f, op.operands[1])) refuse("with an init that is not a constant");
         break;
+      case OpKind::while_:
+        for (const Function& r : op.regions) check_backend_form(r);
+        for (const Function& r : op.regions)
+          for (const Op& c : r.ops)
+            if (c.kind == OpKind::constant && c.literal.size() > 1) refuse("with a constant of many values inside (hoist-loop-constants)");
+        break;
       case OpKind::compare:
         if (dtype(0) == DType::u32 && op.direction != Direction::EQ && op.direction != Direction::NE) refuse("ordering u32 values");
         break;
@@ -969,7 +1052,7 @@ void check_backend_form(const Function& f) {
 
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
-      {"unroll-loops", unroll_loops},
+      {"unroll-loops", unroll_loops, false},
       {"lower-gather-scatter", lower_gather_scatter},
       {"fold-empty", fold_empty},
       {"legalize-math", legalize_math},
@@ -984,6 +1067,7 @@ std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
       {"split-f32-dots", [precision](const Function& f) { return split_f32_dots(f, precision); }},
       {"leading-collectives", leading_collectives},
       {"canonicalize", canonicalize},
+      {"hoist-loop-constants", hoist_loop_constants},
   };
 }
 

@@ -35,11 +35,11 @@ std::set<uint32_t> Expr::constants() const {
 
 const char* kind_name(KKind k) {
   static const char* const names[] = {"elementwise", "copy",       "reduce-lanes", "reduce-columns", "matmul",
-                                      "all-reduce",  "all-gather", "reduce-scatter", "all-to-all",   "collective-permute"};
+                                      "all-reduce",  "all-gather", "reduce-scatter", "all-to-all",   "collective-permute", "loop"};
   return names[int(k)];
 }
 
-Plan::Plan(const Function& fn, const isa::Target& target) : f(fn), t(target) {
+Plan::Plan(const Function& fn, const isa::Target& target, const Region* where) : f(fn), t(target), region(where) {
   if (t.mxu_dim != t.vpu_lanes)
     throw Error(fmt::format("the code generator needs vpu_lanes == mxu_dim (target has {} and {})", t.vpu_lanes, t.mxu_dim));
   const size_t n = f.ops.size();
@@ -122,7 +122,7 @@ void Plan::classify() {
         if (!type(u).dims.empty()) m = true;
     }
     if (o.kind == OpKind::reshape) mat[base[i]] = true;
-    mat[i] = m;
+    mat[i] = m && o.kind != OpKind::while_;  // a loop writes its state elements (its get-tuple-elements)
   }
   // Slices, transposes, reverses and (non-leaf) broadcasts read only by
   // other copies (concatenate, pad, another layout op) are not
@@ -218,6 +218,11 @@ void Plan::make_kernels() {
   absorb_into_consumers(epilogue_of);
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& o = op(int(i));
+    if (o.kind == OpKind::while_) {
+      kernels.push_back(kernel_of(int(i), epilogue_of));
+      continue;
+    }
+    if (o.kind == OpKind::get_tuple_element) continue;
     if (!mat[i] || o.kind == OpKind::parameter || (o.kind == OpKind::constant && !splat(int(i))) || o.kind == OpKind::reshape)
       continue;
     if (fused_into[i] >= 0 || absorbed[i] >= 0) continue;
@@ -387,7 +392,12 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
   Kernel k;
   k.out = v;
   k.from.push_back(o.loc);
-  if (is_elementwise(o.kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0) {
+  if (o.kind == OpKind::while_) {
+    k.kind = KKind::loop;
+    for (int a : o.operands) k.inputs.push_back(base[a]);
+    k.loop = int(loops.size());
+    loops.emplace_back();
+  } else if (is_elementwise(o.kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0) {
     k.kind = KKind::elementwise;
     bool big = false;
     k.expr = build_expr(v, k.inputs, big);
@@ -515,10 +525,12 @@ void Plan::assign_buffers() {
   };
   std::vector<Buffer> bufs;
   std::vector<int> buf_of(n, -1);
-  auto make = [&](int v, int64_t first, int64_t last) {
-    buf_of[size_t(v)] = int(bufs.size());
-    bufs.push_back({align_up(uint64_t(type(v).bytes()), kHbmAlign), 0, first, last, {v}});
+  auto make_buf = [&](uint64_t bytes, int64_t first, int64_t last, const std::vector<int>& values) {
+    for (int v : values) buf_of[size_t(v)] = int(bufs.size());
+    bufs.push_back({align_up(bytes, kHbmAlign), 0, first, last, values});
+    return bufs.size() - 1;
   };
+  auto make = [&](int v, int64_t first, int64_t last) { make_buf(uint64_t(type(v).bytes()), first, last, {v}); };
   std::set<std::string> used;
   const auto params = f.params();
   uint64_t cursor = 0;
@@ -529,6 +541,11 @@ void Plan::assign_buffers() {
     cursor += bufs.back().size;
   };
   for (size_t p = 0; p < params.size(); ++p) {
+    if (region) {  // a loop's state, where the loop keeps it
+      make(params[p], -1, nk);
+      addr[size_t(params[p])] = bufs.back().at = region->param_addr.at(p);
+      continue;
+    }
     fixed(params[p]);
     const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
     symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]],
@@ -537,6 +554,7 @@ void Plan::assign_buffers() {
   for (size_t i = 0; i < n; ++i) {
     const Op& o = f.ops[i];
     if (o.kind != OpKind::constant || !mat[i] || splat(int(i))) continue;
+    if (region) throw std::logic_error(fmt::format("{}: internal error: a loop's constant reaches the back end", o.loc));
     fixed(int(i));
     symbols.push_back(tensor_symbol(isa::SymbolKind::Constant, clean_name(fmt::format("const{}", i), used), o.type, addr[i]));
     isa::DataSegment d;
@@ -558,8 +576,26 @@ void Plan::assign_buffers() {
     for (int v : reads_of[size_t(i)]) last_read[size_t(v)] = i;
   }
   for (size_t r = 0; r < f.results.size(); ++r) last_read[size_t(base[f.results[r]])] = nk;
+  // A loop writes its state buffers (read after it through its
+  // get-tuple-elements) and uses a scratch block while it runs.
+  std::vector<std::vector<size_t>> state_buf(loops.size());
+  std::vector<size_t> scratch_buf(loops.size());
   for (int64_t i = 0; i < nk; ++i) {
     const Kernel& k = kernels[size_t(i)];
+    if (k.kind == KKind::loop) {
+      const Op& w = op(k.out);
+      LoopPlan& l = loops[size_t(k.loop)];
+      std::vector<std::vector<int>> gtes(w.operands.size());
+      for (int u : users[size_t(k.out)]) gtes[size_t(op(u).index)].push_back(u);
+      for (size_t j = 0; j < gtes.size(); ++j) {
+        int64_t last = i;
+        for (int g : gtes[j]) last = std::max(last, last_read[size_t(g)]);
+        state_buf[size_t(k.loop)].push_back(make_buf(uint64_t(type(w.operands[j]).bytes()), i, last, gtes[j]));
+      }
+      plan_loop(l, w, std::vector<uint64_t>(gtes.size(), 0), 0);  // its size
+      scratch_buf[size_t(k.loop)] = make_buf(l.scratch_bytes, i, i, {});
+      continue;
+    }
     std::vector<int> outs = {k.out};
     for (int v : k.expr.stored_values()) outs.push_back(v);
     std::vector<int> taken;
@@ -598,9 +634,10 @@ void Plan::assign_buffers() {
     if (b >= nfixed) {
       std::vector<std::pair<uint64_t, uint64_t>> busy;  // [at, end) of the buffers live with it
       for (size_t o : placed)
-        if (bufs[o].first <= nb.last && nb.first <= bufs[o].last) busy.push_back({bufs[o].at, bufs[o].at + bufs[o].size});
+        if (bufs[o].first <= nb.last && nb.first <= bufs[o].last && !(region && o < nfixed))  // a loop's state lies outside its heap
+          busy.push_back({bufs[o].at, bufs[o].at + bufs[o].size});
       std::sort(busy.begin(), busy.end());
-      uint64_t at = 0;
+      uint64_t at = region ? region->heap_base : 0;
       for (auto [lo, hi] : busy) {
         if (lo >= at + nb.size) break;
         at = std::max(at, hi);
@@ -610,16 +647,30 @@ void Plan::assign_buffers() {
     placed.push_back(b);
   }
   hbm_used = 0;
+  heap_top = region ? region->heap_base : 0;
   zeroed.assign(n, false);
-  for (const Buffer& b : bufs) {
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
     hbm_used = std::max(hbm_used, b.at + b.size);
+    if (i >= nfixed) heap_top = std::max(heap_top, b.at + b.size);
     for (int v : b.values) addr[size_t(v)] = b.at;
-    // HBM starts zeroed; a buffer stays so until one live before it takes its place.
-    bool fresh = true;
+    // HBM starts zeroed; a buffer stays so until one live before it takes
+    // its place (inside a loop, the trips before).
+    bool fresh = !region;
     for (const Buffer& o : bufs)
       fresh &= !(o.first < b.first && o.at < b.at + b.size && b.at < o.at + o.size);
-    zeroed[size_t(b.values.front())] = fresh;
+    if (!b.values.empty()) zeroed[size_t(b.values.front())] = fresh;
   }
+  for (const Kernel& k : kernels) {
+    if (k.kind != KKind::loop) continue;
+    LoopPlan& l = loops[size_t(k.loop)];
+    std::vector<uint64_t> state;
+    for (size_t b : state_buf[size_t(k.loop)]) state.push_back(bufs[b].at);
+    const uint64_t sized = l.scratch_bytes;
+    plan_loop(l, op(k.out), state, bufs[scratch_buf[size_t(k.loop)]].at);
+    if (l.scratch_bytes > sized) throw std::logic_error("internal error: a loop's scratch grew where it was placed");
+  }
+  if (region) return;
   for (size_t r = 0; r < f.results.size(); ++r) {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
@@ -641,6 +692,10 @@ void Plan::assign_buffers() {
   std::stable_sort(live.begin(), live.end(), [](const Buffer* a, const Buffer* b) { return a->size > b->size; });
   std::vector<std::string> names;
   for (size_t i = 0; i < live.size() && i < 6; ++i) {
+    if (live[i]->values.empty()) {
+      names.push_back(fmt::format("{} bytes a while loop's condition and body use", live[i]->size));
+      continue;
+    }
     const int v = live[i]->values.back();
     names.push_back(fmt::format("%{} {} ({})", v, type(v).str(), op(v).loc.empty() ? op_name(op(v).kind) : op(v).loc));
   }
@@ -648,6 +703,26 @@ void Plan::assign_buffers() {
   throw Error(fmt::format("the program needs {} bytes of HBM, the target has {} ({} too many); {} bytes are live {}: {}", hbm_used,
                           t.hbm_bytes, hbm_used - t.hbm_bytes, peak,
                           peak_at < 0 || peak_at >= nk ? std::string("throughout") : fmt::format("in kernel {}", peak_at), fmt::join(names, ", ")));
+}
+
+// The loop's condition and body over its state at `state`, their buffers
+// from `scratch` up, and the temporaries of the state's move after the body.
+void Plan::plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const {
+  auto where = std::make_shared<Region>(Region{state, scratch});
+  l.state = state, l.scratch = scratch;
+  l.bytes.clear();
+  for (int a : w.operands) l.bytes.push_back(uint64_t(type(a).bytes()));
+  // The plans point at their region: it lives as long as they do.
+  l.cond = std::shared_ptr<Plan>(new Plan(w.regions[0], t, where.get()), [where](Plan* p) { delete p; });
+  l.body = std::shared_ptr<Plan>(new Plan(w.regions[1], t, where.get()), [where](Plan* p) { delete p; });
+  const Function& b = w.regions[1];
+  uint64_t top = l.body->heap_top;
+  l.temps.assign(state.size(), 0);
+  for (size_t j = 0; j < state.size(); ++j) {
+    const Op& r = b.ops[size_t(l.body->base[size_t(b.results[j])])];
+    if (r.kind == OpKind::parameter && r.index != int64_t(j)) l.temps[j] = top, top += align_up(l.bytes[j], kHbmAlign);
+  }
+  l.scratch_bytes = std::max(l.cond->heap_top, top) - scratch;
 }
 
 }  // namespace tpu::compiler::backend

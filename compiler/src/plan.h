@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -134,7 +135,7 @@ struct View {
   std::vector<int64_t> dims, strides;
 };
 
-enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce, all_gather, reduce_scatter, all_to_all, permute };
+enum class KKind { elementwise, copy, reduce_lanes, reduce_columns, matmul, all_reduce, all_gather, reduce_scatter, all_to_all, permute, loop };
 const char* kind_name(KKind k);
 
 struct Kernel {
@@ -153,12 +154,36 @@ struct Kernel {
   int64_t B = 1, M = 0, K = 0, N = 0;
   std::vector<std::vector<int64_t>> groups;  // collectives: Op::groups
   int64_t dimension = 0;                      // all_gather, reduce_scatter, all_to_all
+  int loop = -1;                              // loop: Plan::loops index
   std::vector<std::string> from;  // HLO locations
 };
 
 // ---------------------------------------------------------------- the plan
 
 
+
+struct Plan;
+
+// Where a loop's condition or body finds its state and its own buffers: the
+// state at fixed addresses, everything else from heap_base up.
+struct Region {
+  std::vector<uint64_t> param_addr;
+  uint64_t heap_base = 0;
+};
+
+// A while loop (a kernel of kind loop): its state in fixed buffers, its
+// condition and body planned as functions of their own whose parameters are
+// those buffers and whose buffers share a scratch block live while the loop
+// runs. After the body, its results move into the state buffers: first
+// those that are other state elements (a swap) into `temps` in the scratch
+// block, then all.
+struct LoopPlan {
+  std::vector<uint64_t> state;   // by element
+  std::vector<uint64_t> bytes;   // by element
+  uint64_t scratch = 0, scratch_bytes = 0;
+  std::vector<uint64_t> temps;   // by element: 0, or where the result waits
+  std::shared_ptr<Plan> cond, body;
+};
 
 struct Plan {
   const Function& f;
@@ -178,8 +203,11 @@ struct Plan {
   uint64_t hbm_used = 0;        // the program's peak HBM: the top of its highest buffer
   std::vector<isa::DataSegment> data;  // the constants' bytes
   std::vector<isa::TensorSymbol> symbols;
+  std::vector<LoopPlan> loops;
+  const Region* region = nullptr;  // set: a loop's condition or body
+  uint64_t heap_top = 0;           // the top of its non-fixed buffers
 
-  Plan(const Function& fn, const isa::Target& target);
+  Plan(const Function& fn, const isa::Target& target, const Region* region = nullptr);
 
   const Type& type(int v) const { return f.ops[v].type; }
   const Op& op(int v) const { return f.ops[v]; }
@@ -244,6 +272,7 @@ struct Plan {
   Kernel kernel_of(int v, const std::vector<int>& epilogue_of);
   std::vector<int> reads(const Kernel& k) const;
   void assign_buffers();
+  void plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const;
 };
 
 }  // namespace tpu::compiler::backend

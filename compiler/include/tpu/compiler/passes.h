@@ -13,12 +13,18 @@
 
 namespace tpu::compiler {
 
-// while loops -> their trips, inlined: the condition must be known at
-// compile time once the state before it is (counted loops: fori_loop,
-// scan), at most 4,096 trips; a dynamic-slice or dynamic-update-slice whose
-// starts are then known -> a slice, or pads and a select. Others are
-// refused (the back end runs straight-line kernels).
+// Short counted while loops -> their trips, inlined: a loop whose condition
+// is known at compile time once the state before it is, with at most 8
+// trips, or with a dynamic-slice or dynamic-update-slice (at most 4,096
+// trips; its starts are then known: a slice, or pads and a select; the back
+// end has no slice at a runtime offset yet, so those loops are refused
+// otherwise). Other loops stay loops.
 ir::Function unroll_loops(const ir::Function& f);
+
+// A constant of several values inside a while loop's condition or body ->
+// a state element the loop passes through, the constant outside (its
+// bytes sit in HBM for the whole run).
+ir::Function hoist_loop_constants(const ir::Function& f);
 
 // gather and scatter -> one-hot dots: each index becomes a one-hot row
 // over the positions of the one dimension it indexes (gather clamps it into
@@ -86,12 +92,14 @@ ir::Function split_f32_dots(const ir::Function& f, std::optional<ir::Precision> 
 struct Pass {
   std::string name;
   std::function<ir::Function(const ir::Function&)> run;
+  bool regions = true;  // run_pipeline runs it over loops' conditions and bodies too (false: it does so itself)
 };
 
 // The IR pipeline tpuc runs, in order.
 std::vector<Pass> ir_pipeline(std::optional<ir::Precision> precision);
 
-// Runs the passes in order and verifies the function after each (a pass that
+// Runs the passes in order, each over the while loops' conditions and
+// bodies first (Pass::regions) and then over the function, and verifies the function after each (a pass that
 // leaves an invalid function is an internal error that names the pass);
 // `after`, if set, sees each pass's result.
 using PassObserver = std::function<void(const std::string& pass, const ir::Function& f)>;
