@@ -172,9 +172,8 @@ void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
   const uint64_t pred = c.addr[size_t(c.base[size_t(c.f.results[0])])];
   auto& code = out.code;
   code.push_back(ib::STS(0, 0, 0));
-  code.push_back(ib::LI(2, int32_t(uint32_t(pred & 0xffffffffu))));
-  if (pred >= (uint64_t(1) << 31)) code.push_back(ib::LIH(2, int32_t(uint32_t(pred >> 32))));
-  code.push_back(ib::LI(3, 1));
+  load_constant(code, 2, pred);
+  load_constant(code, 3, 1);
   code.push_back(ib::DMA_LDS(0, 2, 3, 0));
   code.push_back(ib::WAIT(kSc, 0, 1));
   code.push_back(ib::LDS(1, 0, 0));

@@ -438,10 +438,7 @@ class Writer {
   void enter_kernel(int k) {
     if (o_.kernels && k != kNoKernel && k != kernel_) code_.kernel_marks.push_back({pc(), kernel_ = k});
   }
-  void load(int r, uint64_t v) {
-    put(isa::build::LI(r, int32_t(uint32_t(v & 0xffffffffu))));
-    if (v >= (uint64_t(1) << 31)) put(isa::build::LIH(r, int32_t(uint32_t(v >> 32))));
-  }
+  void load(int r, uint64_t v) { load_constant(code_.code, r, v); }
   // A register holding constant v outside loops: from the cache, else
   // loaded into the least recently used register.
   int reg(uint64_t v) {
@@ -728,6 +725,11 @@ class Writer {
 };
 
 }  // namespace
+
+void load_constant(std::vector<isa::Instruction>& code, int r, uint64_t v) {
+  code.push_back(isa::build::LI(r, int32_t(uint32_t(v & 0xffffffffu))));
+  if (v >= (uint64_t(1) << 31)) code.push_back(isa::build::LIH(r, int32_t(uint32_t(v >> 32))));
+}
 
 LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt) {
   Writer w(prog, opt);

@@ -68,4 +68,8 @@ struct LoopCode {
 };
 LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt);
 
+// Appends the instructions that put constant v in scalar register r (li,
+// and lih for the upper half when it has one).
+void load_constant(std::vector<isa::Instruction>& code, int r, uint64_t v);
+
 }  // namespace tpu::compiler

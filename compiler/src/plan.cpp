@@ -708,13 +708,13 @@ void Plan::assign_buffers() {
 // The loop's condition and body over its state at `state`, their buffers
 // from `scratch` up, and the temporaries of the state's move after the body.
 void Plan::plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const {
-  auto where = std::make_shared<Region>(Region{state, scratch});
+  l.cond.reset(), l.body.reset();
+  l.where = std::make_shared<Region>(Region{state, scratch});
   l.state = state, l.scratch = scratch;
   l.bytes.clear();
   for (int a : w.operands) l.bytes.push_back(uint64_t(type(a).bytes()));
-  // The plans point at their region: it lives as long as they do.
-  l.cond = std::shared_ptr<Plan>(new Plan(w.regions[0], t, where.get()), [where](Plan* p) { delete p; });
-  l.body = std::shared_ptr<Plan>(new Plan(w.regions[1], t, where.get()), [where](Plan* p) { delete p; });
+  l.cond = std::make_shared<Plan>(w.regions[0], t, l.where.get());
+  l.body = std::make_shared<Plan>(w.regions[1], t, l.where.get());
   const Function& b = w.regions[1];
   uint64_t top = l.body->heap_top;
   l.temps.assign(state.size(), 0);

@@ -182,6 +182,7 @@ struct LoopPlan {
   std::vector<uint64_t> bytes;   // by element
   uint64_t scratch = 0, scratch_bytes = 0;
   std::vector<uint64_t> temps;   // by element: 0, or where the result waits
+  std::shared_ptr<Region> where;  // the plans below point at it
   std::shared_ptr<Plan> cond, body;
 };
 
