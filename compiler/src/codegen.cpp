@@ -111,6 +111,7 @@ void Emitter::kernels(LoopCode& out, bool barrier_after) {
     if (p_.kernels[i].kind == KKind::loop) loop(i, p_.kernels[i], out);
     else kernel(i, p_.kernels[i]);
     if (ncores_ > 1 && (barrier_after || i + 1 < p_.kernels.size())) core_barrier();
+    append(out, schedule());
   }
 }
 
@@ -182,6 +183,7 @@ void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
   append(out, part(*l.body, &l));
   code.push_back(ib::JMP(int64_t(top) - int64_t(code.size())));
   code[exit][isa::operand::B::target] = int64_t(code.size() - exit);
+  carry_ = WriterState();  // the loop's code left its own values in the registers
 }
 
 void Emitter::begin_kernel(size_t idx, const Kernel& k) {

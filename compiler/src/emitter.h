@@ -468,7 +468,7 @@ class Emitter {
     o.kernels = !p_.kernels.empty();
     o.issue_width = m_.core.issue_width;
     o.branch_penalty = m_.core.branch_penalty;
-    return write_loops(code, o);
+    return write_loops(code, o, carry_);
   }
 
   // ---- synchronisation
@@ -546,9 +546,11 @@ class Emitter {
   void kernel(size_t idx, const Kernel& k);
   void begin_kernel(size_t idx, const Kernel& k);
   // The plan's kernels in order; on several cores a barrier after each but
-  // the last (after every one with `barrier_after`). A loop ends what is
-  // scheduled so far (its code is a segment of its own: kernels end with
-  // every unit drained, so a branch may go between them).
+  // the last (after every one with `barrier_after`). Each kernel is
+  // scheduled and written as a segment of its own: kernels end with every
+  // unit drained, so nothing of one goes before the end of the one before,
+  // and the compiler holds one kernel's schedule at a time. (Where a loop
+  // kernel goes, a branch goes between segments.)
   void kernels(LoopCode& out, bool barrier_after);
   // A while loop (Plan::loops): the initial state copied into the state
   // buffers; top: the condition's kernels, its pred[] through SMEM to a
@@ -969,7 +971,8 @@ class Emitter {
   const isa::MachineConfig& m_;
   const bool loops_;
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
-  std::vector<Pending> prog_;
+  std::vector<Pending> prog_;     // scheduled since the last schedule()
+  WriterState carry_;             // the scalar registers as the code so far leaves them
   bool ghost_ = false;         // running a loop's later iterations through the model only (repeat())
   double max_key_ = 0;         // the latest place in the program so far
   double key_floor_ = 0;       // nothing goes before this place (the end of the last loop)

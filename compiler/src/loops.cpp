@@ -377,7 +377,7 @@ class Reroller {
 // Writes nodes as instructions and assigns scalar registers.
 class Writer {
  public:
-  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o) : prog_(prog), o_(o) {}
+  Writer(const std::vector<Scheduled>& prog, const LoopOptions& o, WriterState& st) : prog_(prog), o_(o), st_(st) {}
 
   void seq(const std::vector<Node>& nodes) {
     for (const Node& n : nodes) {
@@ -436,24 +436,27 @@ class Writer {
   void put(const isa::Instruction& i) { code_.code.push_back(i); }
   size_t pc() const { return code_.code.size(); }
   void enter_kernel(int k) {
-    if (o_.kernels && k != kNoKernel && k != kernel_) code_.kernel_marks.push_back({pc(), kernel_ = k});
+    if (o_.kernels && k != kNoKernel && (!st_.marked || k != st_.kernel)) {
+      code_.kernel_marks.push_back({pc(), k});
+      st_.kernel = k, st_.marked = true;
+    }
   }
   void load(int r, uint64_t v) { load_constant(code_.code, r, v); }
   // A register holding constant v outside loops: from the cache, else
   // loaded into the least recently used register.
   int reg(uint64_t v) {
     if (v == 0) return 0;
-    ++clock_;
+    ++st_.clock;
     for (int r = 1; r <= o_.registers; ++r)
-      if (valid_[r] && val_[r] == v) return stamp_[r] = clock_, r;
+      if (st_.valid[r] && st_.val[r] == v) return st_.stamp[r] = st_.clock, r;
     int victim = 1;
     for (int r = 1; r <= o_.registers; ++r)
-      if (!valid_[r] || stamp_[r] < stamp_[victim]) {
+      if (!st_.valid[r] || st_.stamp[r] < st_.stamp[victim]) {
         victim = r;
-        if (!valid_[r]) break;
+        if (!st_.valid[r]) break;
       }
     load(victim, v);
-    val_[victim] = v, valid_[victim] = true, stamp_[victim] = clock_;
+    st_.val[victim] = v, st_.valid[victim] = true, st_.stamp[victim] = st_.clock;
     return victim;
   }
 
@@ -641,14 +644,14 @@ class Writer {
     emit_loop(top, ns, loops);
     // The registers the nest wrote no longer hold what the cache says.
     for (int r = 1; r <= o_.registers; ++r)
-      if (ns.written[size_t(r)]) valid_[r] = false;
+      if (ns.written[size_t(r)]) st_.valid[r] = false;
   }
   // A free register for the nest: one the cache of constants does not use,
   // else its least recently used, so the constants outside survive the loop.
   // Among those, one that holds no value computed at use, if any.
   int take(Nest& ns) const {
     int best = -1;
-    const auto rank = [&](int r) { return std::make_tuple(valid_[r], ns.held[size_t(r)].second != 0, valid_[r] ? stamp_[r] : 0); };
+    const auto rank = [&](int r) { return std::make_tuple(st_.valid[r], ns.held[size_t(r)].second != 0, st_.valid[r] ? st_.stamp[r] : 0); };
     for (int r = 1; r <= o_.registers; ++r)
       if (ns.free[size_t(r)] && (best < 0 || rank(r) < rank(best))) best = r;
     if (best < 0) throw std::logic_error("internal error: no scalar register left");
@@ -719,9 +722,7 @@ class Writer {
   const LoopOptions& o_;
   LoopCode code_;
   static constexpr int kNoKernel = std::numeric_limits<int>::min();
-  int kernel_ = kNoKernel;  // the last .in_kernel written
-  uint64_t val_[32] = {}, stamp_[32] = {}, clock_ = 0;  // the cache of constants outside loops
-  bool valid_[32] = {};
+  WriterState& st_;  // the cache of constants outside loops, the last .in_kernel written
 };
 
 }  // namespace
@@ -731,8 +732,8 @@ void load_constant(std::vector<isa::Instruction>& code, int r, uint64_t v) {
   if (v >= (uint64_t(1) << 31)) code.push_back(isa::build::LIH(r, int32_t(uint32_t(v >> 32))));
 }
 
-LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt) {
-  Writer w(prog, opt);
+LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt, WriterState& state) {
+  Writer w(prog, opt, state);
   if (opt.enabled) {
     auto tree = Reroller(prog, opt).run();
     w.seq(tree);

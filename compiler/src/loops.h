@@ -66,7 +66,18 @@ struct LoopCode {
   std::vector<std::pair<size_t, std::string>> notes;
   size_t loops = 0;
 };
-LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt);
+// What the writer leaves in the scalar registers for the code after it:
+// the constants it loaded outside loops (least recently used first out)
+// and the kernel it marked last. Code written in segments (one per kernel)
+// passes it on, so the segments read as one program; a branch target
+// starts from a fresh one.
+struct WriterState {
+  uint64_t val[32] = {}, stamp[32] = {}, clock = 0;
+  bool valid[32] = {};
+  int kernel = -1;
+  bool marked = false;
+};
+LoopCode write_loops(const std::vector<Scheduled>& prog, const LoopOptions& opt, WriterState& state);
 
 // Appends the instructions that put constant v in scalar register r (li,
 // and lih for the upper half when it has one).
