@@ -145,7 +145,7 @@ const std::vector<DramField>& dram_fields() {
       {"controller", "trans_queue_depth", &D::trans_queue_depth, 1, 4096, "read transactions waiting per channel"},
       {"controller", "write_buffer", &D::write_buffer, 1, 4096, "writes buffered per channel; full: drain them"},
       {"controller", "write_drain_threshold", &D::write_drain_threshold, 1, 4096,
-       "drain the write buffer when it holds this many and no read waits"},
+       "drain the write buffer when it holds more than this many and the command queues are empty"},
       {"controller", "row_hit_cap", &D::row_hit_cap, 1, 1u << 20, "row hits after which a waiting conflict may close the row"},
       {"controller", "dual_command", &D::dual_command, 0, 1, "1: a row and a column command issue in the same cycle (HBM)"},
   };

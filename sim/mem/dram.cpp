@@ -524,8 +524,8 @@ void Channel::issue(const Pick& p, uint64_t cycle) {
 }
 
 // One transaction a cycle moves into its command queue: reads first; the
-// write buffer drains when full, when enough writes wait and no read does,
-// or when nothing else is left to do.
+// write buffer drains when full, or when the command queues are empty and
+// more than the threshold wait (DRAMsim3's rule) or no read does.
 bool Channel::schedule_transaction() {
   if (!sched_dirty_) return false;  // nothing it looks at has changed since it last failed
   start_drain();
@@ -554,7 +554,7 @@ bool Channel::schedule_transaction() {
 
 bool Channel::drain_due() const {
   return write_draining_ == 0 && !write_buf_.empty() &&
-         (write_buf_.size() >= p_.write_buffer || (read_q_.empty() && (write_buf_.size() >= p_.write_drain_threshold || queued_ == 0)));
+         (write_buf_.size() >= p_.write_buffer || (queued_ == 0 && (write_buf_.size() > p_.write_drain_threshold || read_q_.empty())));
 }
 
 void Channel::start_drain() {

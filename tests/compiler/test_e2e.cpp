@@ -1076,7 +1076,7 @@ TEST_CASE("megacore: v4's two cores split the work") {
     }
     INFO("B " << B << ": cycles on one core " << cycles[1] << ", on two " << cycles[2]);
     CHECK(written[2] == written[1]);
-    CHECK(double(cycles[2]) < 0.7 * double(cycles[1]));
+    CHECK(double(cycles[2]) < 0.75 * double(cycles[1]));  // memory-bound: both cores share the channels
   }
 }
 

@@ -36,9 +36,10 @@ struct RunResult {
 
 // `n` requests to random addresses below `span`, a fraction `writes` of them
 // writes, offered one a cycle; the controller runs on `ctrl`, the checker on
-// `truth`.
+// `truth`. With `copy`, a copy's requests instead: reads of [0, span) in
+// order, each followed by a write of the same place in [span, 2 span).
 RunResult run_random(const tpu::isa::DramParams& ctrl, const tpu::isa::DramParams& truth, uint32_t seed, uint64_t n, uint64_t span,
-                     double writes) {
+                     double writes, bool copy = false) {
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
   Dram mem(ctrl);
@@ -48,7 +49,7 @@ RunResult run_random(const tpu::isa::DramParams& ctrl, const tpu::isa::DramParam
   std::vector<Completion> done;
   uint64_t sent = 0, cycle = 0;
   const uint64_t req = ctrl.request_bytes();
-  uint64_t addr = rng() % span / req * req;
+  uint64_t addr = copy ? 0 : rng() % span / req * req;
   bool write = false;
   while ((sent < n || !mem.idle()) && cycle < 50'000'000) {
     mem.tick(cycle, done);
@@ -57,8 +58,13 @@ RunResult run_random(const tpu::isa::DramParams& ctrl, const tpu::isa::DramParam
     if (checker.violation()) break;
     if (sent < n && mem.will_accept(addr, write)) {
       mem.add(sent++, addr, write, cycle + 1);
-      addr = rng() % span / req * req;
-      write = std::uniform_real_distribution<double>(0, 1)(rng) < writes;
+      if (copy) {
+        write = sent % 2 == 1;
+        addr = sent / 2 * req % span + (write ? span : 0);
+      } else {
+        addr = rng() % span / req * req;
+        write = std::uniform_real_distribution<double>(0, 1)(rng) < writes;
+      }
     }
     ++cycle;
   }
@@ -127,8 +133,11 @@ TEST_CASE("dram: a controller that relaxes a constraint by one cycle is caught",
     bool caught = false;
     std::string seen;
     for (uint32_t seed = 1; seed <= 4 && !caught; ++seed) {
-      for (double writes : {0.0, 0.5}) {
-        const RunResult r = run_random(broken, truth, seed, 20000, 1u << 16, writes);
+      // Random traffic (row conflicts: the row constraints bind) and a copy
+      // (row hits, the write buffer draining between reads: read-write
+      // turnarounds bind).
+      for (auto [writes, copy] : {std::pair{0.0, false}, {0.5, false}, {0.5, true}}) {
+        const RunResult r = run_random(broken, truth, seed, 20000, 1u << 16, writes, copy);
         if (r.violation) {
           seen = *r.violation;
           caught = seen.find(std::string("breaks ") + x.caught_as + " ") != std::string::npos;

@@ -118,7 +118,7 @@ struct DramParams {
   uint32_t cmd_queue_depth = 0;  // entries per command queue
   uint32_t trans_queue_depth = 0;  // read transactions waiting per channel
   uint32_t write_buffer = 0;     // writes buffered per channel; drained when full
-  uint32_t write_drain_threshold = 0;  // ... or when more wait and no read does
+  uint32_t write_drain_threshold = 0;  // ... or when more wait and the command queues are empty
   uint32_t row_hit_cap = 0;      // row hits served before a waiting conflict may close the row
   uint32_t dual_command = 0;     // 1: a row and a column command may issue in the same cycle (HBM)
 
