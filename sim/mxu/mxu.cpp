@@ -29,6 +29,7 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
     : sc_core::sc_module(name),
       QueuedUnit(core, isa::kUnitMxu0 + index, cfg.core.queue_depth, rc, sems),
       n_(uint32_t(cfg.target.mxu_dim)),
+      timing_(cfg.mxu_timing()),
       index_(index),
       vmem_(vmem),
       acc_(acc),
@@ -75,7 +76,7 @@ bool Mxu::check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint
 
 // Result rows fed 2N - 1 cycles ago enter the accumulators.
 void Mxu::drain(uint64_t now) {
-  const uint64_t lat = 2 * uint64_t(n_) - 1;
+  const uint64_t lat = timing_.result_latency();
   if (now < lat) return;
   MxuRow& r = slots_[(now - lat) % slots_.size()];
   if (r.fed_cycle != now - lat) return;
@@ -109,7 +110,7 @@ void Mxu::advance_load(uint64_t now) {
     read_operands(load_.src + i * load_.stride, load_.int8, load_row_.data());
     for (uint32_t j = 0; j < n_; ++j) staging_[size_t(j) * n_ + i] = load_row_[j];
   }
-  if (i + 1 < n_) return;
+  if (i + 1 < timing_.load_cycles()) return;
   loading_ = false;
   shadow_ = Shadow::Loaded;
   const int b = active_ < 0 ? 0 : 1 - active_;
@@ -142,16 +143,16 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       const int shadow = active_ < 0 ? 0 : 1 - active_;
       // The tile commits at the end of t + N - 1: by then every row that used
       // the shadow buffer must have reached the accumulators.
-      if (loading_ || shadow_ == Shadow::Loaded || now + n - 1 < buf_drained_[shadow]) return false;
+      if (loading_ || shadow_ == Shadow::Loaded || timing_.load_commit(now) < buf_drained_[shadow]) return false;
       const bool int8 = is.insn[MLW::dtype] == isa::values::MxuDtype_s8;
       if (!check_vmem_rows(is, is[MLW::rsrc], is[MLW::rstride], n, int8)) return false;
       load_ = WeightLoad{now, is[MLW::rsrc], is[MLW::rstride], is.insn.op == Opcode::MXU_LWT, int8};
       if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
-      load_done_ = now + n;
+      load_done_ = now + timing_.load_cycles();
       shadow_ = Shadow::Loading;
-      last_complete_ = std::max(last_complete_, now + n - 1);
-      trace_event(is.pc, now, now + n);
+      last_complete_ = std::max(last_complete_, timing_.load_commit(now));
+      trace_event(is.pc, now, load_done_);
       return true;
     }
     case Opcode::MXU_SWAP: {
@@ -190,7 +191,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       }
       stream_ = Stream{now, is[MMM::rsrc], is[MMM::rstride], rows, racc, is.insn.op == Opcode::MXU_MMA, int8, active_};
       streaming_ = true;
-      const uint64_t done = now + rows - 1 + 2 * n - 1;
+      const uint64_t done = timing_.last_result(now, rows);
       buf_drained_[active_] = done;
       last_complete_ = std::max(last_complete_, done);
       trace_event(is.pc, now, done + 1, rows * n * n);

@@ -84,6 +84,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   bool check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint64_t rows, bool int8);
 
   const uint32_t n_;
+  const isa::MxuTiming timing_;
   const int index_;
   SparseMemory& vmem_;
   Accumulators& acc_;

@@ -189,6 +189,23 @@ struct IciParams {
   uint32_t buffer_packets = 256;
 };
 
+// The timing of an N x N MXU (docs/timing.md, "MXU"), for the simulator
+// and the compiler's cost model alike.
+struct MxuTiming {
+  uint64_t n = 0;
+  // A weight load dispatched at t reads weight row i in cycle t + i and
+  // commits the shadow buffer at the end of cycle t + N - 1, the cycle by
+  // which every row that used that buffer must have reached the
+  // accumulators. A swap may follow from t + N.
+  uint64_t load_cycles() const { return n; }
+  uint64_t load_commit(uint64_t t) const { return t + n - 1; }
+  // A stream dispatched at t feeds input row i in cycle t + i (the next
+  // stream may start at t + rows); its result reaches the accumulators in
+  // cycle t + i + 2N - 1.
+  uint64_t result_latency() const { return 2 * n - 1; }
+  uint64_t last_result(uint64_t t, uint64_t rows) const { return t + rows - 1 + result_latency(); }
+};
+
 struct MachineConfig {
   Target target;
   std::string description;
@@ -220,6 +237,7 @@ struct MachineConfig {
   // Cycles from a VPU instruction's dispatch to its result (vpu.latency.*;
   // a transpose takes one cycle a lane).
   uint32_t vpu_latency(VpuClass c) const;
+  MxuTiming mxu_timing() const { return MxuTiming{target.mxu_dim}; }
 
   std::string to_json() const;  // the resolved config, every parameter
   // The system's grid of chips: ici.x, y, z as set, else the preset's
