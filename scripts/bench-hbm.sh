@@ -7,8 +7,8 @@
 #     512x1024 @ 1024x768 GEMM, and where the rest of the time went;
 #  3. host time of the detailed model against the simple one, measured in the
 #     same run: a compute-bound 2048^3 GEMM and the corpus;
-#  4. two cores sharing the channels: the add on v4 (2 cores) against the
-#     same program on one of its cores.
+#  4. two cores sharing the channels: the add on v4, each core doing half
+#     of it (megacore), against one core doing all of it.
 #
 #   scripts/bench-hbm.sh
 set -euo pipefail
@@ -121,5 +121,5 @@ for name, j in (("one core ", one), ("two cores", two)):
     h = j["hbm"]
     print(f"{name}: {j['cycles']} cycles, {h['bytes_read'] + h['bytes_written']} bytes ({h['bandwidth_utilization']:.1%} of the peak), "
           f"read latency mean {h['read_latency_cycles']['mean']:.0f} tCK, crossbar stalls {[l['stall_cycles'] for l in j['noc']['links']]}")
-print(f"each core's copy of the add takes {two['cycles'] / one['cycles']:.2f}x as long when the other core streams too")
+print(f"two cores take {two['cycles'] / one['cycles']:.2f}x one core's cycles for the same bytes")
 PY
