@@ -28,3 +28,41 @@ function(tpu_embed_files out var)
   file(WRITE ${out}.tmp "${body}")
   configure_file(${out}.tmp ${out} COPYONLY)
 endfunction()
+
+# A test this build cannot run (a tool it needs is missing): registered all
+# the same, under its own name, and reported by CTest as skipped with the
+# reason, so a machine without the tool runs a suite of the same size.
+function(tpu_skipped_test name reason)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: ${reason}")
+  set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED: ")
+endfunction()
+
+# The CTest label of a test, from its name (docs/testing.md): `ctest -L
+# LABEL` runs one part of the suite.
+function(tpu_test_label name out)
+  if(name MATCHES "^(hw\\.|rtl_fp_tests)")
+    set(l rtl)
+  elseif(name MATCHES "^(sim_dram_tests|hbm\\.)")
+    set(l memory)
+  elseif(name MATCHES "^sim_")
+    set(l sim)
+  elseif(name MATCHES "^(compiler|stablehlo\\.|realtpu\\.)")
+    set(l compiler)
+  elseif(name MATCHES "^(robustness\\.|fuzz\\.)")
+    set(l robustness)
+  elseif(name MATCHES "^(isa|asm|hlo_tests|cli\\.|docs\\.|stats\\.|tests\\.)")
+    set(l tools)
+  else()
+    set(l unlabelled)
+  endif()
+  set(${out} ${l} PARENT_SCOPE)
+endfunction()
+
+# Labels every test of the current directory added with add_test.
+function(tpu_label_tests)
+  get_property(names DIRECTORY PROPERTY TESTS)
+  foreach(t ${names})
+    tpu_test_label(${t} l)
+    set_tests_properties(${t} PROPERTIES LABELS ${l})
+  endforeach()
+endfunction()

@@ -48,6 +48,7 @@ TEST_CASE("ir: every corpus and hand-written program imports, prints and parses 
   for (const auto& name : corpus_programs()) paths.push_back(kCorpus + name + "/module.hlo");
   for (const auto& e : std::filesystem::directory_iterator(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo"))  // and the hand-written ones
     paths.push_back(e.path().string());
+  CHECK(paths.size() >= 12 + 20);  // the corpus and the folder were found
   for (const auto& path : paths) {
     INFO(path);
     const ir::Function f = compiler::load_module(path);

@@ -94,9 +94,11 @@ void run_corpus(const std::string& name) {
 // The other presets (v1: one 256x256 MXU and 256 lanes; v4: 4 MXUs per
 // core) at default precision, every program.
 TEST_CASE("corpus on the v1 and v4 presets") {
+  size_t programs = 0;
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string name = e.path().filename().string();
     if (!e.is_directory()) continue;
+    ++programs;
     const CorpusCase c = load_corpus(name);
     for (const std::string preset : {"v1", "v4"}) {
       const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
@@ -109,6 +111,7 @@ TEST_CASE("corpus on the v1 and v4 presets") {
       }
     }
   }
+  CHECK(programs >= 12);  // the corpus was found
 }
 
 #define CORPUS_TEST(name) \
@@ -129,12 +132,15 @@ CORPUS_TEST(pmap_psum_4)
 TEST_CASE("corpus: every program has a test") {
   const std::set<std::string> tested = {"conv2d_nhwc", "int8_mlp_requant", "lenet",      "matmul_bf16", "matmul_f32", "matmul_int8",
                                         "mlp_f32",     "mlp_grad",         "reductions", "softmax",     "transformer_ffn", "pmap_psum_4"};
+  size_t programs = 0;
   for (const auto& e : std::filesystem::directory_iterator(kCorpus)) {
     const std::string n = e.path().filename().string();
     if (!e.is_directory()) continue;
+    ++programs;
     INFO(n);
     CHECK(tested.count(n) == 1);
   }
+  CHECK(programs == tested.size());  // and every tested program is there
 }
 
 // StableHLO in: every program's module.stablehlo.mlir (what as_text()
@@ -336,7 +342,9 @@ void check_against_interpreter(const Function& f, const std::vector<Tensor>& inp
 TEST_CASE("hlo programs beyond the corpus match the interpreter") {
   const uint64_t seed = test::test_seed(505);
   Gen g(seed);
+  size_t programs = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo")) {
+    ++programs;
     const Function f = compiler::load_module(e.path().string());
     std::vector<Tensor> in;
     for (size_t p = 0; p < f.params().size(); ++p) in.push_back(g.random(f.param_global_type(p)));  // SPMD: global values
@@ -344,6 +352,7 @@ TEST_CASE("hlo programs beyond the corpus match the interpreter") {
       check_against_interpreter(f, in, preset, 1e-5, fmt::format("seed {} {}", seed, e.path().filename().string()));
     }
   }
+  CHECK(programs >= 20);  // the folder's programs were found
 }
 
 // While loops that stay loops (docs/compiler.md, "While loops"): counted

@@ -3,8 +3,7 @@
 and compares the figures with DRAMsim3's. Two sets (docs/memory.md):
 
 - reads: the traces of this folder, DRAMsim3's figures in reference.json
-  (../shared/hbm/reference.json beside the repository when there is one,
-  the project's reference set, else the copy here);
+  (or the file --reference names);
 - mixed: reads and writes, written by mixed_traces.py, DRAMsim3's figures
   in reference_mixed.json.
 
@@ -22,10 +21,9 @@ import mixed_traces  # noqa: E402
 
 TOLERANCE = {"reads": (0.015, 0.015, 0.01), "mixed": (0.015, 0.07, 0.015)}
 
-shared = os.path.join(here, "..", "..", "..", "shared", "hbm", "reference.json")
 ap = argparse.ArgumentParser()
 ap.add_argument("tpusim")
-ap.add_argument("--reference", default=shared if os.path.exists(shared) else os.path.join(here, "reference.json"))
+ap.add_argument("--reference", default=os.path.join(here, "reference.json"))
 ap.add_argument("--traces", default=here)
 ap.add_argument("--config", default="hbm2")
 ap.add_argument("--markdown", action="store_true")

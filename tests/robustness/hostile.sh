@@ -24,6 +24,11 @@ SLOW=1
 if [ -n "${TPUSIM_SANITIZE:-}" ]; then
   MEM_KB=unlimited SLOW=8
 fi
+# A busy machine (ctest --parallel, other jobs) runs every case slower: time
+# limits also stretch by the load per core when the group starts, rounded up
+# (HOSTILE_SLOW sets the factor instead).
+LOAD=$(awk -v n="$(nproc)" '{ l = $1 / n; print (l > 1 ? int(l + 0.999) : 1) }' /proc/loadavg 2>/dev/null || echo 1)
+SLOW=$((SLOW * ${HOSTILE_SLOW:-$LOAD}))
 # mem_kb KB: a tighter address-space limit for one case (none under sanitizers).
 mem_kb() { [ "$MEM_KB" = unlimited ] && echo unlimited || echo "$1"; }
 
