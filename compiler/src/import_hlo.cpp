@@ -714,6 +714,12 @@ class Importer {
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
+      // StableHLO's select may take one predicate for the whole tensor.
+      if (opc == "select" && op.operands.size() == 3 && f_.ops[size_t(op.operands[0])].type.dims.empty() && !op.type.dims.empty()) {
+        Op b;
+        b.kind = OpKind::broadcast, b.operands = {op.operands[0]}, b.type = {DType::pred, op.type.dims}, b.loc = op.loc;
+        op.operands[0] = f_.add(std::move(b));
+      }
     } else if (opc == "constant") {
       op.kind = OpKind::constant;
       op.literal = literal(i, op.type);
@@ -749,7 +755,12 @@ class Importer {
       for (int k = 0; k < 6; ++k)
         if (d && *d == names[k]) op.direction = Direction(k), ok = true;
       if (!ok) malformed(i, "compare needs direction=EQ|NE|LT|LE|GT|GE");
-      if (const std::string* t = i.attribute("type"); t && *t != "FLOAT" && *t != "SIGNED" && *t != "TOTALORDER")
+      // UNSIGNED orders pred (false < true) and u32 as their own types do.
+      const std::string* t = i.attribute("type");
+      const DType xd = op.operands.empty() ? DType::f32 : f_.ops[size_t(op.operands[0])].type.dtype;
+      if (t && *t == "UNSIGNED" && xd != DType::pred && xd != DType::u32)
+        unsupported(i, fmt::format("compare type UNSIGNED of {}", dtype_name(xd)));
+      if (t && *t != "FLOAT" && *t != "SIGNED" && *t != "TOTALORDER" && *t != "UNSIGNED")
         unsupported(i, fmt::format("compare type {}", *t));
     } else if (opc == "dot") {
       op.kind = OpKind::dot;

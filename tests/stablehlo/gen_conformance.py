@@ -341,6 +341,19 @@ def main():
                 [f"%r = stablehlo.dot_general %in0, %in1, contracting_dims = [1] x [0] : ({T(lo, dt)}, {T(ro, dt)}) -> tensor<16x24x{MLIR[dt]}>"],
                 dt, want, check="expect_close" if dt == "f16" else "expect_almost_eq",
                 attrs=" {max_ulp_difference = 1 : i64}" if dt == "f16" else "", out=DEFAULT)
+    # One predicate for the whole tensor, and i1 ordered as unsigned (false < true).
+    sa, sb = f32(4, 8), f32(4, 8)
+    for pv in (True, False):
+        program(f"select_scalar_pred_{str(pv).lower()}_f32", f"stablehlo.select with one predicate ({str(pv).lower()}) for the whole tensor",
+                [(np.array(pv), "pred"), (sa, "f32"), (sb, "f32")],
+                [f"%r = stablehlo.select %in0, %in1, %in2 : tensor<i1>, {T(sa, 'f32')}"], "f32", sa if pv else sb, check="expect_eq")
+    pa, pb = rng.integers(0, 2, 16).astype(bool), rng.integers(0, 2, 16).astype(bool)
+    tp = T(pa, "pred")
+    for dirn, fn in (("LT", np.less), ("GE", np.greater_equal)):
+        program(f"compare_{dirn.lower()}_unsigned_pred", f"stablehlo.compare {dirn} UNSIGNED on i1 (false < true)",
+                [(pa, "pred"), (pb, "pred")],
+                [f"%r = stablehlo.compare {dirn}, %in0, %in1, UNSIGNED : ({tp}, {tp}) -> {tp}"], "pred",
+                fn(pa.astype(np.uint8), pb.astype(np.uint8)), check="expect_eq")
 
 if __name__ == "__main__":
     main()
