@@ -365,16 +365,25 @@ Tensor evaluate(const Op& op, const std::vector<const Tensor*>& in) {
         for (int64_t d : afree) ao += idx[p++] * as[d];
         for (int64_t d : bfree) bo += idx[p++] * bs[d];
         double sum = 0;
-        int64_t isum = 0;
+        uint64_t isum = 0;  // integer dots wrap, as XLA's do: exact modulo 2^64, then the result type's width
         for_each_index(kdims, [&](const auto& k) {
           int64_t ak = ao, bk = bo;
           for (size_t i = 0; i < k.size(); ++i) ak += k[i] * as[op.lhs_contract[i]], bk += k[i] * bs[op.rhs_contract[i]];
           if (fl)
             sum += a.v[ak] * b.v[bk];
           else
-            isum += int64_t(a.v[ak]) * int64_t(b.v[bk]);
+            isum += uint64_t(int64_t(a.v[ak])) * uint64_t(int64_t(b.v[bk]));
         });
-        r.v[offset(idx, rs)] = fl ? sum : double(isum);
+        double v = sum;
+        if (!fl) {
+          switch (op.type.dtype) {
+            case DType::s32: v = double(int32_t(uint32_t(isum))); break;
+            case DType::u32: v = double(uint32_t(isum)); break;
+            case DType::s8: v = double(int8_t(uint8_t(isum))); break;
+            default: v = double(int64_t(isum)); break;
+          }
+        }
+        r.v[offset(idx, rs)] = v;
       });
       break;
     }

@@ -704,7 +704,10 @@ Function canonicalize_dot(const Function& in) {
     int a = op.operands[0], w = op.operands[1];
     const Type at = b.type(a), wt = b.type(w);
     DType acc;
-    if (at.dtype == DType::s8 && wt.dtype == DType::s8) {
+    const auto int8_or_32 = [](DType d) { return d == DType::s8 || d == DType::s32; };
+    // s32 operands (with s32 or s8) as signed base-256 digits (below).
+    const bool digits = int8_or_32(at.dtype) && int8_or_32(wt.dtype) && (at.dtype == DType::s32 || wt.dtype == DType::s32);
+    if ((at.dtype == DType::s8 && wt.dtype == DType::s8) || digits) {
       acc = DType::s32;
     } else if (is_float(at.dtype) && is_float(wt.dtype)) {
       acc = DType::f32;
@@ -713,8 +716,8 @@ Function canonicalize_dot(const Function& in) {
       // result rounded to the dot's type. docs/numerics.md, "f16".
       if (at.dtype != wt.dtype || at.dtype == DType::f16) a = b.convert(a, DType::f32), w = b.convert(w, DType::f32);
     } else {
-      throw Error(fmt::format("{}: unsupported dot of {} x {}: the MXU multiplies s8 x s8 and float x float (bf16, f16, f32)", op.loc,
-                              dtype_name(at.dtype), dtype_name(wt.dtype)));
+      throw Error(fmt::format("{}: unsupported dot of {} x {}: the MXU multiplies s8 x s8 and float x float (bf16, f16, f32); "
+                              "s32 dots are split into s8 ones", op.loc, dtype_name(at.dtype), dtype_name(wt.dtype)));
     }
     if (is_float(op.type.dtype) != (acc == DType::f32))
       throw Error(fmt::format("{}: unsupported dot result {} from {} operands", op.loc, dtype_name(op.type.dtype), dtype_name(at.dtype)));
@@ -733,7 +736,44 @@ Function canonicalize_dot(const Function& in) {
     const std::vector<int64_t> wd = batched ? std::vector<int64_t>{B, K, N} : std::vector<int64_t>{K, N};
     a = b.reshape(b.transpose(a, ap), ad);
     w = b.reshape(b.transpose(w, wp), wd);
-    int y = b.dot3(a, w, acc, op.precision);
+    int y = -1;
+    if (!digits) {
+      y = b.dot3(a, w, acc, op.precision);
+    } else {
+      // An s32 operand is four signed base-256 digits, x = d0 + 2^8 d1 +
+      // 2^16 d2 + 2^24 d3 (mod 2^32), each in [-128, 127]: d_i is the low
+      // byte of what is left, sign-extended, and what is left then shifts
+      // down exactly. The dot, as XLA's wraps, is sum_k 2^8k S_k (mod 2^32)
+      // with S_k = sum_{i+j=k} A_i . B_j: s8 dots, summed on the MXU.
+      const auto split = [&](int x) {
+        if (b.type(x).dtype == DType::s8) return std::vector<int>{x};
+        const std::vector<int64_t> d = b.type(x).dims;
+        std::vector<int> out;
+        int rest = x;
+        for (int i = 0; i < 4; ++i) {
+          const int low = b.binary(OpKind::shift_right_arithmetic, b.binary(OpKind::shift_left, rest, b.splat(DType::s32, 24, d)),
+                                   b.splat(DType::s32, 24, d));
+          out.push_back(b.convert(low, DType::s8));
+          if (i < 3) rest = b.binary(OpKind::shift_right_arithmetic, b.binary(OpKind::subtract, rest, low), b.splat(DType::s32, 8, d));
+        }
+        return out;
+      };
+      const std::vector<int> ad8 = split(a), wd8 = split(w);
+      for (size_t k = 0; k < 4; ++k) {
+        int sum = -1;
+        for (size_t i = 0; i <= k; ++i)
+          if (i < ad8.size() && k - i < wd8.size()) {
+            const int v = b.dot3(ad8[i], wd8[k - i], DType::s32, op.precision);
+            sum = sum < 0 ? v : b.binary(OpKind::add, sum, v);
+          }
+        if (sum < 0) continue;
+        if (k > 0) {
+          const std::vector<int64_t> d = b.type(sum).dims;
+          sum = b.binary(OpKind::shift_left, sum, b.splat(DType::s32, double(8 * k), d));
+        }
+        y = y < 0 ? sum : b.binary(OpKind::add, y, sum);
+      }
+    }
     y = b.reshape(y, op.type.dims);
     return b.convert(y, op.type.dtype);
   });

@@ -347,6 +347,18 @@ def main():
         program(f"select_scalar_pred_{str(pv).lower()}_f32", f"stablehlo.select with one predicate ({str(pv).lower()}) for the whole tensor",
                 [(np.array(pv), "pred"), (sa, "f32"), (sb, "f32")],
                 [f"%r = stablehlo.select %in0, %in1, %in2 : tensor<i1>, {T(sa, 'f32')}"], "f32", sa if pv else sb, check="expect_eq")
+    # s32 dots wrap (two's complement), as XLA's do; tpuc splits them into s8 ones.
+    ia = rng.integers(-2**31, 2**31, (2, 6, 40), dtype=np.int64)
+    ib = rng.integers(-2**31, 2**31, (2, 40, 5), dtype=np.int64)
+    ia[0, 0, :4], ib[0, :4, 0] = [2**31 - 1, -2**31, -1, 1], [2**31 - 1, -2**31, -1, 2**31 - 1]
+    ia32, ib32 = ia.astype(np.int32), ib.astype(np.int32)
+    exact = np.matmul(ia.astype(object), ib.astype(object))  # Python integers: exact
+    wrapped = np.vectorize(lambda v: (v + 2**31) % 2**32 - 2**31)(exact).astype(np.int32)
+    program("dot_general_s32", "stablehlo.dot_general s32 x s32 -> s32, batched, wrapping",
+            [(ia32, "s32"), (ib32, "s32")],
+            [f"%r = stablehlo.dot_general %in0, %in1, batching_dims = [0] x [0], contracting_dims = [2] x [1] : "
+             f"({T(ia32, 's32')}, {T(ib32, 's32')}) -> tensor<2x6x5xi32>"],
+            "s32", wrapped, check="expect_eq")
     pa, pb = rng.integers(0, 2, 16).astype(bool), rng.integers(0, 2, 16).astype(bool)
     tp = T(pa, "pred")
     for dirn, fn in (("LT", np.less), ("GE", np.greater_equal)):

@@ -9,12 +9,12 @@ module @jit_main attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     return %r : tensor<16xi1>
   }
   func.func private @inputs() -> (tensor<16xi1> {mhlo.layout_mode = "default"}, tensor<16xi1> {mhlo.layout_mode = "default"}) {
-    %c0 = stablehlo.constant dense<[false, true, false, true, true, false, false, false, false, false, true, false, true, false, false, false]> : tensor<16xi1>
-    %c1 = stablehlo.constant dense<[false, false, true, true, true, true, true, false, true, false, true, true, false, true, true, false]> : tensor<16xi1>
+    %c0 = stablehlo.constant dense<[true, true, true, false, true, false, false, false, true, false, true, true, true, true, false, true]> : tensor<16xi1>
+    %c1 = stablehlo.constant dense<[false, false, true, true, false, false, true, true, true, false, false, true, false, true, true, true]> : tensor<16xi1>
     return %c0, %c1 : tensor<16xi1>, tensor<16xi1>
   }
   func.func private @expected() -> (tensor<16xi1> {mhlo.layout_mode = "default"}) {
-    %c = stablehlo.constant dense<[false, false, true, false, false, true, true, false, true, false, false, true, false, true, true, false]> : tensor<16xi1>
+    %c = stablehlo.constant dense<[false, false, false, true, false, false, true, true, false, false, false, false, false, false, true, false]> : tensor<16xi1>
     return %c : tensor<16xi1>
   }
 }
