@@ -122,7 +122,7 @@ class Emitter {
         kDmaBurst(m.dma.burst_bytes),
         kDmaBurstsPerCycle(m.dma.bursts_per_cycle),
         vgrp_(m.vpu.issue),
-        mxu_{uint64_t(p.t.mxu_dim)} {}
+        mxu_(m.mxu_timing()) {}
 
   // The whole program. On a chip of several TensorCores every core runs
   // it: each reads its `core` CSR and branches to its own code, which does

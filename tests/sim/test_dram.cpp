@@ -137,6 +137,7 @@ TEST_CASE("dram: a controller that relaxes a constraint by one cycle is caught",
       // (row hits, the write buffer draining between reads: read-write
       // turnarounds bind).
       for (auto [writes, copy] : {std::pair{0.0, false}, {0.5, false}, {0.5, true}}) {
+        if (copy && seed > 1) continue;  // the copy's requests do not depend on the seed
         const RunResult r = run_random(broken, truth, seed, 20000, 1u << 16, writes, copy);
         if (r.violation) {
           seen = *r.violation;
