@@ -57,6 +57,13 @@ void TensorCore::set_trace(TraceSink* t) {
   for (auto& m : mxus) m->attach_trace(t);
 }
 
+void TensorCore::settle(uint64_t last) {
+  scalar.settle(last);
+  dma.settle(last);
+  vpu.settle(last);
+  for (auto& m : mxus) m->settle(last);
+}
+
 bool TensorCore::finished(uint64_t now) const {
   if (!scalar.halted() || !dma.idle() || !vpu.idle(now)) return false;
   for (const auto& m : mxus)

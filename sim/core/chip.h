@@ -37,6 +37,8 @@ class TensorCore : public sc_core::sc_module {
   bool any_busy(uint64_t now) const;
   std::string blocked_report() const;
   void set_trace(TraceSink* t);
+  // The end of the run in cycle `last`: sleeping units count the cycles slept.
+  void settle(uint64_t last);
 
   const int index;
   SparseMemory vmem;

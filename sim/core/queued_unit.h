@@ -15,6 +15,7 @@
 #include "issued.h"
 #include "run_control.h"
 #include "semaphores.h"
+#include "sleep.h"
 
 namespace tpu::sim {
 
@@ -106,6 +107,27 @@ class QueuedUnit {
     return SyncResult::NotSync;
   }
 
+  // At the top of tick(): whether this call wakes the unit from sleep (it
+  // then waits for the next edge).
+  bool woke(uint64_t now) { return sleep_.woke(now, stats_); }
+  // At the end of tick(), with `quiet` when nothing the unit started is still
+  // in flight (no work, no deferred signal): a unit blocked on a wait, or
+  // with no instruction, sleeps until the grant or the next instruction.
+  void rest(uint64_t now, bool quiet) {
+    if (!quiet || signals_pending() || rc_.faulted()) return;
+    if (state_ == UnitState::Blocked && waiting_) {
+      sems_.stand(unit_id_);
+      sleep_.until(sems_.grant_event(unit_id_), now, state_, cause_);
+    } else if (state_ == UnitState::Idle && !head_ && queue_.num_available() == 0) {
+      sleep_.until(queue_.data_written_event(), now, state_, cause_);
+    }
+  }
+
+ public:
+  // The end of the run in cycle `last`: the cycles slept so far are counted.
+  void settle(uint64_t last) { sleep_.settle(last, stats_); }
+
+ protected:
   // The stall cause of a head instruction sync() reported Blocked.
   static const char* blocked_cause(const Issued& h) { return h.insn.op == isa::Opcode::WAIT ? "semaphore" : "drain"; }
 
@@ -116,6 +138,7 @@ class QueuedUnit {
   }
   void finish(UnitState s, const char* cause) {
     state_ = s;
+    cause_ = cause;
     stats_.account(s, cause);
   }
   void trace_event(uint32_t pc, uint64_t start, uint64_t end, uint64_t work = 0) {
@@ -138,6 +161,8 @@ class QueuedUnit {
   TraceSink* trace_ = nullptr;
   UnitStats stats_;
   UnitState state_ = UnitState::Idle;
+  const char* cause_ = "";
+  Sleep sleep_;
   bool waiting_ = false;
   uint64_t wait_start_ = 0;
   uint32_t last_pc_ = 0;

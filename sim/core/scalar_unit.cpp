@@ -24,13 +24,19 @@ void ScalarUnit::bind_queues(sc_core::sc_fifo<Issued>* dma, sc_core::sc_fifo<Iss
 
 void ScalarUnit::tick() {
   const uint64_t now = rc_.cycle();
-  if (halted_) return finish(UnitState::Idle, "");
+  if (sleep_.woke(now, stats_)) return;
+  if (halted_) {
+    finish(UnitState::Idle, "");
+    return sleep_.until(never_, now, UnitState::Idle, "");
+  }
   if (now < next_issue_) return finish(UnitState::Stalled, "branch");
   if (waiting_) {
     if (!sems_.take_grant(0)) {
       const auto& in = *p_.program->insns[pc_];
       sems_.request_wait(0, int(in[isa::operand::SYNC::sem]), uint32_t(in[isa::operand::SYNC::count]));
-      return finish(UnitState::Blocked, "semaphore");
+      finish(UnitState::Blocked, "semaphore");
+      sems_.stand(0);
+      return sleep_.until(sems_.grant_event(0), now, UnitState::Blocked, "semaphore");
     }
     waiting_ = false;
     if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, wait_start_, now, 0);
@@ -41,6 +47,7 @@ void ScalarUnit::tick() {
   // register written earlier in the group.
   uint64_t written = 0;
   const char* stall = nullptr;
+  full_ = nullptr;
   const auto& prog = *p_.program;
   uint32_t n = 0;
   for (; n < p_.config->core.issue_width; ++n) {
@@ -57,6 +64,8 @@ void ScalarUnit::tick() {
   if (rc_.faulted()) return;
   if (n > 0) return finish(UnitState::Busy, "");
   if (stall) finish(UnitState::Stalled, stall);
+  // A full queue stalls the unit until the queue's unit takes an instruction.
+  if (full_) sleep_.until(full_->data_read_event(), now, UnitState::Stalled, stall);
 }
 
 // The scalar registers an instruction names (bit i for s_i; s0 is left out).
@@ -156,6 +165,7 @@ bool ScalarUnit::push(const isa::Instruction& in, int unit, uint64_t now, const 
     is.v[i] = ops[i].kind == isa::OperandKind::Sreg ? regs_[size_t(in[i])] : uint64_t(in[i]);
   if (!q->nb_write(is)) {
     stall = unit == isa::kUnitDma ? "queue_full.dma" : unit == isa::kUnitVpu ? "queue_full.vpu" : "queue_full.mxu";
+    full_ = q;
     return false;
   }
   if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, now, now + 1, 0);

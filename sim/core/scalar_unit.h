@@ -14,6 +14,7 @@
 #include "issued.h"
 #include "run_control.h"
 #include "semaphores.h"
+#include "sleep.h"
 #include "tpu/sim/config.h"
 
 namespace tpu::sim {
@@ -48,6 +49,8 @@ class ScalarUnit : public sc_core::sc_module {
   bool progressing(uint64_t now) const { return state_ == UnitState::Busy || now < next_issue_; }
   uint32_t pc() const { return pc_; }
   const UnitStats& stats() const { return stats_; }
+  // The end of the run in cycle `last`: the cycles slept so far are counted.
+  void settle(uint64_t last) { sleep_.settle(last, stats_); }
   const std::array<uint64_t, 5>& issued_by_class() const { return by_class_; }
 
  private:
@@ -83,6 +86,11 @@ class ScalarUnit : public sc_core::sc_module {
   uint64_t next_issue_ = 0;  // first cycle after a taken branch's bubbles
   UnitState state_ = UnitState::Idle;
   UnitStats stats_;
+  // Sleeping (sleep.h): on a grant, on room in a full queue (full_), or
+  // once halted for ever (never_).
+  Sleep sleep_;
+  sc_core::sc_fifo<Issued>* full_ = nullptr;
+  sc_core::sc_event never_;
   std::array<uint64_t, 5> by_class_{};
 };
 

@@ -28,9 +28,19 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
     request_update();
   }
   void request_wait(int requester, int sem, uint32_t count) {
-    requests_.push_back({requester, sem, count});
+    requests_.push_back({requester, sem, count, false});
     request_update();
   }
+  // Makes `requester`'s request of this cycle stand: it is tried again in
+  // every later update until granted, and grant_event(requester) tells when
+  // (the requester sleeps meanwhile, sleep.h). Equal to requesting every
+  // cycle: a request that failed can only succeed after a signal, and a
+  // signal runs the update.
+  void stand(int requester) {
+    for (Request& r : requests_)
+      if (r.requester == requester) r.standing = true;
+  }
+  const sc_core::sc_event& grant_event(int requester) const { return grant_event_[size_t(requester)]; }
   // True once, in the cycle after the request was granted.
   bool take_grant(int requester) {
     bool g = granted_[size_t(requester)];
@@ -49,11 +59,13 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
     int requester;
     int sem;
     uint32_t count;
+    bool standing = false;
   };
   std::array<uint64_t, isa::kNumSems> values_{};
   std::array<uint64_t, isa::kNumSems> pending_signal_{};
   std::array<bool, kNumRequesters> granted_{};
   std::vector<Request> requests_;
+  std::array<sc_core::sc_event, kNumRequesters> grant_event_;
   sc_core::sc_time last_change_ = sc_core::SC_ZERO_TIME;
 };
 

@@ -331,6 +331,8 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   r.status = rc.status();
   r.cycles = sys.done() ? sys.end_cycle() : rc.cycle() + 1;
   if (!r.fault && !sys.done()) throw std::logic_error("internal error: the simulation stopped before the program finished");
+  for (auto& c : sys.chips)
+    for (auto& core : c->cores) core->settle(r.cycles - 1);
   for (const auto* o : program_.outputs()) {
     std::vector<uint8_t> bytes(o->bytes());
     if (o->tiles.empty()) {

@@ -46,6 +46,7 @@ void IciNetwork::inject(int chip, IciPacket p) {
   if (q.size() >= buffer_) throw std::logic_error("internal error: ICI injection queue full");
   p.dim = -1, p.vc = 0;
   q.push_back(std::move(p));
+  ++nodes_[size_t(chip)].held;
   ++packets_;
 }
 
@@ -89,7 +90,9 @@ bool IciNetwork::tick(uint64_t now) {
       Link& l = n.out[size_t(port)];
       for (; !l.wire.empty() && l.wire.front().first <= now; l.wire.pop_front()) {
         IciPacket& p = l.wire.front().second;
-        nodes_[size_t(l.to)].in[size_t(port ^ 1)][size_t(p.vc)].push_back(std::move(p));
+        Node& to = nodes_[size_t(l.to)];
+        to.in[size_t(port ^ 1)][size_t(p.vc)].push_back(std::move(p));
+        ++to.held;
       }
       for (; !l.credit_returns.empty() && l.credit_returns.front().first <= now; l.credit_returns.pop_front(), --credits_out_)
         ++l.credits[size_t(l.credit_returns.front().second)];
@@ -103,6 +106,7 @@ bool IciNetwork::tick(uint64_t now) {
   };
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
+    if (n.held == 0) continue;
     // Deliveries: the head of every buffer that has arrived.
     for (int in = 0; in <= kPorts; ++in)
       for (int vc = 0; vc < (in == kPorts ? 1 : kVcs); ++vc) {
@@ -110,6 +114,7 @@ bool IciNetwork::tick(uint64_t now) {
         while (!q.empty() && q.front().dst == int(i)) {
           if (!deliver(q.front())) break;
           q.pop_front();
+          --n.held;
           free_slot(n, in, vc);
         }
       }
@@ -137,6 +142,7 @@ bool IciNetwork::tick(uint64_t now) {
         p.dim = dim, p.vc = next_vc;
         l.wire.push_back({(l.free_fp + 1023) / 1024 + hop_, std::move(p)});
         q.pop_front();
+        --n.held;
         free_slot(n, in, vc);
         n.rr[size_t(port)] = (slot + 1) % kInputs;
         break;

@@ -116,6 +116,7 @@ class IciNetwork {
     std::array<std::array<std::deque<IciPacket>, kVcs>, kPorts> in;  // from the neighbour on that port
     std::array<std::deque<IciPacket>, kPorts + 1> inject;  // by the first link taken; kPorts: to this chip
     std::array<int, kPorts> rr{};  // round-robin: the input to look at first
+    uint32_t held = 0;             // packets in `in` and `inject` (a node holding none is skipped)
   };
 
   Endpoint& endpoint(int chip, int core) { return endpoints_[size_t(chip) * cores_ + size_t(core)]; }

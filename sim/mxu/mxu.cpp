@@ -77,7 +77,7 @@ bool Mxu::check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint
 // Result rows fed 2N - 1 cycles ago enter the accumulators.
 void Mxu::drain(uint64_t now) {
   const uint64_t lat = timing_.result_latency();
-  if (now < lat) return;
+  if (in_flight_ == 0 || now < lat) return;
   MxuRow& r = slots_[(now - lat) % slots_.size()];
   if (r.fed_cycle != now - lat) return;
   uint32_t* acc = acc_.row(r.acc_row);
@@ -204,6 +204,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
 
 void Mxu::tick() {
   const uint64_t now = rc_.cycle();
+  if (woke(now)) return;
   drain(now);
   fire_due(now);
   UnitState state = (streaming_ || loading_ || in_flight_ > 0) ? UnitState::Busy : UnitState::Idle;
@@ -233,6 +234,7 @@ void Mxu::tick() {
   advance_stream(now);
   if (in_flight_ > 0) array_->step(now);
   finish(state, cause);
+  rest(now, !streaming_ && !loading_ && in_flight_ == 0);
 }
 
 }  // namespace tpu::sim

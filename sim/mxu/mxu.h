@@ -28,6 +28,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
       SemaphoreFile& sems, SparseMemory& vmem, Accumulators& acc);
 
   void bind_clock(sc_core::sc_clock& c) override { clk(c); }
+  void settle(uint64_t last) override { QueuedUnit::settle(last); }
   sc_core::sc_fifo<Issued>& instruction_queue() override { return queue(); }
   void attach_trace(TraceSink* t) override { set_trace(t); }
   bool idle(uint64_t now) const override { return !head_ && queue_.num_available() == 0 && !in_flight(now); }

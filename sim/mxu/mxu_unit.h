@@ -21,6 +21,8 @@ class MxuUnit {
  public:
   virtual ~MxuUnit() = default;
   virtual void bind_clock(sc_core::sc_clock& clk) = 0;
+  // The end of the run in cycle `last`: a unit that sleeps (sleep.h) counts the cycles slept.
+  virtual void settle(uint64_t /*last*/) {}
   virtual sc_core::sc_fifo<Issued>& instruction_queue() = 0;
   virtual void attach_trace(TraceSink* t) = 0;
   virtual bool idle(uint64_t now) const = 0;       // no work left after cycle now

@@ -30,13 +30,30 @@ struct UnitStats {
   std::map<std::string, uint64_t> stalls;  // by cause
   uint64_t instructions = 0;
 
-  void account(UnitState s, const char* cause) {
-    if (s == UnitState::Busy) ++busy_cycles;
+  // `cycles` cycles in state `s`, stalled (or blocked) for `cause`.
+  void account(UnitState s, const char* cause, uint64_t cycles = 1) {
+    if (s == UnitState::Busy) busy_cycles += cycles;
     if (s == UnitState::Stalled || s == UnitState::Blocked) {
-      ++stall_cycles;
-      ++stalls[cause];
+      stall_cycles += cycles;
+      if (cause != last_cause_) {  // a unit stalls for one cause many cycles in a row
+        last_cause_ = cause;
+        last_count_ = &stalls[cause];
+      }
+      *last_count_ += cycles;
     }
   }
+
+  UnitStats() = default;
+  UnitStats(const UnitStats& o) : busy_cycles(o.busy_cycles), stall_cycles(o.stall_cycles), stalls(o.stalls), instructions(o.instructions) {}
+  UnitStats& operator=(const UnitStats& o) {
+    busy_cycles = o.busy_cycles, stall_cycles = o.stall_cycles, stalls = o.stalls, instructions = o.instructions;
+    last_cause_ = nullptr, last_count_ = nullptr;
+    return *this;
+  }
+
+ private:
+  const char* last_cause_ = nullptr;  // the count of the last cause (map nodes stay put)
+  uint64_t* last_count_ = nullptr;
 };
 
 // Receives one event per executed instruction (track = core * kUnitSlots + unit

@@ -267,6 +267,12 @@ Vpu::Vpu(sc_core::sc_module_name name, int core, const MachineConfig& cfg, RunCo
 
 void Vpu::tick() {
   const uint64_t now = rc_.cycle();
+  if (woke(now)) return;
+  step(now);
+  rest(now, now + 1 >= last_complete_ && now >= busy_until_);
+}
+
+void Vpu::step(uint64_t now) {
   fire_due(now);
   const Issued* h = current(now);
   const UnitState busy_or_idle = now + 1 < last_complete_ ? UnitState::Busy : UnitState::Idle;

@@ -47,6 +47,7 @@ class Vpu : public sc_core::sc_module, public QueuedUnit {
 
  private:
   void tick();
+  void step(uint64_t now);
 
   const MachineConfig& cfg_;
   std::vector<uint32_t> regs_;
