@@ -21,6 +21,7 @@ struct MxuRow {
   uint64_t acc_row = 0;
   std::vector<uint32_t> x;       // N operands: f32 bits (bf16 widened) or s32
   std::vector<uint32_t> result;  // N words: f32 bits or s32
+  bool pending = false;          // fed, its result not yet computed (complete())
 };
 
 class MxuArray {
@@ -34,6 +35,9 @@ class MxuArray {
   virtual void set_weights(int b, const std::vector<uint32_t>& w) = 0;
   // Feeds a row in cycle `now` (at most one per cycle).
   virtual void feed(uint64_t now, MxuRow& row) = 0;
+  // Before the row's result is read (in its drain cycle): an array may
+  // compute the results of fed rows late, several at once.
+  virtual void complete(MxuRow& /*row*/) {}
   // Advances one cycle; called every cycle in which a row is in flight,
   // after any feed of that cycle.
   virtual void step(uint64_t now) = 0;

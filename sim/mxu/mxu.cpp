@@ -80,6 +80,7 @@ void Mxu::drain(uint64_t now) {
   if (in_flight_ == 0 || now < lat) return;
   MxuRow& r = slots_[(now - lat) % slots_.size()];
   if (r.fed_cycle != now - lat) return;
+  array_->complete(r);
   uint32_t* acc = acc_.row(r.acc_row);
   if (!r.accumulate)
     std::copy(r.result.begin(), r.result.end(), acc);

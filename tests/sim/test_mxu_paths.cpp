@@ -70,10 +70,23 @@ struct Gen {
   int active = -1;
   bool shadow_loaded = false;
   std::vector<uint32_t> acc;
+  // 0: operands from special_bf16; else finite normal bf16 values of
+  // magnitude about 2^-55, 1 or 2^58..2^max_exp: products near the flush
+  // bound and near (or, from 2^64, past) the overflow bound, sums that
+  // overflow or cancel.
+  int max_exp = 0;
 
-  Gen(uint32_t n_, uint64_t seed) : n(n_), rng(seed), vmem(kBlob), acc(kAccRows * n_, 0) {
+  Gen(uint32_t n_, uint64_t seed, int max_exp_ = 0) : n(n_), rng(seed), vmem(kBlob), acc(kAccRows * n_, 0), max_exp(max_exp_) {
     w[0].assign(size_t(n) * n, 0);
     w[1].assign(size_t(n) * n, 0);
+  }
+
+  uint16_t value() {
+    if (max_exp == 0) return special_bf16(rng);
+    static const int kLow[] = {-55, -2, 58};
+    const int band = int(rng() % 3), lo = kLow[band], hi = band == 0 ? -50 : band == 1 ? 2 : max_exp;
+    const int e = lo + int(rng() % uint64_t(hi - lo + 1));
+    return uint16_t((rng() % 2) << 15 | uint32_t(e + 127) << 7 | uint32_t(rng() % 128));
   }
 
   uint32_t operand(uint64_t addr, bool int8) const {
@@ -132,7 +145,7 @@ struct Gen {
   std::string program(std::vector<uint8_t>& blob_out) {
     for (auto& b : vmem) b = uint8_t(rng());
     for (uint64_t i = 0; i + 1 < kBlob; i += 2) {
-      const uint16_t v = special_bf16(rng);
+      const uint16_t v = value();
       if (rng() % 3) vmem[i] = uint8_t(v), vmem[i + 1] = uint8_t(v >> 8);
     }
     blob_out = vmem;
@@ -165,16 +178,15 @@ sim::MachineConfig config_for(uint32_t n) {
   return cfg;
 }
 
-}  // namespace
-
-TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference on random streams", "[mxu]") {
-  const uint64_t seed = test::test_seed(2026);
-  for (uint32_t n : {1u, 3u, 8u, 16u}) {
-    const auto cfg = config_for(n);
-    for (int trial = 0; trial < 12; ++trial) {
-      const uint64_t s = seed * 1000 + n * 100 + uint64_t(trial);
-      INFO("N " << n << ", stream seed " << s);
-      Gen g(n, s);
+// One random stream through the fast, PE-level and (where built) RTL MXUs,
+// against the reference; `record` also replays it through the RTL lockstep
+// harness.
+void check_stream(uint32_t n, uint64_t s, int max_exp, bool record, int trial) {
+  const auto cfg = config_for(n);
+  {
+    {
+      INFO("N " << n << ", stream seed " << s << ", max_exp " << max_exp);
+      Gen g(n, s, max_exp);
       std::vector<uint8_t> blob;
       const std::string src = g.program(blob);
       as::AssembleOptions o;
@@ -201,7 +213,7 @@ TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference o
       REQUIRE(rf.outputs[0] == rp.outputs[0]);
       // The stream this program gives MXU 0, replayed through the RTL lockstep harness.
       const std::string harness = fmt::format("{}/bin/mxu_lockstep_{}", TPU_BINARY_DIR, n);
-      if (trial < 3 && std::filesystem::exists(harness)) {
+      if (record && std::filesystem::exists(harness)) {
         sim::SimOptions rec;
         rec.record_mxu_path = fmt::format("{}/tests/mxu_stream_{}_{}.txt", TPU_BINARY_DIR, n, trial);
         REQUIRE_FALSE(test::simulate(*a.program, cfg, {blob}, rec).fault);
@@ -216,4 +228,21 @@ TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference o
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("PE-level, fast and RTL MXUs agree with each other and the reference on random streams", "[mxu]") {
+  const uint64_t seed = test::test_seed(2026);
+  for (uint32_t n : {1u, 3u, 8u, 16u})
+    for (int trial = 0; trial < 12; ++trial) check_stream(n, seed * 1000 + n * 100 + uint64_t(trial), 0, trial < 3, trial);
+}
+
+// Finite operands only, so that the fast path's fused multiply-add kernels
+// run (where no product can overflow: up to 2^63 x 2^63) and its fallback is
+// tried at the edge (2^64 x 2^64 overflows).
+TEST_CASE("PE-level, fast and RTL MXUs agree on products near the flush and overflow bounds", "[mxu]") {
+  const uint64_t seed = test::test_seed(2027);
+  for (uint32_t n : {8u, 16u})
+    for (int trial = 0; trial < 12; ++trial) check_stream(n, seed * 1000 + n * 100 + uint64_t(trial), trial % 2 ? 64 : 63, false, trial);
 }
