@@ -26,7 +26,7 @@ TensorCore::TensorCore(sc_core::sc_module_name name, int chip, int idx, const Ma
       vmem(cfg.target.vmem_bytes, &rc.budget()),
       smem(cfg.target.smem_bytes, &rc.budget()),
       acc(cfg.target.acc_rows, uint32_t(cfg.target.mxu_dim)),
-      sems("sems"),
+      sems("sems", rc.period()),
       dma("dma", idx, cfg, rc, sems, vmem, smem, hbm),
       vpu("vpu", idx, cfg, rc, sems, vmem, acc),
       scalar("scalar", ScalarParams{idx, chip, &cfg, &program}, rc, sems, smem) {

@@ -109,19 +109,31 @@ class QueuedUnit {
 
   // At the top of tick(): whether this call wakes the unit from sleep (it
   // then waits for the next edge).
-  bool woke(uint64_t now) { return sleep_.woke(now, stats_); }
+  bool woke(uint64_t now) {
+    if (!sleep_.woke(now, stats_)) return false;
+    if (waiting_) sems_.withdraw(unit_id_);  // woken by something else: it asks again next edge
+    return true;
+  }
   // At the end of tick(), with `quiet` when nothing the unit started is still
   // in flight (no work, no deferred signal): a unit blocked on a wait, or
-  // with no instruction, sleeps until the grant or the next instruction.
-  void rest(uint64_t now, bool quiet) {
-    if (!quiet || signals_pending() || rc_.faulted()) return;
+  // with no instruction, sleeps until the grant or the next instruction, or
+  // until `also` (work that comes to the unit other than through its queue).
+  void rest(uint64_t now, bool quiet, const sc_core::sc_event* also = nullptr) {
+    if (!quiet || signals_pending() || rc_.faulted() || !rc_.units_sleep()) return;
+    const sc_core::sc_event* e = nullptr;
     if (state_ == UnitState::Blocked && waiting_) {
       sems_.stand(unit_id_);
-      sleep_.until(sems_.grant_event(unit_id_), now, state_, cause_);
+      e = &sems_.grant_event(unit_id_);
     } else if (state_ == UnitState::Idle && !head_ && queue_.num_available() == 0) {
-      sleep_.until(queue_.data_written_event(), now, state_, cause_);
+      e = &queue_.data_written_event();
     }
+    if (!e) return;
+    if (also)
+      sleep_.until(*e | *also, now, state_, cause_);
+    else
+      sleep_.until(*e, now, state_, cause_);
   }
+  bool asleep() const { return sleep_.asleep(); }
 
  public:
   // The end of the run in cycle `last`: the cycles slept so far are counted.

@@ -40,6 +40,9 @@ class RunControl {
   bool faulted() const { return fault_message().has_value(); }
   RunStatus status() const { return system_ ? system_->status_ : status_; }
   MemoryBudget& budget() { return system_ ? system_->budget_ : budget_; }
+  // Whether units may sleep (SimOptions::sleep).
+  bool units_sleep() const { return system_ ? system_->sleep_ : sleep_; }
+  void set_units_sleep(bool on) { sleep_ = on; }
 
  private:
   sc_core::sc_time period_;
@@ -47,6 +50,7 @@ class RunControl {
   RunStatus status_ = RunStatus::finished;
   MemoryBudget budget_;
   RunControl* system_ = nullptr;
+  bool sleep_ = true;
   std::string prefix_;
 };
 

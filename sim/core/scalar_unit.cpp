@@ -24,10 +24,14 @@ void ScalarUnit::bind_queues(sc_core::sc_fifo<Issued>* dma, sc_core::sc_fifo<Iss
 
 void ScalarUnit::tick() {
   const uint64_t now = rc_.cycle();
-  if (sleep_.woke(now, stats_)) return;
+  if (sleep_.woke(now, stats_)) {
+    if (waiting_) sems_.withdraw(0);  // woken without a grant: it asks again next edge
+    return;
+  }
   if (halted_) {
     finish(UnitState::Idle, "");
-    return sleep_.until(never_, now, UnitState::Idle, "");
+    if (rc_.units_sleep()) sleep_.until(never_, now, UnitState::Idle, "");
+    return;
   }
   if (now < next_issue_) return finish(UnitState::Stalled, "branch");
   if (waiting_) {
@@ -35,8 +39,11 @@ void ScalarUnit::tick() {
       const auto& in = *p_.program->insns[pc_];
       sems_.request_wait(0, int(in[isa::operand::SYNC::sem]), uint32_t(in[isa::operand::SYNC::count]));
       finish(UnitState::Blocked, "semaphore");
-      sems_.stand(0);
-      return sleep_.until(sems_.grant_event(0), now, UnitState::Blocked, "semaphore");
+      if (rc_.units_sleep()) {
+        sems_.stand(0);
+        sleep_.until(sems_.grant_event(0), now, UnitState::Blocked, "semaphore");
+      }
+      return;
     }
     waiting_ = false;
     if (trace_) trace_->instruction(track_id(p_.core, isa::kUnitScalar), pc_, wait_start_, now, 0);
@@ -65,7 +72,7 @@ void ScalarUnit::tick() {
   if (n > 0) return finish(UnitState::Busy, "");
   if (stall) finish(UnitState::Stalled, stall);
   // A full queue stalls the unit until the queue's unit takes an instruction.
-  if (full_) sleep_.until(full_->data_read_event(), now, UnitState::Stalled, stall);
+  if (full_ && rc_.units_sleep()) sleep_.until(full_->data_read_event(), now, UnitState::Stalled, stall);
 }
 
 // The scalar registers an instruction names (bit i for s_i; s0 is left out).

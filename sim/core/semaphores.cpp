@@ -12,10 +12,18 @@ void SemaphoreFile::update() {
     pending_signal_[s] = 0;
     changed = true;
   }
-  std::stable_sort(requests_.begin(), requests_.end(),
-                   [](const Request& a, const Request& b) { return a.requester < b.requester; });
+  // In requester order, stably (an insertion sort: a handful of requests,
+  // no allocation).
+  for (size_t i = 1; i < requests_.size(); ++i)
+    for (size_t j = i; j > 0 && requests_[j].requester < requests_[j - 1].requester; --j) std::swap(requests_[j], requests_[j - 1]);
+  const bool edge = sc_core::sc_time_stamp().value() % period_.value() == 0;
   size_t kept = 0;
   for (const Request& r : requests_) {
+    if (!edge) {  // only standing requests: woken if something changed
+      requests_[kept++] = r;
+      if (changed) grant_event_[size_t(r.requester)].notify(sc_core::SC_ZERO_TIME);
+      continue;
+    }
     uint64_t& v = values_[size_t(r.sem)];
     if (v < r.count) {
       if (r.standing) requests_[kept++] = r;

@@ -8,6 +8,7 @@
 
 #include <systemc>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -21,7 +22,8 @@ inline constexpr int kNumRequesters = 16;
 
 class SemaphoreFile : public sc_core::sc_prim_channel {
  public:
-  explicit SemaphoreFile(const char* name) : sc_core::sc_prim_channel(name) {}
+  // `period`: the clock's (units request on its rising edges).
+  SemaphoreFile(const char* name, sc_core::sc_time period) : sc_core::sc_prim_channel(name), period_(period) {}
 
   void signal(int sem, uint32_t count) {
     pending_signal_[size_t(sem)] += count;
@@ -32,13 +34,21 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
     request_update();
   }
   // Makes `requester`'s request of this cycle stand: it is tried again in
-  // every later update until granted, and grant_event(requester) tells when
-  // (the requester sleeps meanwhile, sleep.h). Equal to requesting every
-  // cycle: a request that failed can only succeed after a signal, and a
-  // signal runs the update.
+  // every later update at a rising edge until granted, and
+  // grant_event(requester) tells when (the requester sleeps meanwhile,
+  // sleep.h). Equal to requesting every cycle: a request that failed can only
+  // succeed after a signal, and a signal runs the update. A signal between
+  // edges (the ICI delivers on the falling edge) wakes the standing
+  // requesters without a grant: they withdraw and ask again at the next edge,
+  // as a unit asking every cycle would.
   void stand(int requester) {
     for (Request& r : requests_)
       if (r.requester == requester) r.standing = true;
+  }
+  // Drops `requester`'s standing request, if any.
+  void withdraw(int requester) {
+    requests_.erase(std::remove_if(requests_.begin(), requests_.end(), [&](const Request& r) { return r.requester == requester && r.standing; }),
+                    requests_.end());
   }
   const sc_core::sc_event& grant_event(int requester) const { return grant_event_[size_t(requester)]; }
   // True once, in the cycle after the request was granted.
@@ -67,6 +77,7 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
   std::vector<Request> requests_;
   std::array<sc_core::sc_event, kNumRequesters> grant_event_;
   sc_core::sc_time last_change_ = sc_core::SC_ZERO_TIME;
+  sc_core::sc_time period_;
 };
 
 }  // namespace tpu::sim

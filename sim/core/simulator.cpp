@@ -256,6 +256,7 @@ RunResult Simulator::run(const std::vector<std::vector<uint8_t>>& inputs) {
   sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
   sc_core::sc_report_handler::set_actions(sc_core::SC_FATAL, sc_core::SC_THROW);
   RunControl rc(sc_core::sc_time(1, sc_core::SC_NS), options_.memory_budget);
+  rc.set_units_sleep(options_.sleep);
   const uint64_t acc_bytes = config_.target.chips * config_.target.cores * config_.target.acc_rows * config_.target.mxu_dim * 4;
   if (!rc.budget().take(acc_bytes))
     throw Error(fmt::format("the accumulators of this machine take {} of host memory, more than the budget of {}",

@@ -21,8 +21,10 @@ namespace tpu::sim {
 
 class Sleep {
  public:
-  // In a unit's tick, after it has counted cycle `now` in `state`.
-  void until(const sc_core::sc_event& e, uint64_t now, UnitState state, const char* cause) {
+  // In a unit's tick, after it has counted cycle `now` in `state`; `e` an
+  // sc_event or an or-list of them (e1 | e2).
+  template <typename Event>
+  void until(const Event& e, uint64_t now, UnitState state, const char* cause) {
     asleep_ = true;
     from_ = now;
     state_ = state;

@@ -151,6 +151,7 @@ bool DmaEngine::accept_remote(IciPacket& p) {
     r.reply.addr = p.reply_addr;
     r.reply.in_flight = p.in_flight;
     reads_.push_back(std::move(r));
+    if (asleep()) remote_.notify(sc_core::SC_ZERO_TIME);
     return true;
   }
   if (incoming_.size() >= cfg_.ici.buffer_packets) return false;
@@ -161,6 +162,7 @@ bool DmaEngine::accept_remote(IciPacket& p) {
   in.data = std::move(p.data);
   in.sender = p.in_flight;
   incoming_.push_back(std::move(in));
+  if (asleep()) remote_.notify(sc_core::SC_ZERO_TIME);
   return true;
 }
 
@@ -301,6 +303,12 @@ bool DmaEngine::signal(const Issued& is, uint64_t now, SemaphoreFile* target, in
 
 void DmaEngine::tick() {
   const uint64_t now = rc_.cycle();
+  if (woke(now)) return;
+  step(now);
+  rest(now, transfers_.empty() && !receiving(), &remote_);
+}
+
+void DmaEngine::step(uint64_t now) {
   complete(now);
   emit(now);
   UnitState state = transfers_.empty() ? UnitState::Idle : UnitState::Busy;

@@ -70,6 +70,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
   };
 
   void tick();
+  void step(uint64_t now);
   void complete(uint64_t now);
   void emit(uint64_t now);
   bool dispatch(const Issued& is, uint64_t now);
@@ -91,6 +92,7 @@ class DmaEngine : public sc_core::sc_module, public QueuedUnit {
     uint32_t* sender = nullptr;  // the sending transfer's count, decremented once written
   };
   std::deque<Incoming> incoming_;
+  sc_core::sc_event remote_;  // wakes the engine (sleep.h) when the ICI hands it work
   struct Read {
     Transfer t;                  // a load of the requested bytes from HBM
     IciPacket reply;             // what every reply packet shares: its destination, counter

@@ -103,7 +103,7 @@ struct Bench : sc_core::sc_module {
   sc_core::sc_clock clk{"clk", sc_core::sc_time(1, sc_core::SC_NS)};
   MachineConfig cfg;
   RunControl rc{sc_core::sc_time(1, sc_core::SC_NS), kDefaultMemoryBudget};
-  SemaphoreFile sems{"sems"};
+  SemaphoreFile sems{"sems", sc_core::sc_time(1, sc_core::SC_NS)};
   SparseMemory vmem;
   Accumulators acc_model, acc_rtl;
   Mxu mxu;

@@ -157,6 +157,26 @@ TEST_CASE("system: all-reduce on 16 chips of a mesh (no wrap-around links) and o
   check_allreduce(system_config("v4", 64), 128);
 }
 
+// Sleeping units (docs/timing.md) must change nothing but host time: here
+// with ICI signals and remote writes, which arrive on the falling edge.
+TEST_CASE("system: units that sleep give the cycles, outputs and statistics of units that run every cycle", "[system]") {
+  for (const auto& cfg : {system_config("tiny", 8), system_config("v5e", 4)}) {
+    const uint32_t n = uint32_t(cfg.target.chips);
+    const isa::Program prog = assemble_with(ring_allreduce(n, 64, uint32_t(cfg.target.vpu_lanes), Collective::all_reduce, 2), cfg);
+    std::vector<float> x(size_t(n) * n * 64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8);
+    sim::SimOptions awake;
+    awake.sleep = false;
+    auto slept = simulate(prog, cfg, {to_bytes(x)}), every = simulate(prog, cfg, {to_bytes(x)}, awake);
+    INFO(n << " chips of " << cfg.target.name);
+    REQUIRE_FALSE(slept.fault);
+    CHECK(slept.cycles == every.cycles);
+    CHECK(slept.outputs == every.outputs);
+    slept.stats.erase("host"), every.stats.erase("host");
+    CHECK(slept.stats == every.stats);
+  }
+}
+
 TEST_CASE("system: a large all-gather and all-reduce take the alpha-beta model's time within 10%", "[system]") {
   // Ring of 4 v5e chips: T = (n - 1)/n S/B + (n - 1) alpha for the
   // all-gather, twice that for the all-reduce (REFERENCE: ASTRA-sim's

@@ -34,6 +34,7 @@ inline constexpr uint64_t kTraceCounterInterval = 256;
 struct SimOptions {
   bool pe_level_mxu = false;    // --mxu=pe: advance every PE register every cycle
   bool rtl_mxu = false;         // --mxu=rtl: the Verilated RTL of hw/ in place of the model
+  bool sleep = true;            // idle and blocked units sleep (docs/timing.md); false: every unit runs every cycle (tests compare)
   bool dram_check = true;       // the detailed HBM model checks every DRAM command's timing (--no-dram-check: off)
   std::string rtl_trace_path;   // with rtl_mxu: the RTL's own VCD, on the model VCD's time base
   std::string record_mxu_path;  // core 0 MXU 0's command stream with the rows it reads (lockstep replay)
