@@ -90,13 +90,16 @@ __attribute__((target("avx2,fma"))) void tile6_fma(float* const* s, const float*
   _mm256_storeu_ps(s[5] + j0, a5), _mm256_storeu_ps(s[5] + j0 + 8, b5);
 }
 
-// s[r][0..n) = sum_k x[r][k] * w[k][0..n) for `rows` rows (s zeroed), n a
-// multiple of 16: six rows at a time, the rest one by one.
+// s[r][0..n) = sum_k x[r][k] * w[k][0..n) for `rows` rows, n a multiple of
+// 16: six rows at a time, the rest one by one.
 void rows_fma_batch(float* const* s, const float* const* x, const float* w, uint32_t n, uint32_t rows) {
   uint32_t r0 = 0;
   for (; r0 + 6 <= rows; r0 += 6)
     for (uint32_t j0 = 0; j0 < n; j0 += 16) tile6_fma(s + r0, x + r0, w, n, j0);
-  for (; r0 < rows; ++r0) rows_fma(s[r0], x[r0], w, n);
+  for (; r0 < rows; ++r0) {
+    std::fill(s[r0], s[r0] + n, 0.0f);
+    rows_fma(s[r0], x[r0], w, n);
+  }
 }
 
 const bool kHostFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -134,10 +137,9 @@ class FastArray final : public MxuArray {
 
   void set_weights(int b, const std::vector<uint32_t>& w) override {
     compute_pending();
-    for (size_t i = 0; i < w.size(); ++i) {
-      wf_[size_t(b)][i] = mxu::as_float(w[i]);
-      wi_[size_t(b)][i] = int32_t(w[i]);
-    }
+    // The same bits, as f32 (bf16 weights) and s32 (s8 weights).
+    std::memcpy(wf_[size_t(b)].data(), w.data(), w.size() * sizeof(float));
+    std::memcpy(wi_[size_t(b)].data(), w.data(), w.size() * sizeof(int32_t));
     min_w_[b] = mxu::min_nonzero_magnitude(w.data(), w.size());
     max_w_[b] = max_magnitude_bits(w.data(), w.size());
   }
@@ -188,7 +190,7 @@ class FastArray final : public MxuArray {
     const size_t rows = pending_.size();
     if (rows == 0) return;
     bx_.resize(rows * n_);
-    bs_.assign(rows * n_, 0.0f);
+    bs_.resize(rows * n_);
     xp_.resize(rows), sp_.resize(rows);
     for (size_t r = 0; r < rows; ++r) {
       xp_[r] = bx_.data() + r * n_, sp_[r] = bs_.data() + r * n_;

@@ -18,6 +18,15 @@ __attribute__((target_clones("avx2", "default"))) void accumulate_f32(uint32_t* 
     acc[j] = mxu::as_bits(mxu::add(mxu::daz(mxu::as_float(acc[j])), mxu::as_float(add[j])));
 }
 
+// bf16 operands (little-endian bytes) as the array sees them (numerics.h).
+__attribute__((target_clones("avx2", "default"))) void widen_bf16(const uint8_t* bytes, uint32_t* out, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, bytes + 2 * i, 2);
+    out[i] = mxu::as_bits(mxu::bf16_operand(b));
+  }
+}
+
 __attribute__((target_clones("avx2", "default"))) void accumulate_s32(uint32_t* acc, const uint32_t* add, uint32_t n) {
   for (uint32_t j = 0; j < n; ++j) acc[j] += add[j];
 }
@@ -54,10 +63,7 @@ void Mxu::read_operands(uint64_t addr, bool int8, uint32_t* out) {
     for (uint32_t i = 0; i < n_; ++i) out[i] = uint32_t(int32_t(int8_t(row_bytes_[i])));
     return;
   }
-  for (uint32_t i = 0; i < n_; ++i) {
-    const uint16_t b = uint16_t(row_bytes_[2 * i] | row_bytes_[2 * i + 1] << 8);
-    out[i] = mxu::as_bits(mxu::bf16_operand(b));
-  }
+  widen_bf16(row_bytes_.data(), out, n_);
 }
 
 bool Mxu::check_vmem_rows(const Issued& is, uint64_t base, uint64_t stride, uint64_t rows, bool int8) {
