@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer: a
-# Debug build in build-asan/ (without the Verilated RTL, whose generated code
+# Debug build at -O1 in build-asan/ (without the Verilated RTL, whose generated code
 # is checked by the release suite's lockstep tests), then CTest. Any report
 # fails the test that triggered it (-fno-sanitize-recover).
 #
