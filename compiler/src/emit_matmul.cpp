@@ -1,4 +1,5 @@
 // Matmul kernels on every MXU of a core (emitter.h).
+#include <deque>
 #include <numeric>
 
 #include "emitter.h"
@@ -64,14 +65,17 @@ class MatmulEmitter {
   // so the drain starts at the step by which the MXU queues have taken the
   // block before (q0), and goes in parts short enough for what they hold, a
   // part every `gap` steps (a step is `rows` cycles; the drain takes about
-  // a cycle per row of each item).
+  // a cycle per row of each item). Steps count on from the block's first
+  // into the blocks after it: a drain may reach S - 2 blocks further (with
+  // S accumulator slots, the block after those takes its slot), so kernels
+  // of few K-steps drain at fixed steps too.
   struct Drain {
     bool fixed = false;
     int64_t q0 = 0, parts = 1, gap = 0;
   };
   Drain drain_plan(int64_t rows, int64_t items, int64_t held_rows) const {
     Drain d;
-    const int64_t qsteps = int64_t(em.m_.core.queue_depth) / 3, cycles = items * held_rows;
+    const int64_t qsteps = int64_t(em.m_.core.queue_depth) / 3, cycles = items * held_rows, span = (S - 1) * nsteps;
     d.q0 = qsteps + 1;
     d.parts = std::max<int64_t>(1, ceil_div(cycles, std::max<int64_t>(1, qsteps - 2) * rows));
     // Parts far enough apart to refill the queues, and the K-steps between
@@ -79,7 +83,7 @@ class MatmulEmitter {
     d.gap = std::max(ceil_div(cycles, d.parts * rows) + 2, std::min<int64_t>(6, (nsteps - d.q0) / d.parts));
     // The queues must hold a few steps beyond a part, and the scalar unit
     // push a drain faster than the VPU takes it.
-    d.fixed = cycles > 0 && qsteps >= 4 && em.m_.core.issue_width >= 2 && d.q0 + d.parts * d.gap <= nsteps;
+    d.fixed = cycles > 0 && qsteps >= 4 && em.m_.core.issue_width >= 2 && d.q0 + d.parts * d.gap <= span;
     return d;
   }
   // Blocks are steady (drain at fixed steps, docs/compiler.md) where the
@@ -98,7 +102,21 @@ class MatmulEmitter {
   // before it); where the tail is under 1/1000 of the kernel's MXU cycles,
   // that code does not pay.
   bool shorten_end(int64_t rows) const { return double(rows * nmu) * 1000 >= mxu_cycles(); }
-  void drain_block(const Block& blk, const std::vector<double>& at = {});
+  // Drains `blk`: unpinned (`at` empty) all of it; else parts first ..
+  // first + at.size() - 1 of `parts`, part p pinned at at[p - first].
+  void drain_block(const Block& blk, const std::vector<double>& at = {}, int64_t parts = 0, int64_t first = 0);
+  // A drain at fixed steps under way: part p goes at the kernel's K-step
+  // step[p] (counted over all blocks so far; kstep0 is the current block's first).
+  struct Pending {
+    Block blk;
+    std::vector<int64_t> step;
+    int64_t next = 0;
+  };
+  std::deque<Pending> pending;
+  int64_t kstep0 = 0;
+  // Emits the parts of pending drains that fall in the current block's
+  // steps (starting at step_t), or with `all`, the rest of them unpinned.
+  void drain_pending(const std::vector<double>& step_t, bool all);
   void finish();
 
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
@@ -249,12 +267,15 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // and few enough that draining the last items overlaps little else.
   const int64_t slots_min = 2;
   Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
-  steady = steady_kernel();
-  // Accumulator slots per MXU: two in steady blocks (the drain is done
-  // within the next block, so the one after can take its slot, and every
-  // other block's code is alike); else up to four, so the MXUs run ahead of
-  // a slower drain.
-  S = steady ? slots_min : std::max<int64_t>(slots_min, std::min<int64_t>(4, int64_t(p_.t.acc_rows) / (nmu * Mb)));
+  // Accumulator slots per MXU: in steady blocks, two where the drain is done
+  // within the next block (so the one after can take its slot, and every
+  // other block's code is alike), else four (a drain reaching two blocks
+  // on; a power of two, so slots come back in step with groups of blocks)
+  // or three; elsewhere up to four, so the MXUs run ahead of a slower drain.
+  const int64_t fit = int64_t(p_.t.acc_rows) / (nmu * Mb);
+  for (int64_t s : {2, 4, 3})
+    if (!steady && s <= fit) S = s, steady = steady_kernel();
+  if (!steady) S = std::max<int64_t>(slots_min, std::min<int64_t>(4, fit));
   // VMEM: preloads, weight panels, output tiles (2 per MXU), then A.
   pre = counter();
   pre_at = em.preload(k, pre);
@@ -378,7 +399,7 @@ void MatmulEmitter::zero_padding() {
 // in the program (Emitter::pin_), the items' rows interleaved, so the VPU
 // waits for and signals each MXU's semaphores once, outside the loops the
 // parts fold into.
-void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at) {
+void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at, int64_t parts, int64_t first) {
   const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
   const std::vector<Item>& items = blk.items;
   std::vector<int64_t> eready(items.size(), 0);
@@ -488,21 +509,24 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
   }
   // Pinned, never before the signals it waits for (so no wait precedes its
   // signal in the program); the epilogue inputs where the estimates fall.
-  for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) inputs(ii);
+  // A part pinned at -1 goes where the estimates fall.
+  if (first == 0)
+    for (size_t ii = 0; ii < items.size() && !extras.empty(); ++ii) inputs(ii);
   double ready = 0;
   auto after = [&](const Counter& c, int64_t total) {
     if (total > 0) ready = std::max(ready, c.when.at(size_t(total - 1)));
   };
-  for (size_t ii = 0; ii < items.size(); ++ii) {
+  for (size_t ii = 0; ii < items.size() && first == 0; ++ii) {
     const Item& it = items[ii];
     after(E, eready[ii]);
     after(st, std::max<int64_t>(0, slot_store[size_t(it.m)][size_t(it.idx % 2)]));
     for (const auto& [mu, total] : acc_marks[size_t(it.m)].at(size_t(it.idx))) after(Acc[size_t(mu)], total);
   }
   if (!hoisted) after(pre, preloads);
-  const int64_t parts = int64_t(at.size()), per = ceil_div(ceil_div(rows, U0), parts) * U0;
-  for (int64_t p = 0; p < parts; ++p) {
-    em.pin_ = std::max(ready, at[size_t(p)]);
+  const int64_t per = ceil_div(ceil_div(rows, U0), parts) * U0;
+  for (int64_t p = first; p < first + int64_t(at.size()); ++p) {
+    const double t = at[size_t(p - first)];
+    em.pin_ = t < 0 ? -1 : std::max(ready, t);
     if (p == 0)
       for (size_t ii = 0; ii < items.size(); ++ii) {
         before(ii);
@@ -512,10 +536,11 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at)
     for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
       for (size_t ii = 0; ii < items.size(); ++ii, ++g) rows_of(pipe, ii, r, g);
     pipe.flush();
-    if (p + 1 == parts)
+    if (p + 1 == parts) {
       for (size_t ii = 0; ii < items.size(); ++ii) done(ii);
+      for (size_t ii = 0; ii < items.size(); ++ii) store(ii);  // right after the drain
+    }
   }
-  for (size_t ii = 0; ii < items.size(); ++ii) store(ii);  // right after the drain
   em.pin_ = -1;
 }
 
@@ -541,6 +566,7 @@ void MatmulEmitter::run() {
 }
 
 void MatmulEmitter::finish() {
+  drain_pending({}, true);
   if (held) drain_block(*held);
   em.drain({&pre, &z, &v, &st, &E}, nmu);
   for (int m = 0; m < nmu; ++m)
@@ -850,18 +876,40 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     return done(x) < done(y);
   });
   if (steady) prefetch(g, bi, step_t);
-  // The VPU drains the previous block while the MXUs work on this one;
-  // where this block has K-steps enough, at fixed K-steps (drain_plan).
+  // The VPU drains the previous block while the MXUs work on this one: in
+  // steady kernels at fixed K-steps (drain_plan), which may reach into the
+  // blocks after it.
+  drain_pending(step_t, false);
   if (held) {
     const Drain d = drain_plan(rows, int64_t(held->items.size()), held->rows);
     bool fixed = steady && d.fixed;
     for (size_t i = 0; fixed && i < held->items.size(); ++i)  // no item drained chunk by chunk
       fixed = chunk_rows[size_t(held->items[i].m)].at(size_t(held->items[i].idx)) == held->rows;
-    std::vector<double> at;
-    for (int64_t p = 0; p < d.parts && fixed; ++p) at.push_back(step_t[size_t(d.q0 + p * d.gap)]);
-    drain_block(*held, at);
+    if (fixed) {
+      Pending pd{*held, {}, 0};
+      for (int64_t p = 0; p < d.parts; ++p) pd.step.push_back(kstep0 + d.q0 + p * d.gap);
+      pending.push_back(std::move(pd));
+      drain_pending(step_t, false);
+    } else {
+      drain_pending({}, true);
+      drain_block(*held);
+    }
   }
   held = Block{b, m0, rows, as, items};
+  kstep0 += nsteps;
+}
+
+void MatmulEmitter::drain_pending(const std::vector<double>& step_t, bool all) {
+  for (Pending& pd : pending) {
+    const int64_t parts = int64_t(pd.step.size());
+    std::vector<double> at;
+    for (int64_t p = pd.next; p < parts && (all || pd.step[size_t(p)] < kstep0 + nsteps); ++p)
+      at.push_back(all ? -1.0 : step_t[size_t(pd.step[size_t(p)] - kstep0)]);
+    if (at.empty()) break;  // later drains start later still
+    drain_block(pd.blk, at, parts, pd.next);
+    pd.next += int64_t(at.size());
+  }
+  while (!pending.empty() && pending.front().next == int64_t(pending.front().step.size())) pending.pop_front();
 }
 
 void Emitter::matmul(const Kernel& k) { MatmulEmitter(*this, k).run(); }
