@@ -904,8 +904,9 @@ void MatmulEmitter::drain_pending(const std::vector<double>& step_t, bool all) {
     const int64_t parts = int64_t(pd.step.size());
     std::vector<double> at;
     for (int64_t p = pd.next; p < parts && (all || pd.step[size_t(p)] < kstep0 + nsteps); ++p)
-      at.push_back(all ? -1.0 : step_t[size_t(pd.step[size_t(p)] - kstep0)]);
-    if (at.empty()) break;  // later drains start later still
+      // (a part whose step has passed waited for the drain before it to finish: at this block's first step)
+      at.push_back(all ? -1.0 : step_t[size_t(std::max<int64_t>(0, pd.step[size_t(p)] - kstep0))]);
+    if (at.empty()) break;  // the VPU takes the drains in order
     drain_block(pd.blk, at, parts, pd.next);
     pd.next += int64_t(at.size());
   }
