@@ -292,7 +292,11 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   pw_elems = nmu * D;
   panel_bytes = uint64_t(Kp * pw_elems * esz);
   ahead = !steady && panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
-  nslots = panel_bytes * uint64_t(groups * nw) <= p_.t.vmem_bytes / 4 ? int(std::max<int64_t>(ahead, groups)) : ahead;
+  // Slots taken in turn are a power of two when that fits (four for three
+  // ahead): a loop over groups, or over chunks of A that each take a number
+  // of groups, then comes back to the same slot within a short period.
+  const auto fits = [&](int64_t n) { return panel_bytes * uint64_t(n * nw) <= p_.t.vmem_bytes / 4; };
+  nslots = fits(groups) ? int(std::max<int64_t>(ahead, groups)) : ahead == 3 && fits(4) ? 4 : ahead;
   panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
