@@ -948,6 +948,25 @@ TEST_CASE("loops: a 4096^3 GEMM is under 6500 instructions") {
   CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
 }
 
+// A matmul's code follows its kernel, not its tiles: on `tiny` (8x8 MXU)
+// an f32 1024^3 dot is 128 column tiles times 24 chunks of A; four times
+// the tiles (2048 rows, 2048 columns) give about the same code.
+TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
+  const auto code = [](int64_t m, int64_t k, int64_t n) {
+    const std::string text = fmt::format(
+        "HloModule jit_dot\n\nENTRY main {{\n  a = f32[{0},{1}]{{1,0}} parameter(0)\n  b = f32[{1},{2}]{{1,0}} parameter(1)\n"
+        "  ROOT d = f32[{0},{2}]{{1,0}} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n",
+        m, k, n);
+    compiler::CompileOptions o;
+    o.machine = sim::load_config("tiny");
+    return compiler::compile(ir::import_hlo(hlo::parse(text, "dot.hlo"), "dot.hlo"), o).program.code.size();
+  };
+  const size_t small = code(1024, 1024, 1024), large = code(2048, 1024, 2048);
+  INFO("instructions: 1024x1024x1024 " << small << ", 2048x1024x2048 " << large);
+  CHECK(small < 65000);
+  CHECK(double(large) < 1.05 * double(small));
+}
+
 // Sibling outputs: an f32 dot at --precision highest takes three bf16
 // parts of each operand (b0 = bf16(x), b1 = bf16(x - b0), b2 = bf16(x - b0
 // - b1)); the parts and the residuals between them are one kernel per
