@@ -287,15 +287,14 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // with a group of slack, when three panels fit in a quarter of VMEM, else
   // one. Every group has a slot of its own when all fit there (their
   // addresses then step evenly from group to group, so groups fold into a
-  // loop), else they take `ahead` slots in turn. Wide rows make long DMA
-  // bursts.
+  // loop), else they take `ahead` slots in turn, four rather than three
+  // where four fit (a loop over groups, or over chunks of A that each take
+  // a number of groups, then comes back to the same slot within a short
+  // period). Wide rows make long DMA bursts.
   pw_elems = nmu * D;
   panel_bytes = uint64_t(Kp * pw_elems * esz);
-  ahead = !steady && panel_bytes * uint64_t(3 * nw) <= p_.t.vmem_bytes / 4 ? 3 : 2;
-  // Slots taken in turn are a power of two when that fits (four for three
-  // ahead): a loop over groups, or over chunks of A that each take a number
-  // of groups, then comes back to the same slot within a short period.
   const auto fits = [&](int64_t n) { return panel_bytes * uint64_t(n * nw) <= p_.t.vmem_bytes / 4; };
+  ahead = !steady && fits(3) ? 3 : 2;
   nslots = fits(groups) ? int(std::max<int64_t>(ahead, groups)) : ahead == 3 && fits(4) ? 4 : ahead;
   panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
   for (int s = 0; s < nslots; ++s)

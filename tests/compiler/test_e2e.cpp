@@ -953,13 +953,12 @@ TEST_CASE("loops: a 4096^3 GEMM is under 6500 instructions") {
 // the tiles (2048 rows, 2048 columns) give about the same code.
 TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
   const auto code = [](int64_t m, int64_t k, int64_t n) {
-    const std::string text = fmt::format(
-        "HloModule jit_dot\n\nENTRY main {{\n  a = f32[{0},{1}]{{1,0}} parameter(0)\n  b = f32[{1},{2}]{{1,0}} parameter(1)\n"
-        "  ROOT d = f32[{0},{2}]{{1,0}} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n",
-        m, k, n);
+    Function f;
+    const int a = param(f, {DType::f32, {m, k}}), w = param(f, {DType::f32, {k, n}});
+    f.results = {matmul(f, a, w, m, n)};
     compiler::CompileOptions o;
     o.machine = sim::load_config("tiny");
-    return compiler::compile(ir::import_hlo(hlo::parse(text, "dot.hlo"), "dot.hlo"), o).program.code.size();
+    return compiler::compile(f, o).program.code.size();
   };
   const size_t small = code(1024, 1024, 1024), large = code(2048, 1024, 2048);
   INFO("instructions: 1024x1024x1024 " << small << ", 2048x1024x2048 " << large);
