@@ -327,12 +327,15 @@ class Emitter {
   // The loop is software-pipelined as the model schedules it (a modulo
   // schedule): in steady state iteration i + 1 starts a period P after
   // iteration i, and an instruction that the model places at or past the
-  // next iteration's start (stage 1: the loads for the chunk after next,
-  // say) runs in the next period. So the program is iteration 0's stage 0,
-  // then a loop of n - 1 trips whose body interleaves stage 0 of iteration
-  // j + 1 with stage 1 of iteration j, in the model's order, then the last
-  // iteration's stage 1: the order straight-line code would have, written
-  // once. It goes after everything before the loop and before everything
+  // next iteration's start (stage 1: the drains of the group before, say)
+  // runs in the next period. So the loop's n trips interleave stage 0 of
+  // iteration j with stage 1 of iteration j - 1, in the model's order, and
+  // the last iteration's stage 1 follows the loop: the order straight-line
+  // code would have, written once. The first trip has no stage 1 to run: it
+  // enters the body after the last stage-1 part (Scheduled::entry), and the
+  // stage-0 parts ahead of that point (few: stage 1 finishes what the
+  // iteration before left, early in the period) are written before the
+  // loop for iteration 0. It goes after everything before the loop and before everything
   // after it (where iterations are not alike, nothing changes). Where the
   // model's places are not periodic (or an instruction lies two periods
   // on), the body is one iteration in its own order.
@@ -403,16 +406,32 @@ class Emitter {
     for (size_t k = at[0]; k < s0; ++k) key = std::max(key, prog_[k].key);  // and after a first iteration left out
     const int64_t count = n - first;
     const bool any_staged = std::find(stage.begin(), stage.end(), 1) != stage.end();
+    // Where the first trip enters: past the last stage-1 part, and not
+    // inside a loop of the body.
+    size_t entry = 0;
+    for (size_t j = 0; j < len; ++j)
+      if (stage[order[j]]) entry = j + 1;
+    const auto nesting = [&](size_t j) { return prog_[s0 + order[j]].s.loop > 0 ? 1 : prog_[s0 + order[j]].s.loop < 0 ? -1 : 0; };
+    int depth = 0;
+    for (size_t j = 0; j < entry; ++j) depth += nesting(j);
+    while (depth != 0) depth += nesting(entry++);
     std::vector<Pending> out;
-    out.reserve(2 * len + 2);
-    if (any_staged)
-      for (size_t k : order)
-        if (!stage[k]) out.push_back({key, at_iteration(k, 0)});
+    out.reserve(len + entry + 3);
+    for (size_t j = 0; j < entry; ++j)
+      if (!stage[order[j]]) out.push_back({key, at_iteration(order[j], 0)});
     Scheduled open;
-    open.unit = -1, open.loop = any_staged ? count - 1 : count, open.kernel = cur_kernel_, open.t = key2(order[0]);
+    open.unit = -1, open.loop = count, open.kernel = cur_kernel_, open.t = key2(order[0]);
     out.push_back({key, std::move(open)});
-    for (size_t k : order) {
-      Scheduled b = at_iteration(k, any_staged && !stage[k] ? 1 : 0);
+    for (size_t j = 0; j <= len; ++j) {
+      if (j == entry && any_staged) {
+        Scheduled e;
+        e.unit = -1, e.entry = true, e.kernel = cur_kernel_, e.t = out.back().s.t;
+        e.steps.emplace_back();
+        out.push_back({key, std::move(e)});
+      }
+      if (j == len) break;
+      const size_t k = order[j];
+      Scheduled b = at_iteration(k, stage[k] ? -1 : 0);
       if (b.comment != prog_[s2 + k].s.comment) b.comment += " (the first trip)";
       b.steps.emplace_back(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));  // outermost last
       b.t = prog_[s2 + k].s.t - (stage[k] ? period : 0);  // the model's times, for the loop writer's folds inside the body
@@ -454,7 +473,7 @@ class Emitter {
       const bool note = x.unit < 0 && x.loop == 0;  // a comment may name what each iteration does
       if (x.unit != y.unit || y.unit != z.unit || !(x.insn == y.insn) || !(y.insn == z.insn) ||
           (!note && (x.comment != y.comment || y.comment != z.comment)) || x.vals.size() != y.vals.size() || y.vals.size() != z.vals.size() || x.at != y.at || x.addr != y.addr ||
-          x.loop != y.loop || y.loop != z.loop || x.steps != y.steps || y.steps != z.steps)
+          x.loop != y.loop || y.loop != z.loop || x.entry != y.entry || y.entry != z.entry || x.steps != y.steps || y.steps != z.steps)
         return false;
       for (size_t v = 0; v < x.vals.size(); ++v) {
         const int64_t step = int64_t(y.vals[v] - x.vals[v]);

@@ -121,7 +121,7 @@ class Reroller {
     uint64_t h;
     if (n.insn >= 0) {
       const Scheduled& s = prog_[size_t(n.insn)];
-      h = mix(mix(hash_of(s), uint64_t(s.unit + 2)), uint64_t(s.kernel + 2));
+      h = mix(mix(mix(hash_of(s), uint64_t(s.unit + 2)), uint64_t(s.kernel + 2)), uint64_t(s.entry));
       for (const auto& st : n.steps)
         for (int64_t d : st) h = mix(h, uint64_t(d));
       n.size = s.unit < 0 ? 0 : 1;
@@ -175,7 +175,7 @@ class Reroller {
     if (a.insn >= 0 || b.insn >= 0) {
       if (a.insn < 0 || b.insn < 0 || a.steps != b.steps) return false;
       const Scheduled &x = prog_[size_t(a.insn)], &y = prog_[size_t(b.insn)];
-      return x.unit == y.unit && x.kernel == y.kernel && x.insn == y.insn && x.comment == y.comment;
+      return x.unit == y.unit && x.kernel == y.kernel && x.insn == y.insn && x.comment == y.comment && x.entry == y.entry;
     }
     if (a.count != b.count || a.body.size() != b.body.size()) return false;
     for (size_t k = 0; k < a.body.size(); ++k)
@@ -629,9 +629,11 @@ class Writer {
     std::vector<const Node*> loops;
     if (need(top, ns) > size_t(o_.registers)) {
       // Unroll the outer loop, nest the inner ones.
+      const size_t entry = entry_of(top);
       for (int64_t r = 0; r < top.count; ++r) {
         std::vector<Node> copy;
-        for (const Node& b : top.body) copy.push_back(peel(b, r));
+        for (size_t k = r == 0 ? entry : 0; k < top.body.size(); ++k)
+          if (k != entry || entry == 0) copy.push_back(peel(top.body[k], r));
         seq(copy);
       }
       return;
@@ -679,12 +681,21 @@ class Writer {
     mine.push_back(rc);
     put(isa::build::LI(rc, l.count));
     ++code_.loops;
+    const size_t entry = entry_of(l), jump = pc();
+    if (entry > 0) put(isa::build::JMP(0));  // to the entry, below
     const size_t top = pc();
     ns.forget();
     loops.push_back(&l);
-    for (const Node& b : l.body) {
-      if (b.insn >= 0) leaf(b, &ns, loops);
-      else emit_loop(b, ns, loops);
+    for (size_t k = 0; k < l.body.size(); ++k) {
+      const Node& b = l.body[k];
+      if (k == entry && entry > 0) {
+        code_.code[jump] = isa::build::JMP(int64_t(pc()) - int64_t(jump));
+        ns.forget();
+      } else if (b.insn >= 0) {
+        leaf(b, &ns, loops);
+      } else {
+        emit_loop(b, ns, loops);
+      }
     }
     loops.pop_back();
     for (const Fn& f : ns.fns[id]) {
@@ -696,6 +707,13 @@ class Writer {
     for (uint64_t c : ns.consts[id]) ns.const_reg.erase(c);
     for (const Fn& f : ns.fns[id]) ns.fn_reg.erase(f);
     for (int r : mine) ns.free[size_t(r)] = true;
+  }
+  // Where loop l's first trip starts in its body (Scheduled::entry); 0:
+  // at the top.
+  size_t entry_of(const Node& l) const {
+    for (size_t k = 0; k < l.body.size(); ++k)
+      if (l.body[k].insn >= 0 && prog_[size_t(l.body[k].insn)].entry) return k;
+    return 0;
   }
   int first_kernel(const Node& n) const {
     if (n.insn >= 0) return prog_[size_t(n.insn)].unit < 0 ? kNoKernel : prog_[size_t(n.insn)].kernel;

@@ -46,6 +46,10 @@ struct Scheduled {
   // iteration of the l-th loop around it (innermost first) to the next.
   int64_t loop = 0;
   std::vector<std::vector<int64_t>> steps;
+  // A line (unit -1) in a stated loop's body, at its top level: the loop's
+  // first trip starts here (what stands before it is the iteration before's
+  // pipelined part, and the first iteration's part of it goes before the loop).
+  bool entry = false;
 };
 
 struct LoopOptions {
