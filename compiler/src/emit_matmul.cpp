@@ -595,7 +595,8 @@ void MatmulEmitter::chunk_of_a() {
   load_first_block();
   // The first group (it loads A and the next groups' weights), a loop over
   // the groups whose code is alike (their weights load `ahead` - 1 groups
-  // ahead), and the last ones.
+  // ahead), and the last `ahead` - 1 (nothing left to load ahead; the last
+  // also ends with its own blocks).
   auto group = [&](int64_t g) {
     const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
     for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
@@ -605,7 +606,7 @@ void MatmulEmitter::chunk_of_a() {
   // slots turn over every S items, tiles every 2; panel slots turn over
   // every nslots groups unless every group has its own.
   const int64_t period = std::lcm(slot_period(int64_t(blocks.size())), nslots >= groups ? int64_t(1) : int64_t(nslots));
-  em.items(groups, 1, period, ahead, group);
+  em.items(groups, 1, period, ahead - 1, group);
 }
 
 void MatmulEmitter::cut_blocks() {
