@@ -12,6 +12,7 @@
 
 #include "lexer.h"
 #include "tpu/isa/isa.h"
+#include "tpu/isa/suggest.h"
 
 namespace tpu::as {
 namespace {
@@ -162,29 +163,11 @@ class Parser {
   int64_t dot_;
 };
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string suggest_mnemonic(std::string_view m) {
-  const isa::InsnSpec* best = nullptr;
-  size_t best_d = 3;
-  for (const auto& s : isa::instructions()) {
-    size_t d = edit_distance(m, s.mnemonic);
-    if (d < best_d) best_d = d, best = &s;
-  }
-  return best ? fmt::format("; did you mean '{}'?", best->mnemonic) : "";
+  std::vector<std::string> names;
+  for (const auto& s : isa::instructions()) names.emplace_back(s.mnemonic);
+  const std::string guess = closest(m, names);
+  return guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess);
 }
 
 class Assembler {
@@ -588,7 +571,7 @@ class Assembler {
       } catch (const Error& e) {
         throw SyntaxError{name.col, e.what()};
       }
-      if (!isa::preset_text(name.text)) throw SyntaxError{name.col, fmt::format("unknown preset '{}'", name.text)};
+      if (!isa::preset_text(name.text)) throw SyntaxError{name.col, fmt::format("unknown preset '{}'{}", name.text, did_you_mean(name.text, isa::preset_names()))};
     } else if (name.kind == Tok::String) {
       t.name = name.text;
     } else {

@@ -57,6 +57,8 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
 
 ir::Function load_module(const std::string& path) {
   const std::string text = isa::read_text_file(path);
+  if (std::string_view(text).substr(0, sizeof isa::kProgramMagic) == std::string_view(isa::kProgramMagic, sizeof isa::kProgramMagic))
+    throw Error(fmt::format("{}: a compiled .tpu program, not a module to compile; run it with tpusim (tpusim {})", path, path));
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".ir") return ir::parse(text, path);
   if (ext == ".mlir" || (ext != ".hlo" && hlo::looks_like_stablehlo(text))) return ir::import_hlo(hlo::parse_stablehlo(text, path), path);

@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "rewrite.h"
+#include "tpu/hlo/hlo.h"
+#include "tpu/isa/suggest.h"
 #include "tpu/ir/import.h"
 #include "tpu/ir/interp.h"
 
@@ -798,6 +800,8 @@ class Importer {
       op.window = w.size, op.strides = w.stride, op.lo = w.lo, op.hi = w.hi;
       op.direction = select_direction(i);
       op.combiner = combiner(i, "scatter");
+    } else if (std::find(hlo::xla_opcodes().begin(), hlo::xla_opcodes().end(), opc) == hlo::xla_opcodes().end()) {
+      throw Error(fmt::format("{}: unknown operation {}{}{}", where(i), opc, did_you_mean(opc, hlo::xla_opcodes()), from(i)));
     } else {
       unsupported(i, opc);
     }

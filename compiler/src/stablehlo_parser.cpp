@@ -5,6 +5,8 @@
 // computations; a region that uses a value of an enclosing one gets it as an
 // extra parameter (a tuple element for while, conditional branches).
 #include "tpu/hlo/stablehlo.h"
+#include "tpu/hlo/hlo.h"
+#include "tpu/isa/suggest.h"
 
 #include <fmt/format.h>
 
@@ -1465,6 +1467,22 @@ class Parser {
           if (c == '_') c = '-';
         return h;
       }
+    // StableHLO's names: HLO's with underscores, and its own.
+    std::vector<std::string> known = {"stablehlo.broadcast_in_dim", "stablehlo.dot_general", "stablehlo.optimization_barrier",
+                                      "stablehlo.case", "stablehlo.if", "stablehlo.return", "stablehlo.composite",
+                                      "stablehlo.create_token", "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_iota",
+                                      "stablehlo.dynamic_pad", "stablehlo.dynamic_gather", "stablehlo.dynamic_conv",
+                                      "stablehlo.real_dynamic_slice", "stablehlo.einsum", "stablehlo.unary_einsum",
+                                      "stablehlo.torch_index_select", "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize",
+                                      "stablehlo.cross_replica_sum"};
+    for (std::string h : xla_opcodes()) {
+      for (char& c : h)
+        if (c == '-') c = '_';
+      known.push_back("stablehlo." + h);
+    }
+    if (name.rfind("stablehlo.", 0) == 0 && std::find(known.begin(), known.end(), name) == known.end())
+      throw Error(fmt::format("{}:{}:{}: unknown operation {}{}{}", file_, op.line, op.col, name, did_you_mean(name, known),
+                              op.source.empty() ? "" : " (" + op.source + ")"));
     unsupported(op, fmt::format("operation {}", name));
   }
 

@@ -1,4 +1,5 @@
 #include "tpu/isa/machine.h"
+#include "tpu/isa/suggest.h"
 
 #include <fmt/format.h>
 
@@ -445,6 +446,20 @@ MachineConfig config_from_json(const std::string& text, const std::string& where
 
 namespace {
 
+// Every parameter's dotted path in a config.
+void collect_keys(const json& j, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object()) collect_keys(*it, key, out);
+    else out.push_back(key);
+  }
+}
+std::vector<std::string> parameter_keys(const json& j) {
+  std::vector<std::string> out;
+  collect_keys(j, "", out);
+  return out;
+}
+
 // Replaces the value at a dotted path that the config already has.
 void apply_setting(json& j, const std::string& setting) {
   const size_t eq = setting.find('=');
@@ -454,7 +469,8 @@ void apply_setting(json& j, const std::string& setting) {
   for (size_t start = 0; start <= key.size();) {
     const size_t dot = std::min(key.find('.', start), key.size());
     const std::string part = key.substr(start, dot - start);
-    if (!at->is_object() || !at->contains(part)) throw Error(fmt::format("--set {}: the config has no parameter '{}'", setting, key));
+    if (!at->is_object() || !at->contains(part))
+      throw Error(fmt::format("--set {}: the config has no parameter '{}'{}", setting, key, did_you_mean(key, parameter_keys(j))));
     at = &(*at)[part];
     start = dot + 1;
   }
@@ -472,7 +488,10 @@ MachineConfig load_config(const std::string& preset_or_path, const std::vector<s
     text = std::string(*preset);
     where = fmt::format("preset '{}'", preset_or_path);
   } else if (preset_or_path.find('/') == std::string::npos && preset_or_path.find(".json") == std::string::npos) {
-    throw Error(fmt::format("unknown preset '{}' (presets: {})", preset_or_path, fmt::join(preset_names(), ", ")));
+    const auto names = preset_names();
+    const std::string guess = closest(preset_or_path, names);
+    throw Error(fmt::format("unknown preset '{}' ({}presets: {})", preset_or_path, guess.empty() ? "" : "did you mean '" + guess + "'? ",
+                            fmt::join(names, ", ")));
   } else {
     text = read_text_file(preset_or_path);
     where = preset_or_path;

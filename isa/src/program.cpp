@@ -521,8 +521,18 @@ void save_file(const Program& p, const std::string& path) {
 
 Program load(const uint8_t* bytes, size_t size) {
   Reader h(bytes, 0, size, "header");
-  if (size < sizeof kProgramMagic || std::memcmp(bytes, kProgramMagic, sizeof kProgramMagic) != 0)
-    h.fail("not a .tpu program (bad magic)", 0);
+  if (size < sizeof kProgramMagic || std::memcmp(bytes, kProgramMagic, sizeof kProgramMagic) != 0) {
+    // Text a compiler reads: say so, rather than only that the magic is wrong.
+    const std::string_view head(reinterpret_cast<const char*>(bytes), std::min<size_t>(size, 4096));
+    const size_t word = head.find_first_not_of(" \t\r\n");
+    const auto starts = [&](std::string_view w) { return word != std::string_view::npos && head.substr(word, w.size()) == w; };
+    const bool source = starts("HloModule") || starts("module") || starts("func.func") || starts("#loc") || starts("//");
+    const bool assembly = !source && (starts(".target") || starts("#") || starts(".kernel"));
+    h.fail(source     ? "not a .tpu program (bad magic): it reads as HLO or StableHLO text: compile it with tpuc first"
+           : assembly ? "not a .tpu program (bad magic): it reads as assembly: assemble it with tpu-as first"
+                      : "not a .tpu program (bad magic)",
+           0);
+  }
   h.str(sizeof kProgramMagic);
   uint16_t major = h.u16();
   uint16_t minor = h.u16();

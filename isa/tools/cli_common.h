@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "tpu/isa/error.h"
+#include "tpu/isa/suggest.h"
 
 namespace tpu::cli {
 
@@ -42,6 +43,21 @@ inline void setup_logging(const std::string& tool, spdlog::level::level_enum lev
   spdlog::set_default_logger(std::move(logger));
 }
 
+// What CLI11 did not expect, in the order given: the first unknown option
+// (a long one with the tool's closest), else the first argument too many.
+inline std::string unexpected(const CLI::App& app, const std::vector<std::string>& extra, const std::string& fallback) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  }
+  for (const std::string& a : extra)
+    if (a.size() > 1 && a[0] == '-') {
+      const std::string name = a.substr(0, a.find('='));
+      return "unknown option '" + name + "'" + (name[1] == '-' ? did_you_mean(name, names) : "");
+    }
+  return extra.empty() ? fallback : "unexpected argument '" + extra.front() + "'";
+}
+
 // Adds --version, --log-level and -v; returns -1 to continue, or the exit
 // status to return now.
 inline int parse(CLI::App& app, int argc, char** argv) {
@@ -56,6 +72,9 @@ inline int parse(CLI::App& app, int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    spdlog::error("{} (see --help)", unexpected(app, app.remaining(), e.what()));
+    return 2;
   } catch (const CLI::ParseError& e) {
     spdlog::error("{} (see --help)", e.what());
     return 2;

@@ -190,6 +190,11 @@ std::string configs_markdown(const std::string& root) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--version" || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    if (std::string(argv[1]) == "--version") std::cout << "isa-gen (tpusim " TPUSIM_VERSION ")\n";
+    else std::cout << "isa-gen: write (--write) or check (--check) the files generated from isa.def under SOURCE_ROOT\nusage: isa-gen --write|--check SOURCE_ROOT\n";
+    return 0;
+  }
   if (argc != 3 || (std::string(argv[1]) != "--write" && std::string(argv[1]) != "--check")) {
     std::cerr << "usage: isa-gen --write|--check SOURCE_ROOT\n";
     return 2;

@@ -105,7 +105,7 @@ int sc_main(int argc, char* argv[]) {
   app.add_option("--print-config", print_config, "print the resolved config of a preset or file (with any --set) and exit");
   app.add_option("--config", config,
                  "machine: a preset (tiny, v1, v4, v5e) or a config file; its target must be the program's "
-                 "(default: the preset the program was compiled for, else v5e)");
+                 "(default: the target the program was compiled for: its preset with the target parameters it records)");
   app.add_option("--inputs", inputs, "one .npy per ENTRY parameter, in order")->expected(0, -1);
   app.add_option("--outputs", outputs_dir, "directory for out0.npy, out1.npy, ... (created if missing)");
   app.add_option("--stats", stats_path, "statistics (JSON); the resolved config is written beside it as *.config.json");
@@ -176,15 +176,20 @@ int sc_main(int argc, char* argv[]) {
       throw tpu::cli::UsageError(fmt::format("{} was compiled for target '{}', which is not a preset: give the config tpuc had "
                                              "with --config FILE",
                                              program_path, program.target.name));
+    // The program's chips unless --set says otherwise; without --config,
+    // its whole target (a preset varied with tpuc --set target.KEY=...).
+    const bool adopt = config.empty();
     if (config.empty()) config = program.target.name;
-    // The system has the program's chips unless --set says otherwise.
-    if (std::none_of(settings.begin(), settings.end(), [](const std::string& s) { return s.rfind("target.chips=", 0) == 0; })) {
-      uint64_t chips = program.target.chips;
-      try {
-        chips = tpu::isa::load_target(config).chips;
-      } catch (const std::runtime_error&) {  // load_config reports it below
-      }
-      if (chips != program.target.chips) settings.push_back(fmt::format("target.chips={}", program.target.chips));
+    std::optional<tpu::isa::Target> base;
+    try {
+      base = tpu::isa::load_target(config);
+    } catch (const std::runtime_error&) {  // load_config reports it below
+    }
+    for (const auto& f : tpu::isa::target_fields()) {
+      const std::string key = fmt::format("target.{}=", f.key);
+      const bool set = std::any_of(settings.begin(), settings.end(), [&](const std::string& s) { return s.rfind(key, 0) == 0; });
+      if (base && !set && (adopt || key == "target.chips=") && (*base).*f.member != program.target.*f.member)
+        settings.push_back(fmt::format("{}{}", key, program.target.*f.member));
     }
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
 

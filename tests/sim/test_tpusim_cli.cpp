@@ -250,6 +250,31 @@ TEST_CASE("bad invocations fail with one line", "[cli]") {
   expect("prog.tpu --inputs x.npy w.npy b.npy --topology 2x2", "the ICI topology 2x2 holds 4 chips, target.chips = 1");
   expect("prog.tpu --inputs x.npy w.npy b.npy --topology 2y2", "topology '2y2' is not of the form X, XxY or XxYxZ");
   expect("prog.tpu --inputs x.npy w.npy b.npy --set target.chips=4", "compiled for another variant of target 'tiny' (chips 1 vs 4)");
+  // What was meant, where it is close to a name tpusim knows.
+  expect("prog.tpu --inptus x.npy w.npy b.npy", "unknown option '--inptus' (did you mean '--inputs'?)");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --config tiyn", "unknown preset 'tiyn' (did you mean 'tiny'?");
+  expect("prog.tpu --inputs x.npy w.npy b.npy --set hbm.simple.latency_nss=1", "(did you mean 'hbm.simple.latency_ns'?)");
+  expect("prog.tpu extra.npy", "unexpected argument 'extra.npy'");
+  isa::write_file((dir / "m.hlo").string(), "HloModule m\n\nENTRY main {\n  ROOT p = f32[4]{0} parameter(0)\n}\n");
+  expect("m.hlo", "it reads as HLO or StableHLO text: compile it with tpuc first");
+}
+
+// A program assembled for a preset with a target parameter changed runs
+// on that target without --config or --set.
+TEST_CASE("tpusim adopts the target a program records", "[cli]") {
+  const fs::path dir = workdir("adopt");
+  prepare(dir);
+  REQUIRE(run(fmt::format("{}tpu-as {}/examples/asm/matmul_bias_relu.s --config tiny --set target.hbm_bytes=134217728 -o big.tpu", kBin,
+                          TPU_SOURCE_DIR),
+              dir)
+              .status == 0);
+  const auto c = run(fmt::format("{}tpusim big.tpu --inputs x.npy w.npy b.npy --stats s.json -q", kBin), dir);
+  INFO(c.err);
+  REQUIRE(c.status == 0);
+  const auto cfg = nlohmann::json::parse(isa::read_text_file((dir / "s.config.json").string()));
+  CHECK(cfg["target"]["hbm_bytes"] == 134217728);
+  // A --config given is taken as it is: tiny's own target is another variant.
+  CHECK(run(fmt::format("{}tpusim big.tpu --inputs x.npy w.npy b.npy --config tiny -q", kBin), dir).status != 0);
 }
 
 TEST_CASE("tpusim runs a program for four chips on the topology it is given", "[cli]") {

@@ -42,6 +42,30 @@ expect_failure("^tpuc: .*takes 5 inputs, 1 given" ${BIN}/tpuc ${MLP}/module.hlo 
 expect_failure("^tpuc: .*arg1.npy" ${BIN}/tpuc ${MLP}/module.hlo --interpret --inputs ${MLP}/arg1.npy ${MLP}/arg1.npy ${MLP}/arg2.npy ${MLP}/arg3.npy ${MLP}/arg4.npy --outputs ${WORK}/o)
 expect_failure("^tpu-compare: error: shapes differ" ${BIN}/tpu-compare ${MLP}/arg0.npy ${MLP}/arg1.npy)
 
+# What was meant: a misspelt flag, preset or operation; a file of the other kind.
+file(WRITE ${WORK}/typo.hlo "HloModule m\n\nENTRY main {\n  p = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} exponentail(p)\n}\n")
+file(WRITE ${WORK}/typo.mlir "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.exponentail %a : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n")
+expect_failure("^tpuc: error: .*typo.hlo:5: unknown operation exponentail \\(did you mean 'exponential'\\?\\)\n$" ${BIN}/tpuc ${WORK}/typo.hlo -o ${WORK}/x.tpu)
+expect_failure("^tpuc: error: .*typo.mlir:2:3: unknown operation stablehlo.exponentail \\(did you mean 'stablehlo.exponential'\\?\\)\n$" ${BIN}/tpuc ${WORK}/typo.mlir -o ${WORK}/x.tpu)
+expect_failure("^tpuc: error: unknown option '--precison' \\(did you mean '--precision'\\?\\)" ${BIN}/tpuc ${MLP}/module.hlo --precison high -o ${WORK}/x.tpu)
+expect_failure("^tpuc: error: unknown preset 'v5ee' \\(did you mean 'v5e'\\?" ${BIN}/tpuc ${MLP}/module.hlo --config v5ee -o ${WORK}/x.tpu)
+expect_failure("^tpu-as: error: unknown option '--confg' \\(did you mean '--config'\\?\\)" ${BIN}/tpu-as ${WORK}/good.s --confg tiny -o ${WORK}/g.tpu)
+execute_process(COMMAND ${BIN}/tpu-as ${WORK}/good.s -o ${WORK}/good.tpu RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tpu-as good.s failed")
+endif()
+expect_failure("^tpuc: error: .*good.tpu: a compiled .tpu program, not a module to compile; run it with tpusim" ${BIN}/tpuc ${WORK}/good.tpu -o ${WORK}/x.tpu)
+expect_failure("^tpu-objdump: error: .*typo.hlo: .*it reads as HLO or StableHLO text: compile it with tpuc first" ${BIN}/tpu-objdump ${WORK}/typo.hlo)
+expect_failure("^tpu-objdump: error: .*good.s: .*it reads as assembly: assemble it with tpu-as first" ${BIN}/tpu-objdump ${WORK}/good.s)
+
+# Every tool answers --version.
+foreach(tool tpuc tpusim tpu-as tpu-objdump tpu-compare isa-gen)
+  execute_process(COMMAND ${BIN}/${tool} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^${tool} \\(tpusim ")
+    message(FATAL_ERROR "${tool} --version: exit ${rc}, '${out}'")
+  endif()
+endforeach()
+
 # tpuc --interpret and a compiled run agree with XLA within the default-precision tolerance.
 execute_process(COMMAND ${BIN}/tpuc ${MLP}/module.hlo --interpret --inputs ${MLP}/arg0.npy ${MLP}/arg1.npy ${MLP}/arg2.npy ${MLP}/arg3.npy ${MLP}/arg4.npy --outputs ${WORK}/interp RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

@@ -63,6 +63,10 @@ struct Module {
 // Throws Error "file:line: message" for malformed text.
 Module parse(std::string_view text, std::string_view filename);
 
+// XLA's HLO opcodes (xla/hlo/ir/hlo_opcode.h), those tpuc imports and the
+// rest: an opcode outside this list is a misspelling, not a missing feature.
+const std::vector<std::string>& xla_opcodes();
+
 // `{1,0}` or `{}` -> integers; throws Error naming the instruction otherwise.
 std::vector<int64_t> parse_int_list(const std::string& value, const Instruction& where);
 
