@@ -18,7 +18,11 @@ import os
 import re
 import sys
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:
+    sys.exit(f"plot-run.py: needs matplotlib, which {sys.executable} lacks "
+             "(apt-get install python3-matplotlib, or run it with /usr/bin/python3)")
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

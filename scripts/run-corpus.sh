@@ -27,7 +27,12 @@ done
 [ ${#dirs[@]} -gt 0 ] || { echo "usage: scripts/run-corpus.sh [--config CFG] [--precision P] [--tol X] DIR..." >&2; exit 2; }
 programs=()
 for d in "${dirs[@]}"; do
+  [ -d "$d" ] || { echo "run-corpus.sh: $d is not a folder" >&2; exit 2; }
   if [ -f "$d/module.hlo" ]; then programs+=("$d"); else for p in "$d"/*/; do [ -f "$p/module.hlo" ] && programs+=("${p%/}"); done; fi
+done
+[ ${#programs[@]} -gt 0 ] || { echo "run-corpus.sh: no program folder (module.hlo, argN.npy, outN.npy, manifest.json) in ${dirs[*]}" >&2; exit 2; }
+for p in "${programs[@]}"; do
+  [ -f "$p/manifest.json" ] || { echo "run-corpus.sh: $p has no manifest.json (its arguments' and outputs' files and dtypes)" >&2; exit 2; }
 done
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 failed=0

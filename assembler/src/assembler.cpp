@@ -719,10 +719,16 @@ class Assembler {
 }  // namespace
 
 std::string Diagnostic::render() const {
-  std::string caret;
-  for (int i = 1; i < col && static_cast<size_t>(i - 1) < source_line.size(); ++i)
-    caret += source_line[static_cast<size_t>(i - 1)] == '\t' ? '\t' : ' ';
-  return fmt::format("{}:{}:{}: error: {}\n{}\n{}^\n", file, line, col, message, source_line, caret);
+  // A long line is quoted around the column: at most kWidth characters,
+  // "..." where it is cut.
+  constexpr size_t kWidth = 120;
+  const size_t at = std::min(source_line.size(), size_t(std::max(col, 1) - 1));
+  const size_t from = source_line.size() <= kWidth || at < kWidth / 2 ? 0 : std::min(at - kWidth / 2, source_line.size() - kWidth);
+  const size_t to = std::min(source_line.size(), from + kWidth);
+  std::string quoted = (from > 0 ? "..." : "") + source_line.substr(from, to - from) + (to < source_line.size() ? "..." : "");
+  std::string caret(from > 0 ? 3 : 0, ' ');
+  for (size_t i = from; i < at; ++i) caret += source_line[i] == '\t' ? '\t' : ' ';
+  return fmt::format("{}:{}:{}: error: {}\n{}\n{}^\n", file, line, col, message, quoted, caret);
 }
 
 AssembleResult assemble(std::string_view source, std::string_view filename, const AssembleOptions& options) {

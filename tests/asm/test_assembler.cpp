@@ -90,6 +90,24 @@ TEST_CASE("errors carry file, line, column, the source line and a caret", "[asm]
   CHECK(e[0].render() == "t.s:2:3: error: unknown instruction 'ad'; did you mean 'add'?\n  ad s1, s2, s3\n  ^\n");
 }
 
+// A diagnostic on a very long line quotes 120 characters around the
+// column, with "..." where the line is cut, the caret still under it.
+TEST_CASE("a long line is quoted around the error", "[asm]") {
+  const std::string line = "li s1, " + std::string(60000, '(') + "1" + std::string(59999, ')');
+  auto e = errors(line + "\n");
+  REQUIRE(!e.empty());
+  const std::string r = e[0].render();
+  INFO(r.substr(0, 400));
+  CHECK(r.size() < 400);
+  const size_t l2 = r.find('\n') + 1, l3 = r.find('\n', l2) + 1;
+  const std::string quoted = r.substr(l2, l3 - l2 - 1), caret = r.substr(l3, r.size() - l3 - 1);
+  REQUIRE(caret.back() == '^');
+  REQUIRE(caret.size() <= quoted.size());
+  CHECK(quoted[caret.size() - 1] == line[size_t(e[0].col - 1)]);
+  // A short line is quoted whole.
+  CHECK(errors("frob\n")[0].render() == "t.s:1:1: error: unknown instruction 'frob'\nfrob\n^\n");
+}
+
 TEST_CASE("several errors are reported in one run", "[asm]") {
   auto e = errors("add s1, s2\nli s40, 1\nli s1, undefined_thing\nx: nop\nx: nop\nvadd.f32 v1, v2, s3\n"
                   "li s1, 1 2\naddi s1, s2, 1 << 40\nwait gpu, sem1, 1\n.byte 1\n.bogus\nli s1, 1 / 0\n");

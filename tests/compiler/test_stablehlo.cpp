@@ -232,7 +232,8 @@ TEST_CASE("stablehlo: malformed and unsupported text gives one file:line:col lin
   const std::pair<std::string, std::string> cases[] = {
       {module("%0 = stablehlo.add %arg0, %nope : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: stablehlo.add: %nope is not defined before its use"},
       {module("%0 = stablehlo.add %arg0, %arg0 : tensor<4x8xf32>"), "a block without a return"},
-      {module("%0 = stablehlo.frobnicate %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: unsupported operation stablehlo.frobnicate"},
+      {module("%0 = stablehlo.frobnicate %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: unknown operation stablehlo.frobnicate"},
+      {module("%0 = stablehlo.cbrt %arg0 : tensor<4x8xf32>\n return %0 : tensor<4x8xf32>"), "t.mlir:3:1: unsupported operation stablehlo.cbrt"},
       {module("%0 = \"stablehlo.transpose\"(%arg0) <{permutation = array<i64: 1, 0>, wobble = 3 : i64}> : (tensor<4x8xf32>) -> tensor<8x4xf32>\n return %0 : tensor<8x4xf32>"),
        "unsupported attribute wobble of stablehlo.transpose"},
       {module("%0 = stablehlo.add %arg0, %arg0 : tensor<?x8xf32>\n return %0 : tensor<4x8xf32>"), "unsupported dynamic dimension"},
