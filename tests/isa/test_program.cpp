@@ -4,12 +4,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "tpu/isa/file.h"
 #include "tpu/isa/isa.h"
 #include "tpu/isa/machine.h"
 #include "tpu/isa/program.h"
@@ -313,6 +315,27 @@ TEST_CASE("the config's parameter table: every key of a config is in it once, it
   };
   walk(nlohmann::json::parse(v5e.to_json()), "");
   CHECK(leaves == keys);
+}
+
+// A config file with "base": the preset's values, the file's over them
+// (sections key by key), bases of bases relative to the file.
+TEST_CASE("a config file inherits from its base", "[target]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "tpusim_config_base").string();
+  std::filesystem::create_directories(dir);
+  write_file(dir + "/a.json", R"({"base": "v5e", "name": "v5e-64", "target": {"mxu_dim": 64, "vpu_lanes": 64}})");
+  write_file(dir + "/b.json", R"({"base": "a.json", "clock_hz": 1200000000})");
+  write_file(dir + "/loop.json", R"({"base": "loop.json"})");
+  write_file(dir + "/typo.json", R"({"base": "v5ee"})");
+  const MachineConfig v5e = load_config("v5e"), b = load_config(dir + "/b.json");
+  CHECK(b.target.name == "v5e-64");
+  CHECK(b.target.mxu_dim == 64);
+  CHECK(b.target.vpu_lanes == 64);
+  CHECK(b.target.hbm_bytes == v5e.target.hbm_bytes);
+  CHECK(b.clock_hz == 1200000000ull);
+  CHECK(b.hbm.model == v5e.hbm.model);
+  CHECK(load_config(dir + "/b.json", {"clock_hz=1e9"}).clock_hz == 1000000000ull);
+  CHECK_THROWS_WITH(load_config(dir + "/loop.json"), Catch::Contains("more than 8 bases"));
+  CHECK_THROWS_WITH(load_config(dir + "/typo.json"), Catch::Contains("base 'v5ee' is not a preset (did you mean 'v5e'?)"));
 }
 
 TEST_CASE("config settings (KEY=VALUE) change one parameter before validation", "[target]") {
