@@ -335,10 +335,11 @@ class Emitter {
   // enters the body after the last stage-1 part (Scheduled::entry), and the
   // stage-0 parts ahead of that point (few: stage 1 finishes what the
   // iteration before left, early in the period) are written before the
-  // loop for iteration 0. It goes after everything before the loop and before everything
-  // after it (where iterations are not alike, nothing changes). Where the
-  // model's places are not periodic (or an instruction lies two periods
-  // on), the body is one iteration in its own order.
+  // loop for iteration 0. It goes after everything before the loop and
+  // before everything after it (where iterations are not alike, nothing
+  // changes). Where the model's places are not periodic (or an
+  // instruction lies two periods on), the body is one iteration in its own
+  // order.
   template <typename F>
   void repeat(int64_t n, F body) {
     if (!loops_ || n < 3 || ghost_) {
