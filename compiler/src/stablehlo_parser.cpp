@@ -1467,14 +1467,15 @@ class Parser {
           if (c == '_') c = '-';
         return h;
       }
-    // StableHLO's names: HLO's with underscores, and its own.
-    std::vector<std::string> known = {"stablehlo.broadcast_in_dim", "stablehlo.dot_general", "stablehlo.optimization_barrier",
-                                      "stablehlo.case", "stablehlo.if", "stablehlo.return", "stablehlo.composite",
+    // StableHLO's names: HLO's with underscores, those renamed above, and
+    // its own.
+    std::vector<std::string> known = {"stablehlo.case", "stablehlo.if", "stablehlo.return", "stablehlo.composite",
                                       "stablehlo.create_token", "stablehlo.dynamic_broadcast_in_dim", "stablehlo.dynamic_iota",
                                       "stablehlo.dynamic_pad", "stablehlo.dynamic_gather", "stablehlo.dynamic_conv",
                                       "stablehlo.real_dynamic_slice", "stablehlo.einsum", "stablehlo.unary_einsum",
                                       "stablehlo.torch_index_select", "stablehlo.uniform_quantize", "stablehlo.uniform_dequantize",
                                       "stablehlo.cross_replica_sum"};
+    for (const auto& r : renamed) known.push_back(r.first);
     for (std::string h : xla_opcodes()) {
       for (char& c : h)
         if (c == '-') c = '_';

@@ -481,32 +481,34 @@ void apply_setting(json& j, const std::string& setting) {
   *at = value.is_discarded() ? json(text) : value;
 }
 
-// A config file's text with its "base" (a preset, or a config file relative
-// to it) resolved: the base's values, the file's laid over them (sections
-// merged key by key).
+// A base's values with a file's laid over them (sections merged key by key).
 void lay_over(json& base, const json& over) {
   for (auto it = over.begin(); it != over.end(); ++it) {
     if (it->is_object() && base.contains(it.key()) && base[it.key()].is_object()) lay_over(base[it.key()], *it);
     else base[it.key()] = *it;
   }
 }
-std::string with_base(const std::string& text, const std::string& path, int depth = 0) {
+// The text of a preset, or of a config file with its base laid under it;
+// `from` is the file naming it as its base ("" for --config).
+std::string config_text(const std::string& name, const std::string& from = "", int depth = 0) {
+  if (auto preset = preset_text(name)) return std::string(*preset);
+  const auto names = preset_names();
+  if (name.find('/') == std::string::npos && name.find(".json") == std::string::npos) {
+    if (!from.empty()) throw Error(fmt::format("{}: base '{}' is not a preset{}", from, name, did_you_mean(name, names)));
+    const std::string guess = closest(name, names);
+    throw Error(fmt::format("unknown preset '{}' ({}presets: {})", name, guess.empty() ? "" : "did you mean '" + guess + "'? ",
+                            fmt::join(names, ", ")));
+  }
+  const std::string path = from.empty() || !std::filesystem::path(name).is_relative()
+                               ? name
+                               : (std::filesystem::path(from).parent_path() / name).string();
+  const std::string text = read_text_file(path);
   json j = json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("base")) return text;
   if (!j["base"].is_string()) throw Error(fmt::format("{}: \"base\" must be a preset's name or a config file's path", path));
   if (depth == 8) throw Error(fmt::format("{}: more than 8 bases in a row (a config that is its own base?)", path));
-  const std::string name = j["base"].get<std::string>();
-  std::string base_text, base_path = name;
-  if (auto preset = preset_text(name)) {
-    base_text = std::string(*preset);
-  } else if (name.find('/') == std::string::npos && name.find(".json") == std::string::npos) {
-    throw Error(fmt::format("{}: base '{}' is not a preset{}", path, name, did_you_mean(name, preset_names())));
-  } else {
-    if (std::filesystem::path(name).is_relative()) base_path = (std::filesystem::path(path).parent_path() / name).string();
-    base_text = with_base(read_text_file(base_path), base_path, depth + 1);
-  }
-  json merged = json::parse(base_text, nullptr, false);
-  if (!merged.is_object()) throw Error(fmt::format("{}: base {} is not a JSON object", path, base_path));
+  json merged = json::parse(config_text(j["base"].get<std::string>(), path, depth + 1), nullptr, false);
+  if (!merged.is_object()) throw Error(fmt::format("{}: base {} is not a JSON object", path, j["base"].get<std::string>()));
   j.erase("base");
   lay_over(merged, j);
   return merged.dump();
@@ -515,19 +517,8 @@ std::string with_base(const std::string& text, const std::string& path, int dept
 }  // namespace
 
 MachineConfig load_config(const std::string& preset_or_path, const std::vector<std::string>& settings) {
-  std::string text, where;
-  if (auto preset = preset_text(preset_or_path)) {
-    text = std::string(*preset);
-    where = fmt::format("preset '{}'", preset_or_path);
-  } else if (preset_or_path.find('/') == std::string::npos && preset_or_path.find(".json") == std::string::npos) {
-    const auto names = preset_names();
-    const std::string guess = closest(preset_or_path, names);
-    throw Error(fmt::format("unknown preset '{}' ({}presets: {})", preset_or_path, guess.empty() ? "" : "did you mean '" + guess + "'? ",
-                            fmt::join(names, ", ")));
-  } else {
-    text = with_base(read_text_file(preset_or_path), preset_or_path);
-    where = preset_or_path;
-  }
+  const std::string text = config_text(preset_or_path);
+  const std::string where = preset_text(preset_or_path) ? fmt::format("preset '{}'", preset_or_path) : preset_or_path;
   if (settings.empty()) return config_from_json(text, where);
   json j;
   try {

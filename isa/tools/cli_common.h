@@ -47,9 +47,8 @@ inline void setup_logging(const std::string& tool, spdlog::level::level_enum lev
 // (a long one with the tool's closest), else the first argument too many.
 inline std::string unexpected(const CLI::App& app, const std::vector<std::string>& extra, const std::string& fallback) {
   std::vector<std::string> names;
-  for (const CLI::Option* o : app.get_options()) {
+  for (const CLI::Option* o : app.get_options())
     for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
-  }
   for (const std::string& a : extra)
     if (a.size() > 1 && a[0] == '-') {
       const std::string name = a.substr(0, a.find('='));

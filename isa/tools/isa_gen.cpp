@@ -190,8 +190,9 @@ std::string configs_markdown(const std::string& root) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--version" || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    if (std::string(argv[1]) == "--version") std::cout << "isa-gen (tpusim " TPUSIM_VERSION ")\n";
+  const std::string flag = argc == 2 ? argv[1] : "";
+  if (flag == "--version" || flag == "--help" || flag == "-h") {
+    if (flag == "--version") std::cout << "isa-gen (tpusim " TPUSIM_VERSION ")\n";
     else std::cout << "isa-gen: write (--write) or check (--check) the files generated from isa.def under SOURCE_ROOT\nusage: isa-gen --write|--check SOURCE_ROOT\n";
     return 0;
   }

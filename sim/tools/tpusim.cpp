@@ -188,7 +188,7 @@ int sc_main(int argc, char* argv[]) {
     for (const auto& f : tpu::isa::target_fields()) {
       const std::string key = fmt::format("target.{}=", f.key);
       const bool set = std::any_of(settings.begin(), settings.end(), [&](const std::string& s) { return s.rfind(key, 0) == 0; });
-      if (base && !set && (adopt || key == "target.chips=") && (*base).*f.member != program.target.*f.member)
+      if (base && !set && (adopt || std::string_view(f.key) == "chips") && (*base).*f.member != program.target.*f.member)
         settings.push_back(fmt::format("{}{}", key, program.target.*f.member));
     }
     tpu::sim::MachineConfig cfg = tpu::sim::load_config(config, settings);
