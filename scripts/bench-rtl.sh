@@ -16,7 +16,7 @@ SIZES=("$@")
 ((${#SIZES[@]})) || SIZES=(8 32 128)
 BUILD=${BENCH_BUILD_DIR:-build-bench-rtl}
 PY=/usr/bin/python3
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPUSIM_TESTS=OFF \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPUSIM_TESTS=OFF -DTPU_RTL_OPT=-O3 \
   -DTPU_RTL_SIZES="$(IFS=';'; echo "${SIZES[*]}")" >/dev/null
 cmake --build "$BUILD" --target tpusim tpu-as
 WORK=$(mktemp -d)
