@@ -1,4 +1,6 @@
 // Element-wise kernels (emitter.h).
+#include <numeric>
+
 #include "emitter.h"
 
 namespace tpu::compiler::backend {
@@ -58,8 +60,9 @@ void Emitter::elementwise(const Kernel& k) {
     if (c >= 2) wait(kVpu, st, stores_through[c - 2]);
     if (c == 0) hoist(e, rp, pre);
     const int64_t nv = ceil_div(end - b, L_);
-    Pipeliner pipe{*this, {}};
-    for (int64_t q = 0, g = 0; q < nv; q += group, ++g) {
+    Pipeliner pipe{*this, {}, {}};
+    auto vectors = [&](int64_t g) {
+      const int64_t q = g * group;
       const int U = int(std::min<int64_t>(group, nv - q));
       const int u0 = rp.unroll >= 2 ? int(g % 2) * group : 0;
       pipe.group([&] {
@@ -82,7 +85,26 @@ void Emitter::elementwise(const Kernel& k) {
         for (int u = 0; u < U; ++u)
           vst(outs[o].dt, rp.reg[u0 + u][size_t(outs[o].node)], out_buf[s][o] + uint64_t((q + u) * L_ * dtype_bytes(outs[o].dt)));
       });
-    }
+    };
+    // The groups: the first (nothing before it to overlap; its
+    // instructions tell what a group costs), then a loop whose trips take
+    // enough groups for the scalar unit to keep ahead of the VPU, an
+    // even number where the register banks alternate and whole rows of a
+    // row or column leaf (whose offsets then step by a constant), then
+    // those left (and a short last group).
+    vectors(0);
+    const int64_t ng = ceil_div(nv, group);
+    int64_t per = trip_items(double(pipe.last.size()), vpu_cycles(pipe.last), int(tensor_inputs.size() + outs.size()));
+    if (rp.unroll >= 2) per += per % 2;
+    const auto whole = [&](int64_t row) { per = std::lcm(per, row / std::gcd(row, group * L_)); };
+    if (e.row_len > 0) whole(e.row_len);
+    for (const Node& nd : e.nodes)
+      if (nd.leaf == Leaf::col) whole(int64_t(nd.value));
+    // Straight code ahead of the loop fills the VPU's queue, so the
+    // loop's set-up does not hold up the VPU.
+    const int64_t lead = int64_t(m_.core.queue_depth) / int64_t(pipe.last.size());
+    if (per > 0) items(ng - 1, lead, per, nv % group != 0, [&](int64_t g) { vectors(g + 1); });
+    else for (int64_t g = 1; g < ng; ++g) vectors(g);
     pipe.flush();
     signal(kVpu, vd);
     wait(kDma, vd, c + 1);

@@ -474,7 +474,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at,
     const Item& it = items[ii];
     const int m = it.m;
     before(ii);
-    Pipeliner pipe{em, {}};
+    Pipeliner pipe{em, {}, {}};
     for (int64_t r = 0, g = 0; r < rows; r += U0, ++g) {
       const int64_t cr = chunk_rows[m].at(size_t(it.idx));
       if (r % cr == 0) {  // a new chunk: its rows are in the accumulators
@@ -535,7 +535,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at,
         before(ii);
         for (const auto& [mu, total] : acc_marks[items[ii].m].at(size_t(items[ii].idx))) wait(kVpu, Acc[size_t(mu)], total);
       }
-    Pipeliner pipe{em, {}};
+    Pipeliner pipe{em, {}, {}};
     for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
       for (size_t ii = 0; ii < items.size(); ++ii, ++g) rows_of(pipe, ii, r, g);
     pipe.flush();

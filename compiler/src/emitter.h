@@ -4,6 +4,8 @@
 // "Code generation and the schedule".
 #pragma once
 
+#include <functional>
+
 #include "loops.h"
 #include "plan.h"
 #include "tpu/compiler/codegen.h"
@@ -313,6 +315,14 @@ class Emitter {
     return t;
   }
 
+  // What items() tells repeat() of a loop whose iterations are two items:
+  // where each recorded item starts, and the item after the last iteration
+  // if the loop may take it (where it goes item by item).
+  struct Halves {
+    std::vector<size_t> starts;
+    std::function<void()> odd;
+    bool took_odd = false;
+  };
   // ---- loops the kernel states. repeat(n, body): body(i) emits iteration
   // i of a loop whose iterations the kernel knows to be alike: the same
   // instructions, with operands that step by constants. The first three
@@ -339,9 +349,10 @@ class Emitter {
   // before everything after it (where iterations are not alike, nothing
   // changes). Where the model's places are not periodic (or an
   // instruction lies two periods on), the body is one iteration in its own
-  // order.
+  // order. With `halves`, an iteration of two items that repeat each other
+  // (halve()) becomes two trips of a loop over items.
   template <typename F>
-  void repeat(int64_t n, F body) {
+  void repeat(int64_t n, F body, Halves* halves = nullptr) {
     if (!loops_ || n < 3 || ghost_) {
       for (int64_t i = 0; i < n; ++i) body(i);
       return;
@@ -362,7 +373,7 @@ class Emitter {
       }
       first = 1;
     }
-    const size_t s0 = at[size_t(first)], s2 = at[size_t(first) + 2], len = at[size_t(first) + 1] - s0;
+    size_t s0 = at[size_t(first)], s2 = at[size_t(first) + 2], len = at[size_t(first) + 1] - s0;
     // The model's places of the next iteration too, for the period (as
     // recorded: a loop inside has one place); the rest through the model only.
     std::vector<double> key3;
@@ -371,8 +382,25 @@ class Emitter {
       body(first + 3);
       for (size_t k = s3; k < prog_.size(); ++k) key3.push_back(prog_[k].key);
     }
+    int64_t count = n - first;
+    // An iteration of two items alike but for values that toggle between
+    // two buffers: the loop goes item by item, twice the trips (and the
+    // item after them, if any).
+    bool halved = false;
+    if (halves && halves->starts.size() >= size_t(2 * (first + 3))) {
+      const auto mid = [&](int64_t i) { return halves->starts[size_t(2 * i + 1)]; };
+      std::vector<int64_t> half_steps;
+      if (halve(s0, mid(first), len, steps, half_steps) && mid(first + 1) - at[size_t(first) + 1] == mid(first) - s0 &&
+          mid(first + 2) - s2 == mid(first) - s0) {
+        halved = true;
+        len = mid(first) - s0, steps = std::move(half_steps), count *= 2;
+        key3.clear();
+        for (size_t k = 0; k < len; ++k) key3.push_back(prog_[mid(first + 2) + k].key);
+      }
+    }
     ghost_ = true;
     for (int64_t i = first + 4; i < n; ++i) body(i);
+    if (halved && halves->odd) halves->odd(), halves->took_odd = true, ++count;
     ghost_ = false;
     const auto key2 = [&](size_t k) { return prog_[s2 + k].key; };
     double k2 = key2(0), k3 = key3.empty() ? 0 : key3[0];
@@ -400,12 +428,11 @@ class Emitter {
     // The loop's iteration i's copy of instruction k (its values stepped i times).
     const auto at_iteration = [&](size_t k, int64_t i) {
       Scheduled c = prog_[s0 + k].s;
-      for (size_t v = 0; v < c.vals.size(); ++v) c.vals[v] += uint64_t(i * steps[first_step[k] + v]);
+      for (size_t v = 0; v < c.vals.size(); ++v) c.vals[v] += uint64_t(after_trips(steps[first_step[k] + v], i));
       return c;
     };
     double key = before;
     for (size_t k = at[0]; k < s0; ++k) key = std::max(key, prog_[k].key);  // and after a first iteration left out
-    const int64_t count = n - first;
     const bool any_staged = std::find(stage.begin(), stage.end(), 1) != stage.end();
     // Where the first trip enters: past the last stage-1 part, and not
     // inside a loop of the body.
@@ -434,7 +461,9 @@ class Emitter {
       const size_t k = order[j];
       Scheduled b = at_iteration(k, stage[k] ? -1 : 0);
       if (b.comment != prog_[s2 + k].s.comment) b.comment += " (the first trip)";
-      b.steps.emplace_back(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));  // outermost last
+      auto& level = b.steps.emplace_back(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));  // outermost last
+      if (stage[k])
+        for (int64_t& st : level) st = step_after(st, -1);
       b.t = prog_[s2 + k].s.t - (stage[k] ? period : 0);  // the model's times, for the loop writer's folds inside the body
       out.push_back({key, std::move(b)});
     }
@@ -447,6 +476,29 @@ class Emitter {
     prog_.insert(prog_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
     key_floor_ = max_key_;  // nothing after the loop goes before its end
   }
+  // How many items a loop's trip takes so that the scalar unit, with the
+  // loop's steps, back edge and branch bubble, still issues a trip in
+  // kLoopPace of the time the VPU takes for it (an item: `issue` issue
+  // slots, `vpu` VPU cycles), and so keeps ahead of the VPU; 0 where it
+  // cannot (it issues no faster than the VPU runs: straight code then).
+  static constexpr double kLoopPace = 0.75;
+  int64_t trip_items(double issue, double vpu, int stepping) const {
+    const double width = m_.core.issue_width, gain = kLoopPace * vpu - issue / width;
+    const double loop = (stepping + 1) / width + m_.core.branch_penalty;
+    return gain <= 0 ? 0 : int64_t(std::ceil(loop / gain));
+  }
+  // The VPU cycles a run of instructions takes at least, interleaved as
+  // the issue groups allow (isa::VpuIssueGroup): its busiest slot's.
+  double vpu_cycles(const std::vector<isa::Instruction>& run) const {
+    const auto& is = m_.vpu.issue;
+    double n = 0, whole = 0, slot[3] = {0, 0, 0};
+    for (const auto& i : run) {
+      const isa::VpuSlot s = isa::vpu_slot(isa::spec(i.op).vpu_class);
+      if (s == isa::VpuSlot::Whole) ++whole;
+      else ++n, ++slot[int(s)];
+    }
+    return whole + std::max({n / is.width, slot[0] / is.alu, slot[1] / is.load, slot[2] / is.store});
+  }
   // Items 0 .. n - 1 of a kernel (chunks, groups, rows): the first `head`
   // (they differ: the first loads constants, nothing is there to wait for
   // yet), a loop over the others in runs of `period` (the double buffers,
@@ -455,12 +507,23 @@ class Emitter {
   template <typename F>
   void items(int64_t n, int64_t head, int64_t period, int64_t tail, F item) {
     head = std::min(head, n);
-    const int64_t trips = std::max<int64_t>(0, n - head - tail) / period;
+    const int64_t left = std::max<int64_t>(0, n - head - tail), trips = left / period;
     for (int64_t i = 0; i < head; ++i) item(i);
+    Halves hv;
+    if (period == 2 && left % 2) hv.odd = [&] { item(head + trips * 2); };
     repeat(trips, [&](int64_t t) {
-      for (int64_t j = 0; j < period; ++j) item(head + t * period + j);
-    });
-    for (int64_t i = head + trips * period; i < n; ++i) item(i);
+      for (int64_t j = 0; j < period; ++j) {
+        if (!ghost_) hv.starts.push_back(prog_.size());
+        item(head + t * period + j);
+      }
+    }, period == 2 ? &hv : nullptr);
+    for (int64_t i = head + trips * period + hv.took_odd; i < n; ++i) item(i);
+  }
+  // Whether two recorded instructions are the same but for their values.
+  static bool same_insn(const Scheduled& x, const Scheduled& y) {
+    const bool note = x.unit < 0 && x.loop == 0;  // a comment may name what each iteration does
+    return x.unit == y.unit && x.insn == y.insn && (note || x.comment == y.comment) && x.vals.size() == y.vals.size() && x.at == y.at &&
+           x.addr == y.addr && x.loop == y.loop && x.entry == y.entry && x.steps == y.steps;
   }
   // Whether the recorded iterations [a, b), [b, c), [c, d) of a loop are
   // alike: the same instructions, each value stepping by the same constant
@@ -471,17 +534,38 @@ class Emitter {
     if (c - b != len || d - c != len) return false;
     for (size_t k = 0; k < len; ++k) {
       const Scheduled &x = prog_[a + k].s, &y = prog_[b + k].s, &z = prog_[c + k].s;
-      const bool note = x.unit < 0 && x.loop == 0;  // a comment may name what each iteration does
-      if (x.unit != y.unit || y.unit != z.unit || !(x.insn == y.insn) || !(y.insn == z.insn) ||
-          (!note && (x.comment != y.comment || y.comment != z.comment)) || x.vals.size() != y.vals.size() || y.vals.size() != z.vals.size() || x.at != y.at || x.addr != y.addr ||
-          x.loop != y.loop || y.loop != z.loop || x.entry != y.entry || y.entry != z.entry || x.steps != y.steps || y.steps != z.steps)
-        return false;
+      if (!same_insn(x, y) || !same_insn(y, z)) return false;
       for (size_t v = 0; v < x.vals.size(); ++v) {
         const int64_t step = int64_t(y.vals[v] - x.vals[v]);
         if (step < INT32_MIN || step > INT32_MAX || int64_t(z.vals[v] - y.vals[v]) != step) return false;
         steps.push_back(step);
       }
     }
+    return true;
+  }
+
+  // Whether a loop's iteration [a, a + len) of two items, the second from
+  // `mid`, is the first item twice, its values stepping by `steps` per
+  // iteration: then `half` gets each value's step per item, half the
+  // iteration's, or a toggle where the value comes back every iteration.
+  bool halve(size_t a, size_t mid, size_t len, const std::vector<int64_t>& steps, std::vector<int64_t>& half) const {
+    half.clear();
+    const size_t h = mid - a;
+    if (mid <= a || 2 * h != len) return false;
+    size_t i = 0;
+    for (size_t k = 0; k < h; ++k) {
+      const Scheduled &x = prog_[a + k].s, &y = prog_[mid + k].s;
+      if (!same_insn(x, y)) return false;
+      for (size_t v = 0; v < x.vals.size(); ++v, ++i) {
+        const int64_t d = int64_t(y.vals[v] - x.vals[v]);
+        if (2 * d == steps[i]) half.push_back(d);
+        else if (steps[i] == 0 && d >= INT32_MIN && d <= INT32_MAX) half.push_back(toggle_step(d));
+        else return false;
+      }
+    }
+    // The second item steps as the first.
+    for (size_t v = 0; v < i; ++v)
+      if (steps[i + v] != steps[v]) return false;
     return true;
   }
 
@@ -635,6 +719,7 @@ class Emitter {
   struct Pipeliner {
     Emitter& em;
     std::vector<isa::Instruction> rest;  // the previous group's instructions after its loads
+    std::vector<isa::Instruction> last;  // the last group's instructions
     // Runs gen() (which emits one group's VPU instructions) and interleaves them.
     template <typename G>
     void group(G gen) {
@@ -642,6 +727,7 @@ class Emitter {
       em.capture_ = &cur;
       gen();
       em.capture_ = nullptr;
+      last = cur;
       size_t h = 0;
       while (h < cur.size() && isa::spec(cur[h].op).vpu_class == isa::VpuClass::Load) ++h;
       check(cur, h);

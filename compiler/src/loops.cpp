@@ -165,9 +165,10 @@ class Reroller {
   // and step of other operands.
   static int stepping(const std::vector<int64_t>& delta, const std::vector<uint64_t>& first, const std::vector<bool>& addr) {
     std::set<std::pair<uint64_t, int64_t>> regs;
+    int toggling = 0;  // each takes two instructions a trip
     for (size_t k = 0; k < delta.size(); ++k)
-      if (delta[k] != 0) regs.insert({addr[k] ? 0 : first[k], delta[k]});
-    return int(regs.size());
+      if (delta[k] != 0 && regs.insert({addr[k] ? 0 : first[k], delta[k]}).second) toggling += toggles(delta[k]);
+    return int(regs.size()) + toggling;
   }
   // Keys are hashes: before a run becomes a loop, its repeats are compared
   // instruction by instruction.
@@ -565,7 +566,9 @@ class Writer {
     for (const Node& b : l.body)
       if (b.insn < 0) inner = std::max(inner, need(b, ns));
     const size_t id = size_t(ns.id.at(&l));
-    return ns.fns[id].size() + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.any_at_use() ? Scheduled::kMaxBound : 0);
+    size_t toggling = 0;  // each also holds its next step
+    for (const Fn& f : ns.fns[id]) toggling += toggles(f.second.back().second);
+    return ns.fns[id].size() + toggling + ns.consts[id].size() + 1 + std::max<size_t>(inner, ns.any_at_use() ? Scheduled::kMaxBound : 0);
   }
 
   void plan(const Node& top, Nest& ns) {
@@ -670,12 +673,18 @@ class Writer {
       mine.push_back(r), ns.const_reg[c] = r;
       load(r, c);
     }
+    std::map<int, int> sign;  // a toggling function's register -> the register of its next step
     for (const Fn& f : ns.fns[id]) {
       const int r = take(ns);
       mine.push_back(r), ns.fn_reg[f] = r;
       Fn outer{f.first, {f.second.begin(), f.second.end() - 1}};
       if (outer.second.empty()) load(r, f.first);
       else put(isa::build::ADDI(r, ns.fn_reg.at(outer), 0));
+      if (const int64_t st = f.second.back().second; toggles(st)) {
+        const int d = take(ns);
+        mine.push_back(d), sign[r] = d;
+        load(d, uint64_t(st - kToggle));
+      }
     }
     const int rc = take(ns);
     mine.push_back(rc);
@@ -700,7 +709,12 @@ class Writer {
     loops.pop_back();
     for (const Fn& f : ns.fns[id]) {
       const int r = ns.fn_reg.at(f);
-      put(isa::build::ADDI(r, r, f.second.back().second));
+      if (const auto d = sign.find(r); d != sign.end()) {
+        put(isa::build::ADD(r, r, d->second));
+        put(isa::build::SUB(d->second, 0, d->second));
+      } else {
+        put(isa::build::ADDI(r, r, f.second.back().second));
+      }
     }
     put(isa::build::LOOP(rc, int64_t(top) - int64_t(pc())));
     ns.forget();
@@ -729,7 +743,7 @@ class Writer {
     c.vals = n.vals;
     c.steps = n.steps;
     for (size_t v = 0; v < c.steps.size(); ++v) {
-      c.vals[v] += uint64_t(r * c.steps[v].back());
+      c.vals[v] += uint64_t(after_trips(c.steps[v].back(), r));
       c.steps[v].pop_back();
     }
     for (const Node& b : n.body) c.body.push_back(peel(b, r));

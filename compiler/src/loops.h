@@ -23,6 +23,18 @@
 
 namespace tpu::compiler {
 
+// A loop step that alternates, for a value that takes two buffers in turn:
+// it adds d after even trips and takes it back after odd ones (the writer
+// keeps d's sign in a register it negates every trip). Stored in a step's
+// place as kToggle + d; steps proper fit in 32 bits.
+constexpr int64_t kToggle = int64_t(1) << 40;
+inline int64_t toggle_step(int64_t d) { return kToggle + d; }
+inline bool toggles(int64_t step) { return step > kToggle / 2; }
+// What a value with this step has gained after i trips (i < 0: before).
+inline int64_t after_trips(int64_t step, int64_t i) { return toggles(step) ? (i % 2 != 0 ? step - kToggle : 0) : i * step; }
+// The step as it stands i trips later.
+inline int64_t step_after(int64_t step, int64_t i) { return toggles(step) && i % 2 != 0 ? 2 * kToggle - step : step; }
+
 // One scheduled instruction. Its operands that hold a scalar value (a DMA's
 // addresses and byte counts, an MXU's rows) are bound: value i of `vals`
 // goes in the scalar register the writer loads or steps for it, operand
@@ -43,7 +55,8 @@ struct Scheduled {
   // An explicit loop (Emitter::repeat): a line (unit -1) with `loop` > 0
   // opens a loop of that many trips, one with -1 closes it; loops nest.
   // Inside, each instruction's bound values step by steps[l][v] from one
-  // iteration of the l-th loop around it (innermost first) to the next.
+  // iteration of the l-th loop around it (innermost first) to the next
+  // (or toggle: toggle_step()).
   int64_t loop = 0;
   std::vector<std::vector<int64_t>> steps;
   // A line (unit -1) in a stated loop's body, at its top level: the loop's
