@@ -187,6 +187,7 @@ class MatmulEmitter {
   // steps over (block()).
   Counter z, v, st, E;
   std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
+  int64_t a_credits = 0;  // counts of Afree signalled at the start (run())
   RegPlan rp;
   std::vector<int64_t> items_on;                     // work items each MXU has been given
   int64_t groups_loaded = 0;                         // panel groups so far, all chunks
@@ -550,21 +551,28 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at,
 void MatmulEmitter::run() {
   if (Bl == 0 || Ml == 0) return;
   // Chunk i of A: batch b_lo + i / chunks_per_batch, its rows from there.
-  // The first two (the second is the first to wait for an A buffer), a
-  // loop over the next in periods (below), the last one (perhaps short).
+  // The first (it loads the first weights), a loop over the next in
+  // periods (below), the last one (perhaps short).
   const int64_t chunks = Bl * chunks_per_batch;
   const auto chunk_at = [&](int64_t i) {
     b = b_lo + i / chunks_per_batch, c0 = m_lo + i % chunks_per_batch * chunk, chunk_no = i;
     chunk_of_a();
   };
-  for (int64_t c = 0; c < std::min<int64_t>(2, chunks); ++c) chunk_at(c);
+  // With more chunks than A buffers, every buffer starts free with a count
+  // of Afree (a credit), so every chunk waits for one count and the second
+  // is like those after it; with fewer, no chunk waits, the second
+  // neither (and no loop forms).
+  a_credits = chunks > abufs ? abufs : 0;
+  for (int m = 0; m < nmu && a_credits > 0; ++m) em.signal(kSc, Afree[m], a_credits);
+  const int64_t lead = a_credits > 0 ? 1 : 2;
+  for (int64_t c = 0; c < std::min<int64_t>(lead, chunks); ++c) chunk_at(c);
   // A period of chunks returns to the same A buffer, panel slot (a chunk
   // takes `groups` in turn), accumulator slots and output tiles (taken as
-  // if a chunk gave MXU m items_on[m] items, what the first two gave it:
-  // too short a period only fails repeat()'s check).
+  // if a chunk gave MXU m items_on[m] items, what the chunks before the
+  // loop gave it: too short a period only fails repeat()'s check).
   int64_t period = std::lcm(int64_t(abufs), nslots >= groups ? int64_t(1) : nslots / std::gcd(int64_t(nslots), groups));
   for (int64_t given : items_on) period = std::lcm(period, slot_period(given));
-  em.items(std::max<int64_t>(0, chunks - 2), 0, period, 1, [&](int64_t i) { chunk_at(2 + i); });
+  em.items(std::max<int64_t>(0, chunks - lead), 0, period, 1, [&](int64_t i) { chunk_at(lead + i); });
   finish();
 }
 
@@ -583,7 +591,7 @@ void MatmulEmitter::chunk_of_a() {
   crows = std::min(chunk, m_hi - c0);
   as = int(chunk_no % abufs);
   note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
-  for (int m = 0; m < nmu; ++m) wait(kDma, Afree[m], chunk_no - abufs + 1);  // every MXU is done with this buffer
+  for (int m = 0; m < nmu; ++m) wait(kDma, Afree[m], chunk_no - abufs + 1 + a_credits);  // every MXU is done with this buffer
   cut_blocks();
   assign_items();
   // A slice arrives in pieces of `piece` rows, each counted once on Ca
