@@ -187,7 +187,8 @@ class MatmulEmitter {
   // steps over (block()).
   Counter z, v, st, E;
   std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
-  int64_t a_credits = 0;  // counts of Afree signalled at the start (run())
+  bool credits = false;                    // whether slots start with credits (the constructor)
+  int64_t a_credits = 0, acc_credits = 0;  // counts of Afree and AccFree signalled at the start
   RegPlan rp;
   std::vector<int64_t> items_on;                     // work items each MXU has been given
   int64_t groups_loaded = 0;                         // panel groups so far, all chunks
@@ -344,12 +345,25 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   items_on.assign(size_t(nmu), 0);
   slot_release.assign(size_t(nslots), std::vector<int64_t>(size_t(nmu), 0));
   slot_store.assign(size_t(nmu), std::vector<int64_t>(2, 0));
-  // Steady blocks: each output slot starts with a credit on `st` (-1: take
-  // one), so the first drains wait for their slots as every later one does.
-  if (steady) {
+  // Where the kernel goes round its A buffers (run()), the slots it takes
+  // in turn start with a credit each too: output slots on `st` (-1: take
+  // one), weight-panel slots on Pfree, accumulator slots on AccFree. The
+  // first uses then wait for their slot as every later one does, so the
+  // first chunk's loop over groups takes its second group as every later
+  // chunk's does. (In a kernel of one chunk, the loop it would let form
+  // costs a scalar unit that issues one instruction a cycle more than it
+  // saves.) Steady blocks always take output slots so.
+  credits = Bl * chunks_per_batch > abufs;
+  if (steady || credits) {
     em.signal(kSc, st, 2 * nmu);
     for (auto& s : slot_store) s.assign(2, -1);
   }
+  for (int m = 0; m < nmu && credits; ++m) {
+    em.signal(kSc, Pfree[size_t(m)], nslots);
+    for (int slot = 0; slot < nslots; ++slot) slot_release[size_t(slot)][size_t(m)] = slot + 1;
+  }
+  acc_credits = credits ? S : 0;
+  for (int m = 0; m < nmu && acc_credits > 0; ++m) em.signal(kSc, AccFree[size_t(m)], acc_credits);
   // A is loaded in K-slices, so the MXUs start on the first and little work
   // is left after the last lands: one K-step each, unless that makes A's
   // rows shorter than what the DMA sends per burst slot.
@@ -562,7 +576,7 @@ void MatmulEmitter::run() {
   // of Afree (a credit), so every chunk waits for one count and the second
   // is like those after it; with fewer, no chunk waits, the second
   // neither (and no loop forms).
-  a_credits = chunks > abufs ? abufs : 0;
+  a_credits = credits ? abufs : 0;
   for (int m = 0; m < nmu && a_credits > 0; ++m) em.signal(kSc, Afree[m], a_credits);
   const int64_t lead = a_credits > 0 ? 1 : 2;
   for (int64_t c = 0; c < std::min<int64_t>(lead, chunks); ++c) chunk_at(c);
@@ -825,7 +839,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
       if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
         wait(mu, Ca[m], Ca[m].consumed + npieces);
-      if (first) wait(mu, AccFree[m], it.idx - S + 1);
+      if (first) wait(mu, AccFree[m], it.idx - S + 1 + acc_credits);
       ins(ib::MXU_SWAP(m));
       const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
       if (pieced) {
