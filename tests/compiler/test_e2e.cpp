@@ -950,7 +950,8 @@ TEST_CASE("loops: a 4096^3 GEMM is under 6500 instructions") {
 
 // A matmul's code follows its kernel, not its tiles: on `tiny` (8x8 MXU)
 // an f32 1024^3 dot is 128 column tiles times 24 chunks of A; four times
-// the tiles (2048 rows, 2048 columns) give about the same code.
+// the tiles (2048 rows, 2048 columns) give about the same code, under
+// 20,000 instructions (issue #33's figure).
 TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
   const auto code = [](int64_t m, int64_t k, int64_t n) {
     Function f;
@@ -962,7 +963,7 @@ TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
   };
   const size_t small = code(1024, 1024, 1024), large = code(2048, 1024, 2048);
   INFO("instructions: 1024x1024x1024 " << small << ", 2048x1024x2048 " << large);
-  CHECK(small < 40000);
+  CHECK(small < 20000);
   CHECK(double(large) < 1.05 * double(small));
 }
 
