@@ -18,6 +18,8 @@ class Parser {
     expect_word("HloModule");
     m.name = name();
     while (accept(',')) m.attributes.push_back(attribute());
+    for (skip_space(); table(); skip_space()) {
+    }
     for (skip_space(); pos_ < s_.size(); skip_space()) {
       Computation c = computation();
       if (const Computation* other = m.find(c.name))
@@ -152,6 +154,10 @@ class Parser {
       if (!accept('}')) {
         do sh.layout.push_back(integer());
         while (accept(','));
+        // Tiles, element size, memory space (":T(8,128)S(1)"): how values
+        // lie in memory, not what they are.
+        if (accept(':'))
+          while (pos_ < s_.size() && s_[pos_] != '}' && s_[pos_] != '\n') ++pos_;
         expect('}');
       }
     }
@@ -251,10 +257,59 @@ class Parser {
     return in;
   }
 
+  // The tables an optimised dump (XLA's after its passes) starts with:
+  // FileNames, FunctionNames, FileLocations and StackFrames, lines of "ID
+  // VALUE" each. Kept for the source locations metadata names by
+  // stack_frame_id.
+  bool table() {
+    static constexpr std::string_view kTables[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t t = 0;
+    while (t < 4 && !(s_.compare(pos_, kTables[t].size(), kTables[t]) == 0 &&
+                      (pos_ + kTables[t].size() == s_.size() || !name_char(s_[pos_ + kTables[t].size()]))))
+      ++t;
+    if (t == 4) return false;
+    pos_ += kTables[t].size();
+    for (skip_space(); pos_ < s_.size() && std::isdigit(uint8_t(s_[pos_])); skip_space()) {
+      const size_t start = pos_;
+      while (pos_ < s_.size() && std::isdigit(uint8_t(s_[pos_]))) ++pos_;
+      const int64_t id = field(std::string(s_.substr(start, pos_ - start)), "");
+      tables_[t][id] = value();
+    }
+    return true;
+  }
+  // The integer after `key=` in a table's or metadata's value (key "": the
+  // value itself); -1 if absent.
+  static int64_t field(const std::string& v, std::string_view key) {
+    size_t at = 0;
+    if (!key.empty()) {
+      const std::string k = std::string(key) + "=";
+      for (at = v.find(k); at != std::string::npos && at > 0 && name_char(v[at - 1]); at = v.find(k, at + 1)) {
+      }
+      if (at == std::string::npos) return -1;
+      at += k.size();
+    }
+    int64_t n = 0;
+    size_t e = at;
+    for (; e < v.size() && std::isdigit(uint8_t(v[e])) && n < (int64_t(1) << 40); ++e) n = n * 10 + (v[e] - '0');
+    return e == at ? -1 : n;
+  }
+  // metadata={... stack_frame_id=3} -> "file.py:61" through the tables.
+  std::string frame_source(int64_t frame) const {
+    const auto get = [&](int t, int64_t id) {
+      const auto it = tables_[t].find(id);
+      return it == tables_[t].end() ? std::string() : it->second;
+    };
+    const std::string loc = get(2, field(get(3, frame), "file_location_id"));
+    std::string file = get(0, field(loc, "file_name_id"));
+    const int64_t line = field(loc, "line");
+    if (file.size() < 2 || file.front() != '"' || file.back() != '"' || line < 0) return "";
+    return file.substr(1, file.size() - 2) + ":" + std::to_string(line);
+  }
+
   // metadata={op_name="..." source_file="model.py" source_line=12} -> "model.py:12".
-  static std::string metadata_source(const std::string& md) {
+  std::string metadata_source(const std::string& md) const {
     const size_t f = md.find("source_file=\""), l = md.find("source_line=");
-    if (f == std::string::npos || l == std::string::npos) return "";
+    if (f == std::string::npos || l == std::string::npos) return md.find("stack_frame_id=") == std::string::npos ? "" : frame_source(field(md, "stack_frame_id"));
     const size_t fe = md.find('"', f + 13);
     size_t le = l + 12;
     while (le < md.size() && std::isdigit(uint8_t(md[le]))) ++le;
@@ -266,6 +321,7 @@ class Parser {
 
   std::string_view s_;
   std::string file_;
+  std::unordered_map<int64_t, std::string> tables_[4];  // table(): FileNames, FunctionNames, FileLocations, StackFrames
   size_t pos_ = 0;
   int line_ = 1;
   int tuple_depth_ = 0;

@@ -50,6 +50,13 @@ class Importer {
 
   Function run() {
     const hlo::Computation* entry = m_.entry();
+    // XLA's optimised dump of a program over several devices is one
+    // device's share, already partitioned: tpuc partitions the whole one.
+    for (const auto& [k, v] : m_.attributes)
+      if ((k == "num_partitions" || k == "replica_count") && v != "1")
+        throw Error(fmt::format("{}:{}: a module XLA has partitioned ({}={}): give tpuc the whole program, as jax.jit(f).lower(...).as_text() "
+                                "prints it, not the optimised one",
+                                file_, entry->line, k, v));
     std::vector<std::vector<int>> args;
     std::vector<const Instruction*> params;
     for (const auto& inst : entry->instructions)
@@ -515,6 +522,13 @@ class Importer {
 
   // Imports one computation with the given parameter values; returns the
   // leaves of its root.
+  // Whether a shape's layout, if printed, is row-major ({n-1,...,1,0}):
+  // elsewhere layouts do not change values, and tpuc ignores them.
+  static bool row_major(const hlo::Shape& s) {
+    for (size_t k = 0; k < s.layout.size(); ++k)
+      if (s.layout[k] != int64_t(s.layout.size() - 1 - k)) return false;
+    return true;
+  }
   std::vector<int> computation(const hlo::Computation& c, const std::vector<std::vector<int>>& args) {
     if (++depth_ > 64) throw Error(fmt::format("{}:{}: calls nest deeper than 64", file_, c.line));
     std::map<std::string, std::vector<int>> env;
@@ -568,10 +582,11 @@ class Importer {
       if (start + sizes[k] > t.size()) malformed(i, "operand holds fewer values than its tuple shape");
       return std::vector<int>(t.begin() + start, t.begin() + start + sizes[k]);
     }
-    if (opc == "call") {
-      const std::string* name = i.attribute("to_apply");
+    if (opc == "call" || opc == "fusion") {  // a fusion of XLA's optimised HLO: its computation inlined
+      const char* attr = opc == "call" ? "to_apply" : "calls";
+      const std::string* name = i.attribute(attr);
       const hlo::Computation* callee = name ? m_.find(*name) : nullptr;
-      if (!callee) malformed(i, "call without a known to_apply");
+      if (!callee) malformed(i, fmt::format("{} without a known {}", opc, attr));
       std::vector<std::vector<int>> a;
       for (auto* t : tuples) a.push_back(*t);
       return computation(*callee, a);
@@ -716,6 +731,11 @@ class Importer {
     if (auto it = simple.find(opc); it != simple.end()) {
       op.kind = it->second;
       if (opc == "bitcast" && f_.ops[op.operands[0]].type.dtype != op.type.dtype) unsupported(i, "bitcast changing the element type");
+      if (opc == "bitcast") {  // a reshape where both sides lie in row-major order (XLA's optimised HLO)
+        const Instruction* from = current_.back()->find(i.operands[0]);
+        if (!row_major(i.shape) || (from && !row_major(from->shape)))
+          unsupported(i, "bitcast between layouts other than row-major (a transpose in memory)");
+      }
       // StableHLO's select may take one predicate for the whole tensor.
       if (opc == "select" && op.operands.size() == 3 && f_.ops[size_t(op.operands[0])].type.dims.empty() && !op.type.dims.empty()) {
         Op b;

@@ -163,6 +163,41 @@ TEST_CASE("corpus: StableHLO and HLO text give identical outputs and cycles") {
   }
 }
 
+// XLA's optimised HLO (jit(f).lower(...).compile().as_text(), what
+// --xla_dump_to writes after the passes): header tables, fusions, bitcasts
+// and layouts. Every single-device program matches its references on tiny
+// and v5e; a partitioned one (one device's share) is refused in one line.
+TEST_CASE("corpus: XLA's optimised HLO gives the reference outputs") {
+  size_t matched = 0;
+  for (const std::string& name : test::corpus_programs()) {
+    const std::string path = kCorpus + name + "/module.opt.hlo";
+    if (name.size() > 2 && name.compare(name.size() - 2, 2, "_4") == 0) {
+      try {
+        compiler::load_module(path);
+        FAIL(name << ": a partitioned module was accepted");
+      } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("a module XLA has partitioned (num_partitions=4)") != std::string::npos);
+      }
+      continue;
+    }
+    const CorpusCase c = load_corpus(name, "module.opt.hlo");
+    for (const std::string preset : {"tiny", "v5e"}) {
+      const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
+      REQUIRE(out.outputs.size() == c.refs.size());
+      for (size_t i = 0; i < c.refs.size(); ++i) {
+        const DType d = c.refs[i].type.dtype;
+        const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : 2e-2;
+        const double err = rel_error(out.outputs[i], c.refs[i]);
+        INFO(name << " (optimised HLO) on " << preset << ": out" << i << " rel_err " << err);
+        CHECK(err <= tol);
+        if (tol == 0) CHECK(out.outputs[i].v == c.refs[i].v);
+      }
+    }
+    ++matched;
+  }
+  CHECK(matched >= 11);
+}
+
 // The HBM timing model changes when bursts land, never what they carry:
 // every corpus program gives bit-identical outputs on v5e with the ideal,
 // simple and detailed models (docs/memory.md).
