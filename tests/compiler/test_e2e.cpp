@@ -91,6 +91,20 @@ void run_corpus(const std::string& name) {
     }
 }
 
+// Outputs against a corpus program's references at default precision:
+// integers exact, floats within bf16's rounding of the MXU's operands.
+void check_default(const Outcome& out, const std::vector<Tensor>& refs, const std::string& what) {
+  REQUIRE(out.outputs.size() == refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const DType d = refs[i].type.dtype;
+    const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : 2e-2;
+    const double err = rel_error(out.outputs[i], refs[i]);
+    INFO(what << ": out" << i << " rel_err " << err);
+    CHECK(err <= tol);
+    if (tol == 0) CHECK(out.outputs[i].v == refs[i].v);
+  }
+}
+
 // The other presets (v1: one 256x256 MXU and 256 lanes; v4: 4 MXUs per
 // core) at default precision, every program.
 TEST_CASE("corpus on the v1 and v4 presets") {
@@ -100,16 +114,7 @@ TEST_CASE("corpus on the v1 and v4 presets") {
     if (!e.is_directory()) continue;
     ++programs;
     const CorpusCase c = load_corpus(name);
-    for (const std::string preset : {"v1", "v4"}) {
-      const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
-      for (size_t i = 0; i < c.refs.size(); ++i) {
-        const DType d = c.refs[i].type.dtype;
-        const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : 2e-2;
-        const double err = rel_error(out.outputs[i], c.refs[i]);
-        INFO(name << " on " << preset << ": out" << i << " rel_err " << err);
-        CHECK(err <= tol);
-      }
-    }
+    for (const std::string preset : {"v1", "v4"}) check_default(compile_and_run(c.f, preset, std::nullopt, c.inputs), c.refs, name + " on " + preset);
   }
   CHECK(programs >= 12);  // the corpus was found
 }
@@ -181,18 +186,8 @@ TEST_CASE("corpus: XLA's optimised HLO gives the reference outputs") {
       continue;
     }
     const CorpusCase c = load_corpus(name, "module.opt.hlo");
-    for (const std::string preset : {"tiny", "v5e"}) {
-      const Outcome out = compile_and_run(c.f, preset, std::nullopt, c.inputs);
-      REQUIRE(out.outputs.size() == c.refs.size());
-      for (size_t i = 0; i < c.refs.size(); ++i) {
-        const DType d = c.refs[i].type.dtype;
-        const double tol = !ir::is_float(d) ? 0 : d == DType::bf16 ? 1e-2 : 2e-2;
-        const double err = rel_error(out.outputs[i], c.refs[i]);
-        INFO(name << " (optimised HLO) on " << preset << ": out" << i << " rel_err " << err);
-        CHECK(err <= tol);
-        if (tol == 0) CHECK(out.outputs[i].v == c.refs[i].v);
-      }
-    }
+    for (const std::string preset : {"tiny", "v5e"})
+      check_default(compile_and_run(c.f, preset, std::nullopt, c.inputs), c.refs, name + " (optimised HLO) on " + preset);
     ++matched;
   }
   CHECK(matched >= 11);
