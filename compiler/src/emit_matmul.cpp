@@ -187,8 +187,7 @@ class MatmulEmitter {
   // steps over (block()).
   Counter z, v, st, E;
   std::vector<Counter> Ca, Afree, P, Pfree, Acc, AccFree, H;
-  bool credits = false;                    // whether slots start with credits (the constructor)
-  int64_t a_credits = 0, acc_credits = 0;  // counts of Afree and AccFree signalled at the start
+  bool credits = false;  // every ring of slots starts with a count per slot (the constructor)
   RegPlan rp;
   std::vector<int64_t> items_on;                     // work items each MXU has been given
   int64_t groups_loaded = 0;                         // panel groups so far, all chunks
@@ -345,14 +344,15 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   items_on.assign(size_t(nmu), 0);
   slot_release.assign(size_t(nslots), std::vector<int64_t>(size_t(nmu), 0));
   slot_store.assign(size_t(nmu), std::vector<int64_t>(2, 0));
-  // Where the kernel goes round its A buffers (run()), the slots it takes
-  // in turn start with a credit each too: output slots on `st` (-1: take
-  // one), weight-panel slots on Pfree, accumulator slots on AccFree. The
-  // first uses then wait for their slot as every later one does, so the
-  // first chunk's loop over groups takes its second group as every later
-  // chunk's does. (In a kernel of one chunk, the loop it would let form
-  // costs a scalar unit that issues one instruction a cycle more than it
-  // saves.) Steady blocks always take output slots so.
+  // Where the kernel goes round its A buffers, every ring of slots it
+  // takes in turn starts with a count (a credit) per slot: A buffers on
+  // Afree, output slots on `st` (-1: take one), weight-panel slots on
+  // Pfree, accumulator slots on AccFree. The first uses then wait for their
+  // slot as every later one does, so the second chunk is like those after
+  // it (run()) and the first chunk's loop over groups takes its second
+  // group as every later chunk's does. (In a kernel of one chunk, the loop
+  // it would let form costs a scalar unit that issues one instruction a
+  // cycle more than it saves.) Steady blocks always take output slots so.
   credits = Bl * chunks_per_batch > abufs;
   if (steady || credits) {
     em.signal(kSc, st, 2 * nmu);
@@ -362,8 +362,8 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
     em.signal(kSc, Pfree[size_t(m)], nslots);
     for (int slot = 0; slot < nslots; ++slot) slot_release[size_t(slot)][size_t(m)] = slot + 1;
   }
-  acc_credits = credits ? S : 0;
-  for (int m = 0; m < nmu && acc_credits > 0; ++m) em.signal(kSc, AccFree[size_t(m)], acc_credits);
+  for (int m = 0; m < nmu && credits; ++m) em.signal(kSc, AccFree[size_t(m)], S);
+  for (int m = 0; m < nmu && credits; ++m) em.signal(kSc, Afree[size_t(m)], abufs);
   // A is loaded in K-slices, so the MXUs start on the first and little work
   // is left after the last lands: one K-step each, unless that makes A's
   // rows shorter than what the DMA sends per burst slot.
@@ -572,13 +572,9 @@ void MatmulEmitter::run() {
     b = b_lo + i / chunks_per_batch, c0 = m_lo + i % chunks_per_batch * chunk, chunk_no = i;
     chunk_of_a();
   };
-  // With more chunks than A buffers, every buffer starts free with a count
-  // of Afree (a credit), so every chunk waits for one count and the second
-  // is like those after it; with fewer, no chunk waits, the second
-  // neither (and no loop forms).
-  a_credits = credits ? abufs : 0;
-  for (int m = 0; m < nmu && a_credits > 0; ++m) em.signal(kSc, Afree[m], a_credits);
-  const int64_t lead = a_credits > 0 ? 1 : 2;
+  // Without credits (the constructor) the second chunk, the first to wait
+  // for an A buffer, differs from those after it.
+  const int64_t lead = credits ? 1 : 2;
   for (int64_t c = 0; c < std::min<int64_t>(lead, chunks); ++c) chunk_at(c);
   // A period of chunks returns to the same A buffer, panel slot (a chunk
   // takes `groups` in turn), accumulator slots and output tiles (taken as
@@ -605,7 +601,7 @@ void MatmulEmitter::chunk_of_a() {
   crows = std::min(chunk, m_hi - c0);
   as = int(chunk_no % abufs);
   note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
-  for (int m = 0; m < nmu; ++m) wait(kDma, Afree[m], chunk_no - abufs + 1 + a_credits);  // every MXU is done with this buffer
+  for (int m = 0; m < nmu; ++m) wait(kDma, Afree[m], chunk_no - abufs + 1 + (credits ? abufs : 0));  // every MXU is done with this buffer
   cut_blocks();
   assign_items();
   // A slice arrives in pieces of `piece` rows, each counted once on Ca
@@ -839,7 +835,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       const bool pieced = npieces > 1 && !last && first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block);
       if (first_pass(pa, pw) && g == 0 && a_arrives(kk, first_block) && !pieced)
         wait(mu, Ca[m], Ca[m].consumed + npieces);
-      if (first) wait(mu, AccFree[m], it.idx - S + 1 + acc_credits);
+      if (first) wait(mu, AccFree[m], it.idx - S + 1 + (credits ? S : 0));
       ins(ib::MXU_SWAP(m));
       const uint64_t src = abuf[as][pa] + arow + uint64_t(kk * D * esz);
       if (pieced) {

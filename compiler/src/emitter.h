@@ -727,7 +727,6 @@ class Emitter {
       em.capture_ = &cur;
       gen();
       em.capture_ = nullptr;
-      last = cur;
       size_t h = 0;
       while (h < cur.size() && isa::spec(cur[h].op).vpu_class == isa::VpuClass::Load) ++h;
       check(cur, h);
@@ -736,6 +735,7 @@ class Emitter {
         if (i < h) em.ins(cur[i]);
       }
       rest.assign(cur.begin() + long(h), cur.end());
+      last = std::move(cur);
     }
     void flush() {
       for (const auto& i : rest) em.ins(i);

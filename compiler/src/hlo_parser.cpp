@@ -261,33 +261,28 @@ class Parser {
   // FileNames, FunctionNames, FileLocations and StackFrames, lines of "ID
   // VALUE" each. Kept for the source locations metadata names by
   // stack_frame_id.
+  enum Table { kFileNames, kFunctionNames, kFileLocations, kStackFrames, kTables };
   bool table() {
-    static constexpr std::string_view kTables[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
-    size_t t = 0;
-    while (t < 4 && !(s_.compare(pos_, kTables[t].size(), kTables[t]) == 0 &&
-                      (pos_ + kTables[t].size() == s_.size() || !name_char(s_[pos_ + kTables[t].size()]))))
+    static constexpr std::string_view kNames[kTables] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    int t = 0;
+    while (t < kTables && !(s_.compare(pos_, kNames[t].size(), kNames[t]) == 0 &&
+                            (pos_ + kNames[t].size() == s_.size() || !name_char(s_[pos_ + kNames[t].size()]))))
       ++t;
-    if (t == 4) return false;
-    pos_ += kTables[t].size();
+    if (t == kTables) return false;
+    pos_ += kNames[t].size();
     for (skip_space(); pos_ < s_.size() && std::isdigit(uint8_t(s_[pos_])); skip_space()) {
-      const size_t start = pos_;
-      while (pos_ < s_.size() && std::isdigit(uint8_t(s_[pos_]))) ++pos_;
-      const int64_t id = field(std::string(s_.substr(start, pos_ - start)), "");
+      const int64_t id = integer();
       tables_[t][id] = value();
     }
     return true;
   }
-  // The integer after `key=` in a table's or metadata's value (key "": the
-  // value itself); -1 if absent.
+  // The integer after `key=` in a table's or metadata's value; -1 if absent.
   static int64_t field(const std::string& v, std::string_view key) {
-    size_t at = 0;
-    if (!key.empty()) {
-      const std::string k = std::string(key) + "=";
-      for (at = v.find(k); at != std::string::npos && at > 0 && name_char(v[at - 1]); at = v.find(k, at + 1)) {
-      }
-      if (at == std::string::npos) return -1;
-      at += k.size();
-    }
+    const std::string k = std::string(key) + "=";
+    size_t at = v.find(k);
+    while (at != std::string::npos && at > 0 && name_char(v[at - 1])) at = v.find(k, at + 1);
+    if (at == std::string::npos) return -1;
+    at += k.size();
     int64_t n = 0;
     size_t e = at;
     for (; e < v.size() && std::isdigit(uint8_t(v[e])) && n < (int64_t(1) << 40); ++e) n = n * 10 + (v[e] - '0');
@@ -295,12 +290,12 @@ class Parser {
   }
   // metadata={... stack_frame_id=3} -> "file.py:61" through the tables.
   std::string frame_source(int64_t frame) const {
-    const auto get = [&](int t, int64_t id) {
+    const auto get = [&](Table t, int64_t id) {
       const auto it = tables_[t].find(id);
       return it == tables_[t].end() ? std::string() : it->second;
     };
-    const std::string loc = get(2, field(get(3, frame), "file_location_id"));
-    std::string file = get(0, field(loc, "file_name_id"));
+    const std::string loc = get(kFileLocations, field(get(kStackFrames, frame), "file_location_id"));
+    std::string file = get(kFileNames, field(loc, "file_name_id"));
     const int64_t line = field(loc, "line");
     if (file.size() < 2 || file.front() != '"' || file.back() != '"' || line < 0) return "";
     return file.substr(1, file.size() - 2) + ":" + std::to_string(line);
@@ -309,7 +304,7 @@ class Parser {
   // metadata={op_name="..." source_file="model.py" source_line=12} -> "model.py:12".
   std::string metadata_source(const std::string& md) const {
     const size_t f = md.find("source_file=\""), l = md.find("source_line=");
-    if (f == std::string::npos || l == std::string::npos) return md.find("stack_frame_id=") == std::string::npos ? "" : frame_source(field(md, "stack_frame_id"));
+    if (f == std::string::npos || l == std::string::npos) return frame_source(field(md, "stack_frame_id"));
     const size_t fe = md.find('"', f + 13);
     size_t le = l + 12;
     while (le < md.size() && std::isdigit(uint8_t(md[le]))) ++le;
@@ -321,7 +316,7 @@ class Parser {
 
   std::string_view s_;
   std::string file_;
-  std::unordered_map<int64_t, std::string> tables_[4];  // table(): FileNames, FunctionNames, FileLocations, StackFrames
+  std::unordered_map<int64_t, std::string> tables_[kTables];  // table()
   size_t pos_ = 0;
   int line_ = 1;
   int tuple_depth_ = 0;

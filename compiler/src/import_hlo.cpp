@@ -520,8 +520,6 @@ class Importer {
     return p;
   }
 
-  // Imports one computation with the given parameter values; returns the
-  // leaves of its root.
   // Whether a shape's layout, if printed, is row-major ({n-1,...,1,0}):
   // elsewhere layouts do not change values, and tpuc ignores them.
   static bool row_major(const hlo::Shape& s) {
@@ -529,6 +527,8 @@ class Importer {
       if (s.layout[k] != int64_t(s.layout.size() - 1 - k)) return false;
     return true;
   }
+  // Imports one computation with the given parameter values; returns the
+  // leaves of its root.
   std::vector<int> computation(const hlo::Computation& c, const std::vector<std::vector<int>>& args) {
     if (++depth_ > 64) throw Error(fmt::format("{}:{}: calls nest deeper than 64", file_, c.line));
     std::map<std::string, std::vector<int>> env;
