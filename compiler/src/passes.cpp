@@ -507,11 +507,33 @@ int remainder(Builder& b, int x, int y) {
   return b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
 }
 
+// log1p(x) = log(u) (x / (u - 1)) with u = 1 + x, and expm1(x) = (u - 1)
+// (x / log(u)) with u = exp(x) (Goldberg's and Kahan's forms, the ratio
+// first so that large x do not overflow; Higham's "Accuracy
+// and Stability of Numerical Algorithms" 1.14.1): the rounding of u cancels,
+// so |x| << 1 keeps its digits where log(1 + x) and exp(x) - 1 lose them
+// all. Where u rounds to 1 the answer is x; u = inf gives inf, and expm1's
+// u - 1 = -1 gives -1.
+int log1p_accurate(Builder& b, int x) {
+  const Type t = b.type(x);
+  auto c = [&](double v) { return b.splat(t.dtype, v, t.dims); };
+  const int u = b.binary(OpKind::add, x, c(1)), lu = b.unary(OpKind::log, u);
+  const int r = b.binary(OpKind::multiply, lu, b.binary(OpKind::divide, x, b.binary(OpKind::subtract, u, c(1))));
+  return b.select(b.compare(Direction::EQ, u, c(1)), x, b.select(b.compare(Direction::EQ, u, c(INFINITY)), u, r));
+}
+int expm1_accurate(Builder& b, int x) {
+  const Type t = b.type(x);
+  auto c = [&](double v) { return b.splat(t.dtype, v, t.dims); };
+  const int u = b.unary(OpKind::exponential, x), um1 = b.binary(OpKind::subtract, u, c(1));
+  const int r = b.binary(OpKind::multiply, um1, b.binary(OpKind::divide, x, b.unary(OpKind::log, u)));
+  const int edge = b.select(b.compare(Direction::EQ, um1, c(-1)), um1, b.select(b.compare(Direction::EQ, u, c(INFINITY)), u, r));
+  return b.select(b.compare(Direction::EQ, u, c(1)), x, edge);
+}
+
 }  // namespace
 
 // The math functions the VPU has no instruction for, in the ones it has:
-// expm1(x) = exp(x) - 1 and log1p(x) = log(x + 1) (less accurate than XLA's
-// for |x| << 1), is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
+// expm1 and log1p by the helpers above, is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
 // 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine,
 // cosine, round-nearest-afz and remainder by the helpers above.
 Function legalize_math(const Function& in) {
@@ -522,8 +544,8 @@ Function legalize_math(const Function& in) {
     const Type xt = b.type(x);
     auto c = [&](double v) { return b.splat(xt.dtype, v, xt.dims); };
     switch (op.kind) {
-      case OpKind::exponential_minus_one: return b.binary(OpKind::subtract, b.unary(OpKind::exponential, x), c(1));
-      case OpKind::log_plus_one: return b.unary(OpKind::log, b.binary(OpKind::add, x, c(1)));
+      case OpKind::exponential_minus_one: return expm1_accurate(b, x);
+      case OpKind::log_plus_one: return log1p_accurate(b, x);
       case OpKind::is_finite: return b.compare(Direction::EQ, b.binary(OpKind::subtract, x, x), c(0));
       case OpKind::erf: return erf_approx(b, x);
       case OpKind::sine: case OpKind::cosine: return sin_cos(b, x, op.kind == OpKind::cosine);
