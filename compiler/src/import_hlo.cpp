@@ -380,8 +380,10 @@ class Importer {
         v.push_back(INFINITY);
       } else if (tok == "-inf") {
         v.push_back(-INFINITY);
-      } else if (tok == "nan" || tok == "-nan" || tok.rfind("nan(", 0) == 0 || tok.rfind("-nan(", 0) == 0) {
+      } else if (tok == "nan" || tok.rfind("nan(", 0) == 0) {
         v.push_back(std::numeric_limits<double>::quiet_NaN());
+      } else if (tok == "-nan" || tok.rfind("-nan(", 0) == 0) {
+        v.push_back(-std::numeric_limits<double>::quiet_NaN());
       } else {
         char* end = nullptr;
         const double x = std::strtod(tok.c_str(), &end);
@@ -701,6 +703,8 @@ class Importer {
       return leaves;
     }
     if (opc == "reduce" && i.shape.tuple) return arg_reduce(i, tuples);
+    if (opc == "sort") return sort(i, tuples);
+    if (opc == "topk") return topk(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
 
     Op op;
@@ -784,6 +788,8 @@ class Importer {
         unsupported(i, fmt::format("compare type UNSIGNED of {}", dtype_name(xd)));
       if (t && *t != "FLOAT" && *t != "SIGNED" && *t != "TOTALORDER" && *t != "UNSIGNED")
         unsupported(i, fmt::format("compare type {}", *t));
+      if (t && *t == "TOTALORDER" && is_float(xd))
+        for (int& x : op.operands) x = total_order_key(x, op.loc);
     } else if (opc == "dot") {
       op.kind = OpKind::dot;
       op.lhs_batch = ints(i, "lhs_batch_dims", false), op.rhs_batch = ints(i, "rhs_batch_dims", false);
@@ -836,6 +842,18 @@ class Importer {
     return {f_.add(std::move(op))};
   }
 
+  // A float's place in IEEE 754's total order (-NaN < -inf < ... < -0 < +0
+  // < ... < inf < NaN) as an s32 that orders the same: its bits, the
+  // magnitude's flipped where the sign is set (f16 and bf16 widened
+  // exactly to f32 first).
+  int total_order_key(int x, const std::string& l) {
+    const Type t = f_.ops[size_t(x)].type;
+    if (t.dtype != DType::f32) x = emit(OpKind::convert, {x}, {DType::f32, t.dims}, l);
+    const Type st{DType::s32, t.dims};
+    const int bits = emit(OpKind::bitcast_convert, {x}, st, l);
+    const int sign = emit(OpKind::shift_right_arithmetic, {bits, splat(st, 31, l)}, st, l);
+    return emit(OpKind::xor_, {bits, emit(OpKind::and_, {sign, splat(st, 0x7fffffff, l)}, st, l)}, st, l);
+  }
   int emit(OpKind k, std::vector<int> operands, const Type& t, const std::string& loc) {
     return compiler::rewrite::append(f_, k, std::move(operands), t, loc);
   }
@@ -986,6 +1004,212 @@ class Importer {
     Function g = std::move(f_);
     f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
     return g;
+  }
+
+  // sort (jnp.sort, argsort, lax.sort of several operands): a bitonic
+  // network over the sorted dimension, padded to a power of two P, written
+  // in the IR's own ops. In each of its log2(P) (log2(P) + 1) / 2 stages
+  // every element meets its partner (the halves of blocks of 2j elements,
+  // swapped by a reverse), the comparator's scalar ops run on both as
+  // whole tensors, and each operand selects the element or its partner.
+  // The elements' first positions travel along and break ties, so the
+  // network is stable (is_stable or not: one valid order of an unstable
+  // sort) and padding, placed after every element, is cut off at the end.
+  std::vector<int> sort(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    const std::string l = loc(i);
+    std::vector<int> xs;
+    for (auto* t : tuples) {
+      if (t->size() != 1) unsupported(i, "sort of tuple operands");
+      xs.push_back((*t)[0]);
+    }
+    if (xs.empty()) malformed(i, "sort needs an operand");
+    const std::vector<int64_t> dims = f_.ops[size_t(xs[0])].type.dims;
+    for (int x : xs)
+      if (f_.ops[size_t(x)].type.dims != dims) malformed(i, "sort operands differ in shape");
+    const auto dv = ints(i, "dimensions");
+    const int64_t r = int64_t(dims.size());
+    if (dv.size() != 1 || dv[0] < 0 || dv[0] >= r) malformed(i, "sort needs one dimension of its operands");
+    const int64_t d = dv[0];
+    const std::string* name = i.attribute("to_apply");
+    const hlo::Computation* c = name ? m_.find(*name) : nullptr;
+    if (!c) malformed(i, "missing or unknown to_apply");
+    return sorted(xs, d, comparator(i, *c, xs), l);
+  }
+
+  // topk (lax.top_k, chlo.top_k): the k largest (or smallest) along the last
+  // dimension and their s32 indices, the lower index first among equals;
+  // floats in IEEE 754's total order (NaN largest). A sort of (values,
+  // positions), cut after k.
+  std::vector<int> topk(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    if (tuples.size() != 1 || tuples[0]->size() != 1) malformed(i, "topk takes one operand");
+    const int x = (*tuples[0])[0];
+    const Type t = f_.ops[size_t(x)].type;
+    const int64_t k = one_int(i, "k", -1), r = int64_t(t.dims.size());
+    if (r == 0 || k < 0 || k > t.dims.back()) malformed(i, "topk needs an operand of rank 1 or more and 0 <= k <= its last dimension");
+    const std::string* largest = i.attribute("largest");
+    const bool desc = !largest || *largest == "true";
+    const std::string l = loc(i);
+    Importer sub(m_, file_);
+    int p[4];
+    for (int q = 0; q < 4; ++q) {
+      Op o;
+      o.kind = OpKind::parameter, o.index = q, o.type = {q < 2 ? t.dtype : DType::s32, {}};
+      p[q] = sub.f_.add(std::move(o));
+    }
+    const bool fl = is_float(t.dtype);
+    Op gt;
+    gt.kind = OpKind::compare, gt.direction = desc ? Direction::GT : Direction::LT, gt.type = {DType::pred, {}}, gt.loc = l;
+    gt.operands = {fl ? sub.total_order_key(p[0], l) : p[0], fl ? sub.total_order_key(p[1], l) : p[1]};
+    sub.f_.results = {sub.f_.add(std::move(gt))};
+    Op io;
+    io.kind = OpKind::iota, io.index = r - 1, io.type = {DType::s32, t.dims}, io.loc = l;
+    const std::vector<int> both = sorted({x, f_.add(std::move(io))}, r - 1, sub.f_, l);
+    std::vector<int64_t> lo(size_t(r), 0), hi = t.dims;
+    hi.back() = k;
+    return {slice(both[0], lo, hi, l), slice(both[1], lo, hi, l)};
+  }
+
+  // xs sorted along dimension d by the comparator `cmp` (of 2 xs.size()
+  // scalars: lhs and rhs of each operand in turn).
+  std::vector<int> sorted(const std::vector<int>& xs, int64_t d, const Function& cmp, const std::string& l) {
+    const std::vector<int64_t> dims = f_.ops[size_t(xs[0])].type.dims;
+    const int64_t r = int64_t(dims.size()), n = dims[size_t(d)];
+    if (n <= 1) return xs;
+    // [n, rest]: the sorted dimension first, the others flattened, so the
+    // halves a stage swaps are whole rows of them (moved last, with few
+    // rows, the swaps move single elements: 2 to 4 times the cycles).
+    std::vector<int64_t> perm = {d}, back(static_cast<size_t>(r));
+    for (int64_t k = 0; k < r; ++k)
+      if (k != d) perm.push_back(k);
+    for (int64_t k = 0; k < r; ++k) back[size_t(perm[size_t(k)])] = k;
+    int64_t rows = 1;
+    for (int64_t k = 0; k < r; ++k)
+      if (k != d) rows *= dims[size_t(k)];
+    int64_t P = 1;
+    while (P < n) P *= 2;
+    auto reshape = [&](int x, std::vector<int64_t> to) { return emit(OpKind::reshape, {x}, {f_.ops[size_t(x)].type.dtype, std::move(to)}, l); };
+    auto transpose = [&](int x, const std::vector<int64_t>& p) {
+      Type t = f_.ops[size_t(x)].type;
+      std::vector<int64_t> to;
+      for (int64_t k : p) to.push_back(t.dims[size_t(k)]);
+      Op o;
+      o.kind = OpKind::transpose, o.operands = {x}, o.dims = p, o.type = {t.dtype, to}, o.loc = l;
+      return f_.add(std::move(o));
+    };
+    const std::vector<int64_t> W = {P, rows};
+    std::vector<int> vals;
+    for (int x : xs) {
+      const DType dt = f_.ops[size_t(x)].type.dtype;
+      int v = reshape(d == 0 ? x : transpose(x, perm), {n, rows});
+      if (P > n) {
+        Op pd;
+        pd.kind = OpKind::pad, pd.operands = {v, splat({dt, {}}, 0, l)}, pd.lo = {0, 0}, pd.hi = {P - n, 0}, pd.interior = {0, 0};
+        pd.type = {dt, W}, pd.loc = l;
+        v = f_.add(std::move(pd));
+      }
+      vals.push_back(v);
+    }
+    Op io;
+    io.kind = OpKind::iota, io.index = 0, io.type = {DType::s32, W}, io.loc = l;
+    vals.push_back(f_.add(std::move(io)));  // each element's first position
+    const size_t m = xs.size();
+    const Type st{DType::s32, W}, pt{DType::pred, W};
+    Op po;
+    po.kind = OpKind::iota, po.index = 0, po.type = st, po.loc = l;
+    const int pos = f_.add(std::move(po));  // where each element is now
+    auto cmpi = [&](Direction dir, int x, int y) {
+      Op o;
+      o.kind = OpKind::compare, o.direction = dir, o.operands = {x, y}, o.type = pt, o.loc = l;
+      return f_.add(std::move(o));
+    };
+    auto bit = [&](int64_t b) {  // pos & b != 0
+      return cmpi(Direction::NE, emit(OpKind::and_, {pos, splat(st, double(b), l)}, st, l), splat(st, 0, l));
+    };
+    auto both = [&](const std::vector<int>& x, const std::vector<int>& y) {  // the comparator on (x0, y0, x1, y1, ...)
+      std::vector<int> args;
+      for (size_t q = 0; q < m; ++q) args.push_back(x[q]), args.push_back(y[q]);
+      return apply(cmp, args, W, l);
+    };
+    const int end = P > n ? splat(st, double(n), l) : -1;
+    for (int64_t k = 2; k <= P; k *= 2)
+      for (int64_t j = k / 2; j >= 1; j /= 2) {
+        // Each element meets its partner at position pos ^ j: the halves of
+        // blocks of 2j elements, swapped by a reverse.
+        std::vector<int> partner;
+        for (int v : vals) {
+          const Type t = f_.ops[size_t(v)].type;
+          Op rv;
+          const std::vector<int64_t> four = {P / (2 * j), 2, j, rows};
+          rv.kind = OpKind::reverse, rv.operands = {reshape(v, four)}, rv.dims = {1};
+          rv.type = {t.dtype, four}, rv.loc = l;
+          partner.push_back(reshape(f_.add(std::move(rv)), W));
+        }
+        // x goes before y: the comparator says x < y, or neither and x came
+        // first; padding goes last.
+        const int xy = both(vals, partner), yx = both(partner, vals);
+        auto before = [&](int lt, int gt, int x_at, int y_at) {
+          const int r = emit(OpKind::or_, {lt, emit(OpKind::and_, {emit(OpKind::not_, {gt}, pt, l), cmpi(Direction::LT, x_at, y_at)}, pt, l)}, pt, l);
+          if (end < 0) return r;
+          return emit(OpKind::and_, {cmpi(Direction::LT, x_at, end), emit(OpKind::or_, {cmpi(Direction::GE, y_at, end), r}, pt, l)}, pt, l);
+        };
+        // The lower of a pair takes its partner if the partner goes first,
+        // the upper if it goes first itself; pairs whose positions have bit
+        // k set sort descending.
+        int swap = emit(OpKind::select, {bit(j), before(xy, yx, vals[m], partner[m]), before(yx, xy, partner[m], vals[m])}, pt, l);
+        if (k < P) swap = emit(OpKind::xor_, {swap, bit(k)}, pt, l);
+        for (size_t q = 0; q < vals.size(); ++q) vals[q] = emit(OpKind::select, {swap, partner[q], vals[q]}, f_.ops[size_t(vals[q])].type, l);
+      }
+    std::vector<int> out;
+    std::vector<int64_t> moved;
+    for (int64_t k : perm) moved.push_back(dims[size_t(k)]);
+    for (size_t q = 0; q < m; ++q) {
+      const int v = reshape(P > n ? slice(vals[q], {0, 0}, {n, rows}, l) : vals[q], moved);
+      out.push_back(d == 0 ? v : transpose(v, back));
+    }
+    return out;
+  }
+
+  // A sort's comparator, imported on its own over scalars of its operands'
+  // types (lhs and rhs of each operand in turn): element-wise ops and
+  // scalar constants, returning one pred.
+  Function comparator(const Instruction& i, const hlo::Computation& c, const std::vector<int>& xs) const {
+    Importer sub(m_, file_);
+    std::vector<std::vector<int>> args;
+    for (size_t k = 0; k < 2 * xs.size(); ++k) {
+      Op p;
+      p.kind = OpKind::parameter, p.index = int64_t(k), p.type = {f_.ops[size_t(xs[k / 2])].type.dtype, {}};
+      args.push_back({sub.f_.add(std::move(p))});
+    }
+    sub.f_.results = sub.computation(c, args);
+    if (sub.f_.results.size() != 1 || sub.f_.ops[size_t(sub.f_.results[0])].type != Type{DType::pred, {}})
+      malformed(i, "a sort comparator returns one pred[]");
+    for (const Op& o : sub.f_.ops) {
+      const bool ok = o.kind == OpKind::parameter || (o.kind == OpKind::constant && o.literal.size() == 1) ||
+                      ((o.kind == OpKind::broadcast || o.kind == OpKind::reshape) && o.type.dims.empty()) || is_elementwise(o.kind);
+      if (!ok || !o.type.dims.empty()) unsupported(i, fmt::format("sort comparator with {}", op_name(o.kind)));
+    }
+    return std::move(sub.f_);
+  }
+
+  // The comparator's ops on tensors of `dims` (its scalars, splat).
+  int apply(const Function& g, const std::vector<int>& args, const std::vector<int64_t>& dims, const std::string& l) {
+    std::vector<int> at(g.ops.size(), -1);
+    for (size_t k = 0; k < g.ops.size(); ++k) {
+      const Op& o = g.ops[k];
+      if (o.kind == OpKind::parameter) {
+        at[k] = args.at(size_t(o.index));
+      } else if (o.kind == OpKind::constant) {
+        at[k] = splat({o.type.dtype, dims}, o.literal[0], l);
+      } else if (o.kind == OpKind::broadcast || o.kind == OpKind::reshape) {
+        at[k] = at[size_t(o.operands[0])];
+      } else {
+        Op e = o;
+        for (int& x : e.operands) x = at[size_t(x)];
+        e.type.dims = dims, e.loc = l;
+        at[k] = f_.add(std::move(e));
+      }
+    }
+    return at[size_t(g.results[0])];
   }
 
   // A reduce of (values, indices) pairs whose to_apply behaves like JAX's

@@ -117,44 +117,56 @@ class Parser {
   Module run() {
     for (ws(); peek() == '#'; ws())  // #loc aliases before the module (read up front)
       while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
-    if (keyword("module")) {
-      ws();
-      if (peek() == '@') module_name_ = symbol();
-      ws();
-      if (keyword("attributes")) module_attributes(dict());
-      expect('{');
-      body_of_module('}');
-      expect('}');
-      opt_loc();
-    } else if (starts_with("\"builtin.module\"")) {
-      string_lit();
-      expect('(');
-      expect(')');
-      if (accept('<')) {
+    // One module, or several (StableHLO's tests split at "// -----", each
+    // part a module of its own or bare functions): their functions share
+    // one namespace.
+    for (ws(); pos_ < s_.size(); ws()) {
+      if (keyword("module")) {
+        ws();
+        if (peek() == '@') {
+          const std::string name = symbol();
+          if (module_name_.empty()) module_name_ = name;
+        }
+        ws();
+        if (keyword("attributes")) module_attributes(dict());
         expect('{');
-        dict_rest();
-        expect('>');
+        body_of_module('}');
+        expect('}');
+        opt_loc();
+      } else if (starts_with("\"builtin.module\"")) {
+        string_lit();
+        expect('(');
+        expect(')');
+        if (accept('<')) {
+          expect('{');
+          dict_rest();
+          expect('>');
+        }
+        expect('(');
+        expect('{');
+        body_of_module('}');
+        expect('}');
+        expect(')');
+        ws();
+        if (peek() == '{') module_attributes(dict());
+        expect(':');
+        skip_type_signature();
+        opt_loc();
+      } else if (peek() == '#') {  // #loc aliases (read up front)
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else {
+        const size_t before = pos_;
+        body_of_module('\0');
+        if (pos_ == before) fail("unexpected text after the module");
       }
-      expect('(');
-      expect('{');
-      body_of_module('}');
-      expect('}');
-      expect(')');
-      ws();
-      if (peek() == '{') module_attributes(dict());
-      expect(':');
-      skip_type_signature();
-      opt_loc();
-    } else {
-      body_of_module('\0');
     }
-    for (ws(); peek() == '#'; ws())  // #loc aliases after it
-      while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
-    if (pos_ < s_.size()) fail("unexpected text after the module");
     if (!entry_ && public_.size() == 1) entry_ = public_[0];
+    if (!entry_ && public_.size() > 1) test_functions();
     if (!entry_) fail_at(0, "no function @main (or a single public function) to run");
-    const uint32_t own = uint32_t(functions_["main"].size());
-    for (auto c : pending_checks_) {
+    for (const auto& [fn, fc] : checks_)
+      if (fn != *entry_) unsupported(fc.first, fmt::format("a check in @{}, which the program's entry @{} does not run", fn, *entry_));
+    const uint32_t own = uint32_t(functions_[*entry_].size());
+    for (auto c : checks_[*entry_].checks) {
       c.actual += own, c.expected += own;
       m_.checks.push_back(c);
     }
@@ -636,6 +648,7 @@ class Parser {
     for (;;) {
       ws();
       if (pos_ >= s_.size() || (close && peek() == close)) return;
+      if (!close && (starts_with("module") || starts_with("\"builtin.module\""))) return;  // the next part's module
       if (peek() == '#') {  // #loc aliases (read up front) and other aliases
         while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
       } else if (keyword("func.func") || keyword("func")) {
@@ -655,6 +668,55 @@ class Parser {
         fail(fmt::format("unsupported top-level operation {}", found()));
       }
     }
+  }
+
+  // StableHLO's interpreter tests: several public functions of no
+  // parameters, each with its own checks and no @main. The entry calls
+  // each in turn and returns what they return (their checks' values
+  // included), so every check runs.
+  void test_functions() {
+    for (const auto& f : public_)
+      for (const auto& c : m_.computations)
+        if (c.name == f)
+          for (const auto& i : c.instructions)
+            if (i.opcode == "parameter") return;  // not that form: no entry
+    hlo::Computation main;
+    main.name = "main";
+    std::vector<Shape> results;
+    FunctionChecks all;
+    for (const auto& f : public_) {
+      const FunctionChecks& fc = checks_[f];
+      std::vector<Shape> shapes = functions_[f];
+      const uint32_t base = uint32_t(results.size() + shapes.size());
+      for (const auto& [a, b] : fc.values) shapes.push_back(a.shape), shapes.push_back(b.shape);
+      for (isa::Check c : fc.checks) {
+        c.actual += base, c.expected += base;
+        all.checks.push_back(c);
+      }
+      Instruction call;
+      call.opcode = "call", call.name = "%call/" + f, call.shape = tuple_of(shapes);
+      call.attributes.emplace_back("to_apply", f);
+      for (const auto& c : m_.computations)
+        if (c.name == f) call.line = c.line;
+      main.instructions.push_back(call);
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        Instruction g = call;
+        g.opcode = "get-tuple-element", g.name = fmt::format("%call/{}#{}", f, k), g.shape = shapes[k], g.operands = {call.name};
+        g.attributes = {{"index", std::to_string(k)}};
+        main.instructions.push_back(g);
+        results.push_back(shapes[k]);
+      }
+    }
+    Instruction root;
+    root.opcode = "tuple", root.name = "%return/main", root.shape = tuple_of(results), root.root = true;
+    for (const auto& i : main.instructions)
+      if (i.opcode == "get-tuple-element") root.operands.push_back(i.name);
+    main.instructions.push_back(root);
+    m_.computations.push_back(std::move(main));
+    checks_.clear();
+    checks_["main"] = std::move(all);  // their indices are the entry's results
+    functions_["main"] = {};
+    entry_ = "main";
   }
 
   void add_function_result_info(const std::string& name, std::vector<Shape> results, bool is_public) {
@@ -976,9 +1038,11 @@ class Parser {
     for (const auto& v : vals) vs.push_back(lookup(sc, v, op));
     last_return_types_.clear();
     for (const auto& v : vs) last_return_types_.push_back(v.shape);
-    const bool is_main = sc.parent == nullptr && sc.comp.name == "main";
-    if (is_main)
-      for (const auto& [a, b] : pending_check_values_) vs.push_back(a), vs.push_back(b);
+    // A function's checks compare values it returns after its own.
+    const auto checked = sc.parent == nullptr ? checks_.find(sc.comp.name) : checks_.end();
+    const bool is_main = sc.parent == nullptr && (sc.comp.name == "main" || checked != checks_.end());
+    if (checked != checks_.end())
+      for (const auto& [a, b] : checked->second.values) vs.push_back(a), vs.push_back(b);
     // One value defined here becomes the root itself (combiner regions must
     // be exactly "params, op"); otherwise a tuple.
     if (vs.size() == 1 && !is_main && sc.capture != Scope::Capture::tuple) {
@@ -1122,7 +1186,8 @@ class Parser {
     const std::string& n = op.name;
     static const char* special[] = {"call", "func.call", "stablehlo.custom_call", "stablehlo.composite", "stablehlo.constant",
                                     "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
-                                    "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh"};
+                                    "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh",
+                                    "chlo.top_k"};
     bool known = n.rfind("check.", 0) == 0;
     for (const char* k : special) known |= n == k;
     if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
@@ -1138,6 +1203,16 @@ class Parser {
       expect('(');
       do op.operands.push_back(value_name());
       while (accept(','));
+      expect(')');
+    }
+    if (n == "chlo.top_k") {  // chlo.top_k(%x, k = 3)
+      expect('(');
+      op.operands.push_back(value_name());
+      expect(',');
+      ws();
+      if (word() != "k") fail("chlo.top_k needs k = N");
+      expect('=');
+      op.attrs.emplace_back("k", value(false));
       expect(')');
     }
     if (n == "call" || n == "func.call" || n == "stablehlo.custom_call") {
@@ -1450,7 +1525,7 @@ class Parser {
   std::string hlo_opcode(const std::string& name, const Op& op) const {
     static const std::map<std::string, std::string> renamed = {
         {"stablehlo.broadcast_in_dim", "broadcast"}, {"stablehlo.dot_general", "dot"}, {"stablehlo.dot", "dot"},
-        {"stablehlo.optimization_barrier", "opt-barrier"}, {"chlo.erf", "erf"}, {"stablehlo.exponential_minus_one", "exponential-minus-one"}};
+        {"stablehlo.optimization_barrier", "opt-barrier"}, {"chlo.erf", "erf"}, {"chlo.top_k", "topk"}, {"stablehlo.exponential_minus_one", "exponential-minus-one"}};
     if (auto it = renamed.find(name); it != renamed.end()) return it->second;
     static const char* same[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "and", "or", "xor", "not",
                                  "negate", "abs", "exponential", "log", "tanh", "logistic", "rsqrt", "sqrt", "floor", "ceil",
@@ -1458,7 +1533,7 @@ class Parser {
                                  "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder",
                                  "sine", "cosine", "log_plus_one", "is_finite", "transpose", "reverse", "concatenate", "slice",
                                  "pad", "iota", "compare", "convolution", "reduce", "reduce_window", "select_and_scatter", "gather",
-                                 "scatter", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
+                                 "scatter", "sort", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
                                  "all_gather", "reduce_scatter", "all_to_all", "collective_permute"};
     for (const char* s : same)
       if (name == std::string("stablehlo.") + s) {
@@ -1632,6 +1707,16 @@ class Parser {
       return define(sc, op, unpack(sc, op, c));
     }
 
+    if (n == "chlo.top_k") {
+      check_attrs({"k"});
+      if (in.size() != 1 || op.result_types.size() != 2) malformed(op, "takes one operand and gives two results");
+      Instruction t = make("topk", tuple_of(op.result_types), 0, op);
+      t.name = fresh(sc, op, "topk");
+      t.operands = {in[0].name};
+      t.attributes.emplace_back("k", std::to_string(ints(op, "k").at(0)));
+      t.attributes.emplace_back("largest", "true");
+      return define(sc, op, unpack(sc, op, t));
+    }
     if (n.rfind("chlo.", 0) == 0 && n != "chlo.erf") return define(sc, op, {chlo(sc, op, in)});
     Instruction i;
     const std::string opc = hlo_opcode(n, op);
@@ -1720,8 +1805,8 @@ class Parser {
           dir = w;
         else if ((k == "compare_type" || k.empty()) && w != "FLOAT" && w != "SIGNED" && w != "UNSIGNED" && w != "TOTALORDER" && w != "NOTYPE")
           unsupported(op, fmt::format("compare type {}", w));
-        else if (k.empty() && w == "UNSIGNED")
-          at.emplace_back("type", "UNSIGNED");
+        else if (w == "UNSIGNED" || w == "TOTALORDER")
+          at.emplace_back("type", w);
       }
       if (dir.empty()) malformed(op, "compare needs a direction");
       at.emplace_back("direction", dir);
@@ -1760,6 +1845,11 @@ class Parser {
     } else if (n == "stablehlo.reduce") {
       check_attrs({"dimensions"});
       at.emplace_back("dimensions", ints_text(ints(op, "dimensions")));
+      at.emplace_back("to_apply", op.regions.at(0));
+    } else if (n == "stablehlo.sort") {
+      check_attrs({"dimension"});
+      at.emplace_back("dimensions", ints_text(ints(op, "dimension")));
+      if (op.regions.empty()) malformed(op, "sort needs a comparator region");
       at.emplace_back("to_apply", op.regions.at(0));
     } else if (n == "stablehlo.reduce_window") {
       check_attrs({"window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding"});
@@ -2051,7 +2141,7 @@ class Parser {
       x = std::strtod(tok.c_str(), &end);
       if (tok.empty() || *end) malformed(op, fmt::format("bad number '{}'", tok));
     }
-    if (std::isnan(x)) return "nan";
+    if (std::isnan(x)) return std::signbit(x) ? "-nan" : "nan";  // the sign is kept, as HLO text prints it
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     return fmt::format("{}", x);
   }
@@ -2069,7 +2159,7 @@ class Parser {
       if (kind == "eq") kind = "expect_eq";
       const auto k = isa::check_kind_from_name(kind);
       if (!k) unsupported(op, fmt::format("check {}", target));
-      if (!(sc.parent == nullptr && sc.comp.name == "main")) unsupported(op, "a check outside @main");
+      if (sc.parent != nullptr) unsupported(op, "a check inside a region");
       Value actual = in.at(0), expected;
       if (with_const) {
         const Attr* v = nullptr;
@@ -2098,10 +2188,12 @@ class Parser {
       if (c.kind != isa::CheckKind::expect_eq && actual.shape.dtype != "f32" && actual.shape.dtype != "bf16" &&
           actual.shape.dtype != "f16" && actual.shape.dtype != "f64")
         malformed(op, fmt::format("{} needs float values, not {}", kind, actual.shape.dtype));
-      const uint32_t base = uint32_t(2 * pending_check_values_.size());
-      c.actual = base, c.expected = base + 1;  // offset by @main's own results at its return
-      pending_checks_.push_back(c);
-      pending_check_values_.emplace_back(actual, expected);
+      FunctionChecks& fc = checks_[sc.comp.name];
+      if (fc.checks.empty()) fc.first = op;
+      const uint32_t base = uint32_t(2 * fc.values.size());
+      c.actual = base, c.expected = base + 1;  // after the function's own results (set_return)
+      fc.checks.push_back(c);
+      fc.values.emplace_back(actual, expected);
       if (!op.nresults()) return;
       // The older check.eq returns whether all elements are equal: computed
       // on the machine (compare, then an and-reduction).
@@ -2152,8 +2244,12 @@ class Parser {
   int region_counter_ = 0;
   std::vector<std::unique_ptr<Scope>> while_scopes_;
   std::vector<std::vector<Scope::Captured>> branch_captures_;
-  std::vector<isa::Check> pending_checks_;
-  std::vector<std::pair<Value, Value>> pending_check_values_;
+  struct FunctionChecks {
+    Op first;  // the first check, for errors
+    std::vector<isa::Check> checks;
+    std::vector<std::pair<Value, Value>> values;  // (actual, expected) per check
+  };
+  std::map<std::string, FunctionChecks> checks_;  // by function
 
 };
 

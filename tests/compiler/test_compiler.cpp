@@ -202,6 +202,39 @@ size_t count_kind(const ir::Function& f, ir::OpKind k) {
 }
 }  // namespace
 
+// sort becomes a bitonic network of the IR's ops (import_hlo.cpp); here
+// against std::stable_sort: f32 keys in IEEE 754's total order (NaN
+// greatest, -0 before +0), descending, with the positions as payload; s32
+// keys ascending with an f32 payload; lengths 5 and 7.
+TEST_CASE("import: sort with payloads, total order and several dimensions matches std::stable_sort") {
+  const ir::Function f = compiler::load_module(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo/sort_topk.hlo");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> x(5 * 3 * 4), k(2 * 7 * 3);
+  const double pool[] = {1.5, -0.0, 0.0, nan, -2.0, 1.5, INFINITY, -INFINITY, 3.25, 0.0, -nan};
+  for (size_t i = 0; i < x.size(); ++i) x[i] = pool[(i * 7 + i / 5) % 11];
+  for (size_t i = 0; i < k.size(); ++i) k[i] = double(int64_t((i * 5) % 9) - 4);
+  const auto out = ir::interpret(f, {tensor(DType::f32, {5, 3, 4}, x), tensor(DType::s32, {2, 7, 3}, k)});
+  REQUIRE(out.size() == 2);
+  auto key = [](double v) {  // the total order as an integer
+    const float fv = float(v);
+    int32_t b;
+    std::memcpy(&b, &fv, 4);
+    return b < 0 ? b ^ 0x7fffffff : b;
+  };
+  for (int64_t c = 0; c < 12; ++c) {  // (dimension 1, dimension 2) of x
+    std::vector<int64_t> order = {0, 1, 2, 3, 4};
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(x[size_t(a * 12 + c)]) > key(x[size_t(b * 12 + c)]); });
+    for (int64_t i = 0; i < 5; ++i) CHECK(out[0].v[size_t(i * 12 + c)] == double(order[size_t(i)]));
+  }
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t c = 0; c < 3; ++c) {
+      std::vector<double> col;
+      for (int64_t i = 0; i < 7; ++i) col.push_back(k[size_t((b * 7 + i) * 3 + c)]);
+      std::stable_sort(col.begin(), col.end());
+      for (int64_t i = 0; i < 7; ++i) CHECK(out[1].v[size_t((b * 7 + i) * 3 + c)] == col[size_t(i)]);
+    }
+}
+
 TEST_CASE("IR while: loops stay loops in the IR, unroll-loops unrolls short counted ones and fixes dynamic slices with known starts") {
   const std::string loop =
       "HloModule m\n\nbody {\n  p = (s32[], f32[3]{0}) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"

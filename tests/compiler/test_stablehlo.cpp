@@ -177,21 +177,20 @@ TEST_CASE("stablehlo: locations reach op locs, listings and errors") {
   }
   CHECK(dot);
   CHECK(erf);
-  const std::string sorted = "#loc1 = loc(\"/src/train.py\":7:3)\n" +
-                             module("%0 = \"stablehlo.sort\"(%arg0) <{dimension = 0 : i64}> ({\n^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
-                                    "  %c = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>\n"
-                                    "  stablehlo.return %c : tensor<i1>\n}) : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(#loc1)\n"
-                                    " return %0 : tensor<4x8xf32>");
-  CHECK(error_of(sorted) == "t.mlir:4:1: unsupported operation stablehlo.sort (/src/train.py:7)");
+  const std::string fft = "#loc1 = loc(\"/src/train.py\":7:3)\n" +
+                          module("%0 = \"stablehlo.fft\"(%arg0) <{fft_type = #stablehlo<fft_type FFT>, fft_length = array<i64: 8>}>\n"
+                                 "  : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(#loc1)\n"
+                                 " return %0 : tensor<4x8xf32>");
+  CHECK(error_of(fft) == "t.mlir:4:1: unsupported operation stablehlo.fft (/src/train.py:7)");
 }
 
 TEST_CASE("stablehlo: HLO metadata gives the source line too") {
   const char* text = R"(HloModule m
 ENTRY main {
   x = f32[4] parameter(0)
-  ROOT y = f32[4] sort(x), dimensions={0}, metadata={op_name="jit(f)/sort" source_file="/src/f.py" source_line=12}
+  ROOT y = f32[4] fft(x), fft_type=FFT, fft_length={4}, metadata={op_name="jit(f)/fft" source_file="/src/f.py" source_line=12}
 })";
-  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo"), "m.hlo:4: unsupported sort (/src/f.py:12)");
+  CHECK_THROWS_WITH(ir::import_hlo(hlo::parse(text, "m.hlo"), "m.hlo"), "m.hlo:4: unsupported fft (/src/f.py:12)");
 }
 
 TEST_CASE("stablehlo: checks become results of @main, with the interpreter's defaults") {
@@ -242,6 +241,10 @@ TEST_CASE("stablehlo: malformed and unsupported text gives one file:line:col lin
       {"module { func.func @main() -> tensor<f32> { %c = stablehlo.constant dense<" + std::string(300, '[') + "1" + std::string(300, ']') +
            "> : tensor<f32>\n return %c : tensor<f32> } }",
        "nest too deep"},
+      {"func.func @main() -> tensor<f32> {\n %c = stablehlo.constant dense<1.0> : tensor<f32>\n return %c : tensor<f32>\n}\n"
+       "func.func @t() {\n %c = stablehlo.constant dense<1.0> : tensor<f32>\n check.expect_eq_const %c, dense<1.0> : tensor<f32>\n func.return\n}",
+       "t.mlir:7:2: unsupported a check in @t, which the program's entry @main does not run"},
+      {"func.func @a(%x: tensor<f32>) {\n func.return\n}\nfunc.func @b() {\n func.return\n}", "no function @main (or a single public function) to run"},
   };
   for (const auto& [text, want] : cases) {
     INFO(text.substr(0, 200));

@@ -366,6 +366,77 @@ def main():
                 [(pa, "pred"), (pb, "pred")],
                 [f"%r = stablehlo.compare {dirn}, %in0, %in1, UNSIGNED : ({tp}, {tp}) -> {tp}"], "pred",
                 fn(pa.astype(np.uint8), pb.astype(np.uint8)), check="expect_eq")
+    # sort: a bitonic network in the IR's ops (docs/compiler.md, "sort").
+    # Floats in IEEE 754's total order (JAX's comparator): NaN and -NaN at
+    # the ends, -0 before +0; checked bit for bit through a bitcast.
+    def total_key(a):
+        k = a.view(np.int32)
+        return np.where(k < 0, k ^ np.int32(0x7FFFFFFF), k)
+
+    def region(args, lines):
+        head = ", ".join(f"%{n}: tensor<{t}>" for n, t in args)
+        return ["^bb0(" + head + "):"] + ["  " + ln for ln in lines]
+    ts = f32(100)
+    ts[:12] = [np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, 1.5, -0.0, 0.0, np.nan, 1.5]
+    rng.shuffle(ts)
+    want = ts[np.argsort(total_key(ts), kind="stable")]
+    program("sort_f32_totalorder", "stablehlo.sort of f32 in total order (jnp.sort), 100 elements: NaN, -0, inf, ties",
+            [(ts, "f32")],
+            ['%s = "stablehlo.sort"(%in0) <{dimension = 0 : i64, is_stable = true}> ({'] +
+            region([("p", "f32"), ("q", "f32")],
+                   ["%c = stablehlo.compare LT, %p, %q, TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>",
+                    "stablehlo.return %c : tensor<i1>"]) +
+            [f"}}) : ({T(ts, 'f32')}) -> {T(ts, 'f32')}",
+             f"%r = stablehlo.bitcast_convert %s : ({T(ts, 'f32')}) -> tensor<100xi32>"],
+            "s32", want.view(np.int32), check="expect_eq")
+    keys = s32(6, 37, lo=-5, hi=5)
+    order = np.argsort(-keys, axis=1, kind="stable").astype(np.int32)
+    program("sort_argsort_s32_descending", "stablehlo.sort of (s32 keys, iota) along dimension 1, GT, stable: argsort descending",
+            [(keys, "s32")],
+            [f"%i = stablehlo.iota dim = 1 : {T(keys, 's32')}",
+             '%s:2 = "stablehlo.sort"(%in0, %i) <{dimension = 1 : i64, is_stable = true}> ({'] +
+            region([("p", "i32"), ("q", "i32"), ("u", "i32"), ("v", "i32")],
+                   ["%c = stablehlo.compare GT, %p, %q, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+                    "stablehlo.return %c : tensor<i1>"]) +
+            [f"}}) : ({T(keys, 's32')}, {T(keys, 's32')}) -> ({T(keys, 's32')}, {T(keys, 's32')})",
+             "%r = stablehlo.add %s#1, %s#1 : " + T(keys, "s32")],
+            "s32", 2 * order, check="expect_eq")
+    k1 = bf16(rng.integers(-3, 3, (20, 3)).astype(np.float32) / 2)
+    k2 = s32(20, 3, lo=0, hi=4)
+    want = np.empty_like(k2)
+    for c in range(3):
+        want[:, c] = [k2[i, c] for i in sorted(range(20), key=lambda i: (k1[i, c], -k2[i, c]))]
+    program("sort_two_keys_bf16_s32", "stablehlo.sort of (bf16, s32) along dimension 0 by the first key ascending, then the second "
+            "descending; unstable (equal pairs are equal)",
+            [(k1, "bf16"), (k2, "s32")],
+            ['%s:2 = "stablehlo.sort"(%in0, %in1) <{dimension = 0 : i64, is_stable = false}> ({'] +
+            region([("p", "bf16"), ("q", "bf16"), ("u", "i32"), ("v", "i32")],
+                   ["%lt = stablehlo.compare LT, %p, %q, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>",
+                    "%eq = stablehlo.compare EQ, %p, %q, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>",
+                    "%gt = stablehlo.compare GT, %u, %v, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+                    "%both = stablehlo.and %eq, %gt : tensor<i1>",
+                    "%c = stablehlo.or %lt, %both : tensor<i1>",
+                    "stablehlo.return %c : tensor<i1>"]) +
+            [f"}}) : ({T(k1, 'bf16')}, {T(k2, 's32')}) -> ({T(k1, 'bf16')}, {T(k2, 's32')})",
+             "%r = stablehlo.add %s#1, %s#1 : " + T(k2, "s32")],
+            "s32", 2 * want, check="expect_eq")
+    # chlo.top_k (lax.top_k): the k largest along the last dimension, the
+    # lower index first among equals, floats in total order (NaN largest).
+    tk = f32(4, 9)
+    tk[0, :5] = [np.nan, 2.0, 2.0, -np.inf, np.inf]
+    tk[1, :4] = [-0.0, 0.0, 0.0, -0.0]
+    order = np.argsort(-total_key(tk).astype(np.int64), axis=1, kind="stable")[:, :3]
+    program("top_k_f32_values", "chlo.top_k of f32 (k = 3): values in total order, NaN and ties; checked bit for bit",
+            [(tk, "f32")],
+            [f"%v, %i = chlo.top_k(%in0, k = 3) : {T(tk, 'f32')} -> (tensor<4x3xf32>, tensor<4x3xi32>)",
+             "%r = stablehlo.bitcast_convert %v : (tensor<4x3xf32>) -> tensor<4x3xi32>"],
+            "s32", np.take_along_axis(tk, order, 1).view(np.int32), check="expect_eq")
+    tki = s32(3, 10, lo=-3, hi=3)
+    program("top_k_s32_indices", "chlo.top_k of s32 (k = 4): indices, the lower first among equal values",
+            [(tki, "s32")],
+            [f"%v, %i = chlo.top_k(%in0, k = 4) : {T(tki, 's32')} -> (tensor<3x4xi32>, tensor<3x4xi32>)",
+             "%r = stablehlo.add %i, %i : tensor<3x4xi32>"],
+            "s32", 2 * np.argsort(-tki.astype(np.int64), axis=1, kind="stable")[:, :4].astype(np.int32), check="expect_eq")
 
 if __name__ == "__main__":
     main()
