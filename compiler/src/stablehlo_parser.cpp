@@ -1866,7 +1866,8 @@ class Parser {
       if (!d) malformed(op, "gather needs dimension_numbers");
       for (const char* k : {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims", "start_index_map"})
         at.emplace_back(k, ints_text(field_ints(op, *d, k)));
-      at.emplace_back("index_vector_dim", std::to_string(field_ints(op, *d, "index_vector_dim").at(0)));
+      const auto ivd = field_ints(op, *d, "index_vector_dim");  // printed only where it is not 0
+      at.emplace_back("index_vector_dim", std::to_string(ivd.empty() ? 0 : ivd[0]));
       at.emplace_back("slice_sizes", ints_text(ints(op, "slice_sizes")));
     } else if (n == "stablehlo.scatter") {
       check_attrs({"scatter_dimension_numbers"});
