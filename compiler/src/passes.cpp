@@ -543,11 +543,16 @@ Function legalize_math(const Function& in) {
     const int x = op.operands[0];
     const Type xt = b.type(x);
     auto c = [&](double v) { return b.splat(xt.dtype, v, xt.dims); };
+    // bf16 and f16 go through f32 and are rounded once at the end, as XLA
+    // computes them (each step rounded to 8 bits, erf of bf16 was 12 ULP off).
+    const auto in_f32 = [&](int (*f)(Builder&, int)) {
+      return xt.dtype == DType::f32 ? f(b, x) : b.convert(f(b, b.convert(x, DType::f32)), xt.dtype);
+    };
     switch (op.kind) {
-      case OpKind::exponential_minus_one: return expm1_accurate(b, x);
-      case OpKind::log_plus_one: return log1p_accurate(b, x);
+      case OpKind::exponential_minus_one: return in_f32(expm1_accurate);
+      case OpKind::log_plus_one: return in_f32(log1p_accurate);
       case OpKind::is_finite: return b.compare(Direction::EQ, b.binary(OpKind::subtract, x, x), c(0));
-      case OpKind::erf: return erf_approx(b, x);
+      case OpKind::erf: return in_f32(erf_approx);
       case OpKind::sine: case OpKind::cosine: return sin_cos(b, x, op.kind == OpKind::cosine);
       case OpKind::round_nearest_afz: return round_afz(b, x);
       default: return -1;
