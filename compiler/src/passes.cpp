@@ -498,13 +498,42 @@ int round_afz(Builder& b, int x) {
   return b.select(keep, x, signed_r);
 }
 
-// remainder: x - q y with q = x / y rounded toward zero (C's fmod to a few
-// units in the last place of x, as q y rounds; integers divide as the VPU
-// does).
+// remainder: x - q y with q = trunc(x / y), as C's fmod. For floats the
+// product q y is carried exactly as p + e (Dekker's product of Veltkamp's
+// 12-bit halves), so r = (x - p) - e is exact; x / y rounded across an
+// integer leaves q one off, which moves r by |y| back to x's side and below
+// |y|. A zero r takes x's sign; y = +-inf gives a finite x. Where q is 2^24 or more
+// (no longer an integer in f32) or |y| is beyond 2^100 (its halves would
+// overflow), r is x - q y rounded. Integers divide as the VPU does.
 int remainder(Builder& b, int x, int y) {
+  const Type t = b.type(x);
   int q = b.binary(OpKind::divide, x, y);
-  if (is_float(b.type(x).dtype)) q = b.binary(OpKind::multiply, b.unary(OpKind::sign, q), b.unary(OpKind::floor, b.unary(OpKind::abs, q)));
-  return b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
+  if (!is_float(t.dtype)) return b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
+  if (t.dtype != DType::f32)  // bf16 and f16 through f32, rounded once
+    return b.convert(remainder(b, b.convert(x, DType::f32), b.convert(y, DType::f32)), t.dtype);
+  auto c = [&](double v) { return b.splat(t.dtype, v, t.dims); };
+  auto add = [&](int u, int v) { return b.binary(OpKind::add, u, v); };
+  auto sub = [&](int u, int v) { return b.binary(OpKind::subtract, u, v); };
+  auto mul = [&](int u, int v) { return b.binary(OpKind::multiply, u, v); };
+  auto lt = [&](int u, int v) { return b.compare(Direction::LT, u, v); };
+  const int aq = b.unary(OpKind::floor, b.unary(OpKind::abs, q));
+  q = mul(b.unary(OpKind::sign, q), aq);
+  auto split = [&](int v) {  // v = hi + lo, each of 12 significant bits
+    const int k = mul(v, c(4097)), hi = sub(k, sub(k, v));
+    return std::pair{hi, sub(v, hi)};
+  };
+  const auto [qh, ql] = split(q);
+  const auto [yh, yl] = split(y);
+  const int p = mul(q, y), e = add(add(add(sub(mul(qh, yh), p), mul(qh, yl)), mul(ql, yh)), mul(ql, yl));
+  int r = sub(sub(x, p), e);
+  const int ay = b.unary(OpKind::abs, y), sy = mul(b.unary(OpKind::sign, x), ay);
+  r = b.select(lt(mul(b.unary(OpKind::sign, r), b.unary(OpKind::sign, x)), c(0)), add(r, sy), r);  // q one too large
+  r = b.select(lt(b.unary(OpKind::abs, r), ay), r, sub(r, sy));  // q one too small
+  r = b.select(b.compare(Direction::EQ, r, c(0)), mul(x, c(0)), r);  // zero: x's sign
+  const int exact = b.binary(OpKind::and_, lt(aq, c(16777216)), lt(ay, c(std::ldexp(1.0, 100))));
+  r = b.select(exact, r, sub(x, mul(q, y)));
+  const int finite_x = lt(b.unary(OpKind::abs, x), c(INFINITY));
+  return b.select(b.binary(OpKind::and_, b.compare(Direction::EQ, ay, c(INFINITY)), finite_x), x, r);
 }
 
 // log1p(x) = log(u) (x / (u - 1)) with u = 1 + x, and expm1(x) = (u - 1)
