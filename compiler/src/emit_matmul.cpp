@@ -620,7 +620,12 @@ void MatmulEmitter::chunk_of_a() {
   // also ends with its own blocks).
   auto group = [&](int64_t g) {
     const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
-    for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
+    // Steady blocks: the first two (the first drains what the group
+    // before left, the second has no drain of two blocks back), then a
+    // loop over pairs of blocks (output tiles come back after two,
+    // accumulator slots after two or toggle from pair to pair).
+    if (steady) em.items(int64_t(gblocks.size()), 2, 2, 0, [&](int64_t bi) { block(g, size_t(bi)); });
+    else for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
   };
   // A period of groups returns to the same accumulator slots, output
   // tiles and panel slot: each MXU takes a group's blocks as items, and

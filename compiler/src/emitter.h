@@ -381,6 +381,12 @@ class Emitter {
       const size_t s3 = prog_.size();
       body(first + 3);
       for (size_t k = s3; k < prog_.size(); ++k) key3.push_back(prog_[k].key);
+      // Its values as the steps say (three iterations do not tell a value
+      // that toggles from one with a longer period), else no loop.
+      if (!steps_hold(s0, s3, len, steps, 3)) {
+        for (int64_t i = first + 4; i < n; ++i) body(i);
+        return;
+      }
     }
     int64_t count = n - first;
     // An iteration of two items alike but for values that toggle between
@@ -519,6 +525,19 @@ class Emitter {
     }, period == 2 ? &hv : nullptr);
     for (int64_t i = head + trips * period + hv.took_odd; i < n; ++i) item(i);
   }
+  // Whether the recorded instructions from b are those from a, their
+  // values `trips` iterations on (as far as b's record goes: a loop's
+  // instruction may differ in length, its model places then say no more).
+  bool steps_hold(size_t a, size_t b, size_t len, const std::vector<int64_t>& steps, int64_t trips) const {
+    size_t i = 0;
+    for (size_t k = 0; k < len && b + k < prog_.size(); ++k) {
+      const Scheduled &x = prog_[a + k].s, &y = prog_[b + k].s;
+      if (!same_insn(x, y)) return false;
+      for (size_t v = 0; v < x.vals.size(); ++v, ++i)
+        if (y.vals[v] != x.vals[v] + uint64_t(after_trips(steps[i], trips))) return false;
+    }
+    return true;
+  }
   // Whether two recorded instructions are the same but for their values.
   static bool same_insn(const Scheduled& x, const Scheduled& y) {
     const bool note = x.unit < 0 && x.loop == 0;  // a comment may name what each iteration does
@@ -527,7 +546,8 @@ class Emitter {
   }
   // Whether the recorded iterations [a, b), [b, c), [c, d) of a loop are
   // alike: the same instructions, each value stepping by the same constant
-  // (an addi's immediate) from one to the next; `steps` gets those.
+  // (an addi's immediate) from one to the next, or toggling (going back
+  // by it); `steps` gets those.
   bool alike_iterations(size_t a, size_t b, size_t c, size_t d, std::vector<int64_t>& steps) const {
     steps.clear();
     const size_t len = b - a;
@@ -536,9 +556,11 @@ class Emitter {
       const Scheduled &x = prog_[a + k].s, &y = prog_[b + k].s, &z = prog_[c + k].s;
       if (!same_insn(x, y) || !same_insn(y, z)) return false;
       for (size_t v = 0; v < x.vals.size(); ++v) {
-        const int64_t step = int64_t(y.vals[v] - x.vals[v]);
-        if (step < INT32_MIN || step > INT32_MAX || int64_t(z.vals[v] - y.vals[v]) != step) return false;
-        steps.push_back(step);
+        const int64_t step = int64_t(y.vals[v] - x.vals[v]), next = int64_t(z.vals[v] - y.vals[v]);
+        if (step < INT32_MIN || step > INT32_MAX) return false;
+        if (next == step) steps.push_back(step);
+        else if (next == -step) steps.push_back(toggle_step(step));  // two buffers in turn
+        else return false;
       }
     }
     return true;
