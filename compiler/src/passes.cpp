@@ -1068,6 +1068,78 @@ Function hoist_loop_constants(const Function& in) {
   });
 }
 
+Function hoist_loop_invariants(const Function& in) {
+  bool any = false;
+  for (const Op& op : in.ops) any |= op.kind == OpKind::while_;
+  if (!any) return in;
+  return rebuild(in, [&](Builder& b, const Op& op) {
+    if (op.kind != OpKind::while_) return -1;
+    Op w = op;
+    Function& body = w.regions[1];
+    const size_t nops = body.ops.size();
+    // State elements the body passes through unchanged.
+    std::vector<bool> kept(w.operands.size(), false);
+    for (size_t k = 0; k < kept.size(); ++k) {
+      const Op& r = body.ops[size_t(body.results[k])];
+      kept[k] = r.kind == OpKind::parameter && r.index == int64_t(k);
+    }
+    enum Class { variant, free_, hoisted };  // free_: invariant, but not worth a state element of its own
+    std::vector<Class> cls(nops, variant);
+    for (size_t i = 0; i < nops; ++i) {
+      const Op& c = body.ops[i];
+      if (c.kind == OpKind::parameter) {
+        cls[i] = kept[size_t(c.index)] ? free_ : variant;
+        continue;
+      }
+      if (!c.regions.empty() || is_collective(c.kind)) continue;
+      bool invariant = true;
+      for (int o : c.operands) invariant &= cls[size_t(o)] != variant;
+      if (!invariant) continue;
+      const bool costs_nothing = c.kind == OpKind::constant || c.kind == OpKind::iota || c.kind == OpKind::broadcast ||
+                                 c.kind == OpKind::reshape;
+      cls[i] = costs_nothing ? free_ : hoisted;
+    }
+    // The hoisted values the loop still reads (those that ops left in the
+    // body, or the body's results, use) become state elements; one larger
+    // than its operands is computed in the body after all (from theirs).
+    std::vector<bool> read(nops, false);
+    for (bool again = true; again;) {
+      again = false;
+      std::fill(read.begin(), read.end(), false);
+      for (size_t i = 0; i < nops; ++i)
+        if (cls[i] != hoisted)
+          for (int o : body.ops[i].operands) read[size_t(o)] = read[size_t(o)] || cls[size_t(o)] == hoisted;
+      for (int r : body.results) read[size_t(r)] = read[size_t(r)] || cls[size_t(r)] == hoisted;
+      for (size_t i = 0; i < nops; ++i) {
+        int64_t in_bytes = 0;
+        for (int o : body.ops[i].operands) in_bytes += body.ops[size_t(o)].type.bytes();
+        if (read[i] && body.ops[i].type.bytes() > in_bytes) cls[i] = variant, again = true;
+      }
+    }
+    if (std::find(read.begin(), read.end(), true) == read.end()) return b.f.add(std::move(w));
+    // Their computations outside, on the loop's initial state.
+    std::vector<int> outside(nops, -1);
+    std::function<int(size_t)> copy = [&](size_t i) {
+      if (outside[i] >= 0) return outside[i];
+      Op c = body.ops[i];
+      if (c.kind == OpKind::parameter) return outside[i] = w.operands[size_t(c.index)];
+      for (int& o : c.operands) o = copy(size_t(o));
+      return outside[i] = b.add(std::move(c));
+    };
+    for (size_t i = 0; i < nops; ++i) {
+      if (!read[i]) continue;
+      w.operands.push_back(copy(i));
+      Op param;
+      param.kind = OpKind::parameter, param.type = body.ops[i].type, param.index = int64_t(w.operands.size()) - 1;
+      param.loc = body.ops[i].loc;
+      body.ops[i] = param;  // what the body computed, now read from the state (the ops it took become dead)
+      w.regions[0].add(param);
+      body.results.push_back(int(i));
+    }
+    return b.f.add(std::move(w));
+  });
+}
+
 namespace {
 
 // The pass over a function and, first, over its loops' conditions and bodies.
@@ -1162,6 +1234,7 @@ std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
       {"canonicalize-dot", canonicalize_dot},
       {"split-f32-dots", [precision](const Function& f) { return split_f32_dots(f, precision); }},
       {"leading-collectives", leading_collectives},
+      {"hoist-loop-invariants", hoist_loop_invariants},
       {"canonicalize", canonicalize},
       {"hoist-loop-constants", hoist_loop_constants},
   };

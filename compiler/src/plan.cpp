@@ -576,6 +576,17 @@ void Plan::assign_buffers() {
     for (int v : reads_of[size_t(i)]) last_read[size_t(v)] = i;
   }
   for (size_t r = 0; r < f.results.size(); ++r) last_read[size_t(base[f.results[r]])] = nk;
+  // The state element that value v is the next of, where it is one result
+  // alone and not a parameter; else -1.
+  const auto state_result = [&](int v) {
+    int j = -1;
+    for (size_t r = 0; r < f.results.size(); ++r)
+      if (base[size_t(f.results[r])] == v) {
+        if (j >= 0) return -1;
+        j = int(r);
+      }
+    return j >= 0 && op(v).kind != OpKind::parameter ? j : -1;
+  };
   // A loop writes its state buffers (read after it through its
   // get-tuple-elements) and uses a scratch block while it runs.
   std::vector<std::vector<size_t>> state_buf(loops.size());
@@ -614,6 +625,23 @@ void Plan::assign_buffers() {
           into = b;
           break;
         }
+      // Inside a loop's body, a result goes straight into its state
+      // element's buffer where nothing reads that element after this
+      // kernel (else the loop copies it there after the body).
+      if (into < 0 && region && region->body) {
+        const int j = state_result(v);
+        const int b = j < 0 ? -1 : buf_of[size_t(params[size_t(j)])];
+        const int x = j < 0 ? -1 : params[size_t(j)];
+        // (Where this kernel reads the element, it must be element-wise
+        // and read it element for element, as above.)
+        bool in_place = j >= 0 && k.kind == KKind::elementwise && type(x).elements() == type(v).elements() &&
+                        dtype_bytes(type(x).dtype) == dtype_bytes(type(v).dtype);
+        for (const Node& nd : k.expr.nodes)
+          if (in_place && nd.input >= 0 && k.inputs[size_t(nd.input)] == x) in_place = nd.leaf == Leaf::input;
+        if (j >= 0 && (last_read[size_t(x)] < i || (last_read[size_t(x)] == i && in_place)) && bufs[size_t(b)].values.size() == 1 &&
+            std::find(taken.begin(), taken.end(), b) == taken.end())
+          into = b;
+      }
       if (into < 0) {
         make(v, i, last);
         continue;
@@ -709,12 +737,13 @@ void Plan::assign_buffers() {
 // from `scratch` up, and the temporaries of the state's move after the body.
 void Plan::plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const {
   l.cond.reset(), l.body.reset();
-  l.where = std::make_shared<Region>(Region{state, scratch});
+  l.where = std::make_shared<Region>(Region{state, scratch, false});
+  l.body_where = std::make_shared<Region>(Region{state, scratch, true});
   l.state = state, l.scratch = scratch;
   l.bytes.clear();
   for (int a : w.operands) l.bytes.push_back(uint64_t(type(a).bytes()));
   l.cond = std::make_shared<Plan>(w.regions[0], t, l.where.get());
-  l.body = std::make_shared<Plan>(w.regions[1], t, l.where.get());
+  l.body = std::make_shared<Plan>(w.regions[1], t, l.body_where.get());
   const Function& b = w.regions[1];
   uint64_t top = l.body->heap_top;
   l.temps.assign(state.size(), 0);

@@ -169,6 +169,7 @@ struct Plan;
 struct Region {
   std::vector<uint64_t> param_addr;
   uint64_t heap_base = 0;
+  bool body = false;  // its results are the next state (a condition's is the predicate)
 };
 
 // A while loop (a kernel of kind loop): its state in fixed buffers, its
@@ -176,13 +177,14 @@ struct Region {
 // those buffers and whose buffers share a scratch block live while the loop
 // runs. After the body, its results move into the state buffers: first
 // those that are other state elements (a swap) into `temps` in the scratch
-// block, then all.
+// block, then all (a result the body could write into its state element's
+// buffer, nothing reading that element after it, is there already).
 struct LoopPlan {
   std::vector<uint64_t> state;   // by element
   std::vector<uint64_t> bytes;   // by element
   uint64_t scratch = 0, scratch_bytes = 0;
   std::vector<uint64_t> temps;   // by element: 0, or where the result waits
-  std::shared_ptr<Region> where;  // the plans below point at it
+  std::shared_ptr<Region> where, body_where;  // the condition's and the body's plans point at them
   std::shared_ptr<Plan> cond, body;
 };
 

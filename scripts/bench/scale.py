@@ -2,7 +2,11 @@
 """Writes the programs of tpuc's scale benchmark (scripts/bench-scale.sh) as
 XLA HLO text, the way JAX prints them, using only the standard library:
 
-  scale.py NAME DIR
+  scale.py NAME DIR [--inputs]
+
+writes DIR/module.hlo and, with --inputs, the while loops' inputs as
+DIR/in0.npy, in1.npy, ... (f32 values in [-1, 1) from a fixed seed; the
+fori_loop's w scaled by 1/16 so that tanh does not saturate)
 
   dot_f32_1024      f32[1024,1024] @ f32[1024,1024]
   chain24           24 chained f32[1024,1024] dots, each followed by tanh
@@ -14,6 +18,9 @@ XLA HLO text, the way JAX prints them, using only the standard library:
   while_data        lax.while_loop whose predicate is a tensor: doubles
                     x until its sum exceeds a bound
 """
+import os
+import random
+import struct
 import sys
 
 
@@ -127,6 +134,30 @@ ENTRY main {{
 """
 
 
+def write_npy(path, shape, values):
+    h = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}," for d in shape)
+    h = h.ljust(64 * ((len(h) + 11) // 64 + 1) - 11) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + struct.pack(f"<{len(values)}f", *values))
+
+
+# The while loops' inputs: (shape, scale) per parameter.
+INPUTS = {
+    "fori": [((128, 128), 1.0), ((128, 128), 1 / 16)],
+    "while_data": [((128, 128), 1.0)],
+}
+
+
+def write_inputs(name, d):
+    rng = random.Random(2026)
+    key = name.rstrip("0123456789")
+    if key not in INPUTS:
+        sys.exit(f"scale.py: no inputs for {name}")
+    for i, (shape, scale) in enumerate(INPUTS[key]):
+        n = shape[0] * shape[1]
+        write_npy(os.path.join(d, f"in{i}.npy"), shape, [rng.uniform(-1, 1) * scale for _ in range(n)])
+
+
 PROGRAMS = {
     "dot_f32_1024": dot_f32_1024,
     "chain24": chain24,
@@ -138,9 +169,10 @@ PROGRAMS = {
 }
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in PROGRAMS:
-        sys.exit(f"usage: scale.py {{{'|'.join(PROGRAMS)}}} DIR")
-    import os
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in PROGRAMS or sys.argv[3:] not in ([], ["--inputs"]):
+        sys.exit(f"usage: scale.py {{{'|'.join(PROGRAMS)}}} DIR [--inputs]")
     os.makedirs(sys.argv[2], exist_ok=True)
     with open(os.path.join(sys.argv[2], "module.hlo"), "w") as f:
         f.write(PROGRAMS[sys.argv[1]]())
+    if sys.argv[3:]:
+        write_inputs(sys.argv[1], sys.argv[2])

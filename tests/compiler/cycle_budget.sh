@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The compiler's cycle budget: every program of cycle_budget.txt (corpus
-# programs and the GEMMs of scripts/bench-compiler.sh) is compiled and run
-# on its preset, and fails the test when it takes more than 1% more cycles
-# than its budget. A faster schedule is reported; lower the budget with
+# programs, the GEMMs of scripts/bench-compiler.sh and the while loops of
+# scripts/bench/scale.py) is compiled and run on its preset, and fails the
+# test when it takes more than 1% more cycles than its budget. A faster schedule is reported; lower the budget with
 # --update in the commit that makes it faster (and say why there).
 #
 #   tests/compiler/cycle_budget.sh BIN_DIR SOURCE_DIR [--update]
@@ -25,6 +25,12 @@ cycles() {
       python3 "$src/scripts/bench/gemm.py" ${shape//x/ } "$d"
       "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
       "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$d/a.npy" "$d/b.npy" --stats "$d/stats.json" -q
+      python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json" ;;
+    scale/*)
+      local d="$work/${prog//\//-}-$cfg"
+      python3 "$src/scripts/bench/scale.py" "${prog#scale/}" "$d" --inputs
+      "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
+      "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$d"/in*.npy --stats "$d/stats.json" -q
       python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json" ;;
     *) echo "cycle_budget.sh: unknown program $prog" >&2; return 1 ;;
   esac

@@ -279,6 +279,30 @@ TEST_CASE("IR while: loops stay loops in the IR, unroll-loops unrolls short coun
   CHECK(count_kind(compiler::unroll_loops(d), ir::OpKind::while_) == 1);  // it stays a loop
 }
 
+// hoist-loop-invariants (tests/compiler/while/invariant.mlir; its values
+// against the interpreter in test_e2e.cpp): what does not change from trip
+// to trip is computed once, before the loop, and read as state.
+TEST_CASE("IR while: hoist-loop-invariants moves the work that does not change from trip to trip out of the body") {
+  ir::Function f = compiler::load_module(std::string(TPU_SOURCE_DIR) + "/tests/compiler/while/invariant.mlir");
+  f = compiler::run_pipeline(f, compiler::ir_pipeline(ir::Precision::highest));
+  const auto w = std::find_if(f.ops.begin(), f.ops.end(), [](const ir::Op& o) { return o.kind == ir::OpKind::while_; });
+  REQUIRE(w != f.ops.end());
+  const ir::Function& body = w->regions[1];
+  // Outside: transpose(w) / 32 and its three bf16 parts, and 2 b.
+  CHECK(count_kind(f, ir::OpKind::transpose) == 1);
+  CHECK(count_kind(f, ir::OpKind::multiply) == 2);
+  CHECK(w->operands.size() == 4 + 3 + 1);  // the state as written, then the parts and 2 b
+  // Inside: the dots (six passes) on the state's parts, x's parts, both
+  // pads (pad(b) reads the same every trip but is twice b's size).
+  CHECK(count_kind(body, ir::OpKind::transpose) == 0);
+  CHECK(count_kind(body, ir::OpKind::multiply) == 0);
+  CHECK(count_kind(body, ir::OpKind::dot) == 6);
+  CHECK(count_kind(body, ir::OpKind::pad) == 2);
+  size_t weight_converts = 0;
+  for (const ir::Op& o : body.ops) weight_converts += o.kind == ir::OpKind::convert && o.type.dims == std::vector<int64_t>{128, 128};
+  CHECK(weight_converts == 0);
+}
+
 TEST_CASE("IR while: the verifier checks the regions' signatures") {
   const std::string good =
       "func @main {\n  %0 = parameter() {index=0} : f32[2]\n  %1 = constant() {value=[0]} : s32[]\n"

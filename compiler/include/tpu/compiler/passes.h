@@ -26,6 +26,17 @@ ir::Function unroll_loops(const ir::Function& f);
 // bytes sit in HBM for the whole run).
 ir::Function hoist_loop_constants(const ir::Function& f);
 
+// Work in a while loop's body that does not depend on the trip (XLA's
+// while-loop invariant code motion): an op whose operands are state elements
+// the body passes through unchanged, constants or such ops is computed once
+// before the loop, and the body reads its value as a state element of its
+// own. Ops that cost nothing here (constants, iota, broadcasts, reshapes)
+// are not hoisted for their own sake, nor is a value the body would read
+// that is larger than its operands (it would sit in HBM while the loop
+// runs: it is computed in the body, from them), nor anything with a region
+// or across devices.
+ir::Function hoist_loop_invariants(const ir::Function& f);
+
 // gather and scatter -> one-hot dots: each index becomes a one-hot row
 // over the positions of the one dimension it indexes (gather clamps it into
 // range, scatter drops it when out of range), and the gather or scatter a
