@@ -36,7 +36,9 @@ class MatmulEmitter {
   void zero_padding();
   void cut_blocks();
   void assign_items();
-  void load_a(int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece);
+  // Block `blk` of the first group: rows m0.. of A, K from k0 to k1, in
+  // pieces; each piece counted on the Ca of the MXUs with an item in the block.
+  void load_a(size_t blk, int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece);
   // Whether a block's rows of A get an arrival count at K-step kk: the
   // first block's at every slice, the others' (loaded while the block
   // before computes) in at most eight pieces of K: finer cuts fill the
@@ -247,8 +249,15 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // has two accumulator slots of at least one row.
   if (p_.t.acc_rows < 2)
     throw Error(fmt::format("{}: target.acc_rows = {}: a matmul needs at least 2 accumulator rows", em.kernel_loc_, p_.t.acc_rows));
+  // Fewer column tiles than MXUs: the blocks of A's rows go to the MXUs
+  // in turn (assign_items()), so as many MXUs as there are work items,
+  // while they outrun the VPU: an item's drain takes about a cycle a row
+  // (more with an epilogue), its MXU work a cycle a row for each of K's
+  // steps, so no more than K-steps times tiles MXUs.
   const int64_t sem_mxus = (Emitter::kChipSem - 5) * 2 / 13;
-  nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, nt, int64_t(p_.t.acc_rows) / 2}));
+  const int64_t items = nt * ceil_div(Ml, std::min(Ml, std::max<int64_t>(4 * D, 256)));
+  const int64_t busy = std::min(items, nt * kt * int64_t(k.passes.size()));
+  nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, std::max(nt, busy), int64_t(p_.t.acc_rows) / 2}));
   for (auto [a, w] : k.passes) {
     auto idx = [](std::vector<int>& v, int x) {
       auto it = std::find(v.begin(), v.end(), x);
@@ -708,13 +717,13 @@ void MatmulEmitter::assign_items() {
       }
 }
 
-void MatmulEmitter::load_a(int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece) {
+void MatmulEmitter::load_a(size_t blk, int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece) {
   for (int64_t r = 0; r < rows; r += piece) {
     for (int64_t a = 0; a < na; ++a)
       dma_2d(true, abuf[as][a] + uint64_t(((m0 + r - c0) * Kp + k0) * esz),
              p_.addr[aparts[a]] + uint64_t(((b * M + m0 + r) * K + k0) * esz), uint64_t(std::min(piece, rows - r)),
              uint64_t((k1 - k0) * esz), uint64_t(Kp * esz), uint64_t(K * esz), pre);
-    for (int m = 0; m < nmu; ++m) dma_fence(Ca[m]);
+    for (const auto& [m, j] : assign[0].at(blk)) dma_fence(Ca[m]);
   }
 }
 
@@ -745,7 +754,7 @@ void MatmulEmitter::load_first_block() {
   // follow the DMA piece by piece instead of waiting for whole slices.
   for (int64_t sl = 0, wsl = 0; sl < KS; ++sl) {
     for (; wsl < KSW && wslice_step[size_t(wsl)] <= slice_step[size_t(sl)]; ++wsl) load_group_slice(0, wsl);
-    load_a(c0, blocks[0].second, slice_k0(sl), slice_k0(sl + 1), kPiece);
+    load_a(0, c0, blocks[0].second, slice_k0(sl), slice_k0(sl + 1), kPiece);
     for (; wsl < KSW && wslice_step[size_t(wsl)] < slice_step[size_t(sl) + 1]; ++wsl) load_group_slice(0, wsl);
   }
 }
@@ -767,7 +776,7 @@ void MatmulEmitter::prefetch(int64_t g, size_t bi, const std::vector<double>& st
   if (bi + 1 < blocks.size())
     for (int64_t k = 0; k < kt; k += kq) {
       pin_at(steps, k * int64_t(passes.size()));
-      load_a(blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
+      load_a(bi + 1, blocks[bi + 1].first, blocks[bi + 1].second, k * D, std::min(K, (k + kq) * D), blocks[bi + 1].second);
     }
   em.pin_ = -1;
   // Steady blocks load the next groups' weights in the first group's last
