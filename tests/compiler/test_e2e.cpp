@@ -876,6 +876,31 @@ TEST_CASE("dot: every MXU of an 8-MXU core") {
   CHECK(double(cycles[8]) < 0.65 * double(cycles[4]));
 }
 
+// N of one column tile (docs/compiler.md, "Tiling"): the blocks of A's rows
+// go to the MXUs in turn, so 4,096 rows in blocks of 512 keep v5e's four
+// MXUs equally busy (two blocks each), where one MXU would take them all;
+// with K of one step an item's drain takes as long as its MXU work, and the
+// kernel keeps to one MXU.
+TEST_CASE("dot: a single column tile spreads its row blocks over the MXUs") {
+  const uint64_t seed = test::test_seed(708);
+  Gen g(seed);
+  for (const int64_t K : {768, 128}) {
+    const int64_t M = 4096, N = 128;
+    INFO("seed " << seed << ", K = " << K);
+    const RandomMatmul mm(g, DType::bf16, M, K, N);
+    const auto cfg = sim::load_config("v5e");
+    compiler::CompileOptions o;
+    o.machine = cfg;
+    const test::SimRun r = test::simulate(compiler::compile(mm.f, o).program, cfg, mm.bytes);
+    REQUIRE_FALSE(r.fault);
+    CHECK(rel_error(mm.result(r), mm.want[0]) <= 1e-5);
+    for (int m = 0; m < 4; ++m) {
+      const auto n = r.stats["units"][fmt::format("core0.mxu{}", m)]["macs"].get<uint64_t>();
+      CHECK(n == (K > 128 ? uint64_t(M * K * N / 4) : m == 0 ? uint64_t(M * K * N) : 0));
+    }
+  }
+}
+
 // tpuc writes its schedule with loops (compiler/src/loops.h): code size
 // follows the kernels, not their tiles. The same schedule written straight
 // (CompileOptions::loops = false) gives the same outputs in nearly the same cycles:
