@@ -162,24 +162,40 @@ void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
     Emitter e(p, m_, loops_, core_, ncores_, chip_, nchips_);
     e.mark_ = mark(idx);
     e.prefix_ = fmt::format("{}loop %{} {}, ", prefix_, k.out, moves ? "body" : "condition");
+    e.loop_depth_ = loop_depth_ + 1;
     return e.region(moves);
   };
-  const size_t top = out.code.size();
-  append(out, part(*l.cond, nullptr));
-  // The condition's pred[] (one byte in HBM) into SMEM word 0, zeroed
-  // first, and from there into s1; every unit is idle here and every
-  // semaphore 0 (the kernels before drained).
-  const Plan& c = *l.cond;
-  const uint64_t pred = c.addr[size_t(c.base[size_t(c.f.results[0])])];
   auto& code = out.code;
-  code.push_back(ib::STS(0, 0, 0));
-  load_constant(code, 2, pred);
-  load_constant(code, 3, 1);
-  code.push_back(ib::DMA_LDS(0, 2, 3, 0));
-  code.push_back(ib::WAIT(kSc, 0, 1));
-  code.push_back(ib::LDS(1, 0, 0));
+  // A counted loop keeps the trips left in an SMEM word of its own (one per
+  // level of nesting, after word 0) and runs no condition.
+  const int64_t counter = 8 * (1 + loop_depth_);
+  if (l.trips >= 0) {
+    load_constant(code, 1, uint64_t(l.trips));
+    code.push_back(ib::STS(1, 0, counter));
+  }
+  const size_t top = code.size();
+  if (l.trips >= 0) {
+    code.push_back(ib::LDS(1, 0, counter));
+  } else {
+    append(out, part(*l.cond, nullptr));
+    // The condition's pred[] (one byte in HBM) into SMEM word 0, zeroed
+    // first, and from there into s1; every unit is idle here and every
+    // semaphore 0 (the kernels before drained).
+    const Plan& c = *l.cond;
+    const uint64_t pred = c.addr[size_t(c.base[size_t(c.f.results[0])])];
+    code.push_back(ib::STS(0, 0, 0));
+    load_constant(code, 2, pred);
+    load_constant(code, 3, 1);
+    code.push_back(ib::DMA_LDS(0, 2, 3, 0));
+    code.push_back(ib::WAIT(kSc, 0, 1));
+    code.push_back(ib::LDS(1, 0, 0));
+  }
   const size_t exit = code.size();
   code.push_back(ib::BEQ(1, 0, 0));
+  if (l.trips >= 0) {
+    code.push_back(ib::ADDI(1, 1, -1));
+    code.push_back(ib::STS(1, 0, counter));
+  }
   append(out, part(*l.body, &l));
   code.push_back(ib::JMP(int64_t(top) - int64_t(code.size())));
   code[exit][isa::operand::B::target] = int64_t(code.size() - exit);
@@ -233,8 +249,10 @@ std::string Backend::describe() const {
       const LoopPlan& l = p.loops[size_t(k.loop)];
       std::vector<std::string> st;
       for (uint64_t a : l.state) st.push_back(fmt::format("{:#x}", a));
-      s += fmt::format("kernel {}: loop %{} state @ [{}], {} bytes of scratch @ {:#x}; condition {} kernels, body {} kernels\n", i, k.out,
-                       fmt::join(st, ", "), l.scratch_bytes, l.scratch, l.cond->kernels.size(), l.body->kernels.size());
+      const std::string cond = l.trips >= 0 ? fmt::format("{} trips (counted: no condition)", l.trips)
+                                             : fmt::format("condition {} kernels", l.cond->kernels.size());
+      s += fmt::format("kernel {}: loop %{} state @ [{}], {} bytes of scratch @ {:#x}; {}, body {} kernels\n", i, k.out,
+                       fmt::join(st, ", "), l.scratch_bytes, l.scratch, cond, l.body->kernels.size());
       continue;
     }
     s += fmt::format("kernel {}: {} -> %{} {} @ {:#x}", i, kind_name(k.kind), k.out, p.type(k.out).str(), p.addr[k.out]);

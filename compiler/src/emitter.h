@@ -701,6 +701,7 @@ class Emitter {
   int mark(size_t idx) const { return mark_ >= 0 ? mark_ : int(idx); }
   int mark_ = -1;
   std::string prefix_;  // the listing's name of a loop's condition or body
+  int64_t loop_depth_ = 0;  // how many while loops this code is inside
 
   // ---- one expression node, vector registers assigned (emit_expr.cpp)
   // `store_rounds`: the value only goes to memory, whose store rounds it.

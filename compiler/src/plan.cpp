@@ -396,7 +396,7 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
     k.kind = KKind::loop;
     for (int a : o.operands) k.inputs.push_back(base[a]);
     k.loop = int(loops.size());
-    loops.emplace_back();
+    loops.emplace_back().trips = counted_trips(o);
   } else if (is_elementwise(o.kind) && !chain[size_t(v)] && epilogue_of[size_t(v)] < 0) {
     k.kind = KKind::elementwise;
     bool big = false;
@@ -731,6 +731,65 @@ void Plan::assign_buffers() {
   throw Error(fmt::format("the program needs {} bytes of HBM, the target has {} ({} too many); {} bytes are live {}: {}", hbm_used,
                           t.hbm_bytes, hbm_used - t.hbm_bytes, peak,
                           peak_at < 0 || peak_at >= nk ? std::string("throughout") : fmt::format("in kernel {}", peak_at), fmt::join(names, ", ")));
+}
+
+// The trips of a counted loop (fori_loop, scan), where the compiler can
+// tell them: the condition compares one integer state element with a
+// constant, the body adds a constant to that element, and the loop starts
+// it at a constant; -1 otherwise (or where the element would leave s32's
+// range, or never meet the condition).
+int64_t Plan::counted_trips(const Op& w) const {
+  const Function &c = w.regions[0], &body = w.regions[1];
+  const auto scalar = [](const Function& g, int v) -> std::optional<int64_t> {
+    const Op& o = g.ops[size_t(v)];
+    if (o.kind != OpKind::constant || o.literal.size() != 1 || o.type.dtype != DType::s32) return std::nullopt;
+    return int64_t(o.literal[0]);
+  };
+  const auto param = [](const Function& g, int v) { return g.ops[size_t(v)].kind == OpKind::parameter ? g.ops[size_t(v)].index : -1; };
+  const Op& cmp = c.ops[size_t(c.results.at(0))];
+  if (cmp.kind != OpKind::compare || c.ops[size_t(cmp.operands[0])].type.dtype != DType::s32) return -1;
+  int64_t j = param(c, cmp.operands[0]);
+  std::optional<int64_t> n = scalar(c, cmp.operands[1]);
+  Direction dir = cmp.direction;
+  if (j < 0 || !n) {  // constant first: n < i is i > n
+    j = param(c, cmp.operands[1]), n = scalar(c, cmp.operands[0]);
+    const Direction flip[] = {Direction::EQ, Direction::NE, Direction::GT, Direction::GE, Direction::LT, Direction::LE};
+    dir = flip[int(dir)];
+  }
+  if (j < 0 || !n || size_t(j) >= w.operands.size()) return -1;
+  const Op& next = body.ops[size_t(body.results.at(size_t(j)))];
+  std::optional<int64_t> d;
+  if (next.kind == OpKind::add && param(body, next.operands[0]) == j) d = scalar(body, next.operands[1]);
+  else if (next.kind == OpKind::add && param(body, next.operands[1]) == j) d = scalar(body, next.operands[0]);
+  else if (next.kind == OpKind::subtract && param(body, next.operands[0]) == j && scalar(body, next.operands[1]))
+    d = -*scalar(body, next.operands[1]);
+  const Op& init = op(w.operands[size_t(j)]);
+  if (!d || init.kind != OpKind::constant || init.literal.size() != 1) return -1;
+  const int64_t i0 = int64_t(init.literal[0]);
+  const auto holds = [&](int64_t i) {
+    switch (dir) {
+      case Direction::LT: return i < *n;
+      case Direction::LE: return i <= *n;
+      case Direction::GT: return i > *n;
+      case Direction::GE: return i >= *n;
+      case Direction::NE: return i != *n;
+      case Direction::EQ: return i == *n;
+    }
+    return false;
+  };
+  if (!holds(i0)) return 0;
+  if (*d == 0 || dir == Direction::EQ) return -1;  // forever, or at most once (the unroller's)
+  // The first i0 + t d for which the condition fails: t = distance / |d|, rounded by the direction.
+  const int64_t dist = *d > 0 ? *n - i0 : i0 - *n, step = *d > 0 ? *d : -*d;
+  const bool up = *d > 0;
+  int64_t t = -1;
+  if ((dir == Direction::LT && up) || (dir == Direction::GT && !up)) t = (dist + step - 1) / step;
+  else if ((dir == Direction::LE && up) || (dir == Direction::GE && !up)) t = dist / step + 1;
+  else if (dir == Direction::NE && dist % step == 0) t = dist / step;
+  if (t < 0) return -1;
+  const int64_t last = i0 + (t - 1) * *d;  // the last trip's value, then the next one the body writes
+  if (last < INT32_MIN || last > INT32_MAX || last + *d < INT32_MIN || last + *d > INT32_MAX) return -1;
+  return t;
 }
 
 // The loop's condition and body over its state at `state`, their buffers

@@ -180,6 +180,9 @@ struct Region {
 // block, then all (a result the body could write into its state element's
 // buffer, nothing reading that element after it, is there already).
 struct LoopPlan {
+  // A counted loop's trips, known at compile time (counted_trips()); -1
+  // where the condition runs every trip.
+  int64_t trips = -1;
   std::vector<uint64_t> state;   // by element
   std::vector<uint64_t> bytes;   // by element
   uint64_t scratch = 0, scratch_bytes = 0;
@@ -276,6 +279,7 @@ struct Plan {
   std::vector<int> reads(const Kernel& k) const;
   void assign_buffers();
   void plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const;
+  int64_t counted_trips(const Op& w) const;
 };
 
 }  // namespace tpu::compiler::backend

@@ -391,7 +391,8 @@ TEST_CASE("hlo programs beyond the corpus match the interpreter") {
 // tests/compiler/while (work hoisted out of the body, results written
 // straight into the state) on tiny, v5e and v4 against the interpreter; a loop
 // of n trips for n = -1, 0, 1, 9, 40; and the fori_loop's code is the same
-// size for 1,000 and 20,000 trips, under 2,000 instructions.
+// size for 1,000 and 20,000 trips, under 2,000 instructions, with no
+// condition to run.
 TEST_CASE("while loops: counted, data-dependent, nested, swapping, zero- and one-trip loops match the interpreter") {
   const uint64_t seed = test::test_seed(2026);
   Gen g(seed);
@@ -419,6 +420,66 @@ TEST_CASE("while loops: counted, data-dependent, nested, swapping, zero- and one
   }
   CHECK(sizes[0] == sizes[1]);
   CHECK(sizes[1] < 2000);
+  // A counted loop keeps its trips in SMEM and runs no condition (the
+  // fori_loop: 0 to 1,000 by 1); a data-dependent one runs it every trip.
+  for (const auto& [name, counted] : {std::pair{"fori", true}, std::pair{"data_dependent", false}}) {
+    INFO(name);
+    compiler::CompileOptions o;
+    o.machine = isa::load_config("v5e");
+    const compiler::Compiled c = compiler::compile(compiler::load_module(dir + name + ".mlir"), o);
+    CHECK((c.assembly.find(" condition, kernel") == std::string::npos) == counted);
+    CHECK((c.plan.find("1000 trips (counted: no condition)") != std::string::npos) == counted);
+  }
+}
+
+// Counted loops (Plan::counted_trips): the trips of i = i0; while (i OP n)
+// i += d, in every direction, with the constant on either side, counting
+// down by a subtract, against the interpreter; a loop whose counter never
+// meets its bound (i != 31 by 3) is left to its condition.
+TEST_CASE("while loops: counted loops in every direction know their trips") {
+  struct Case {
+    int64_t i0;
+    const char* cmp;   // the compare's operands and direction
+    const char* next;  // the body's new i
+    int64_t trips;     // -1: not counted
+  };
+  // The condition's %2 .. %6 are the constants 100, 1, 5, 30, 31; the body's %2 .. %4 are 3, 7, -2.
+  const Case cases[] = {
+      {0, "(%0, %2) {direction=LT}", "add(%0, %2)", 34},         // 0, 3, .., 99 < 100
+      {100, "(%0, %3) {direction=GE}", "subtract(%0, %3)", 15},  // 100, 93, .., 2 >= 1
+      {40, "(%4, %0) {direction=LT}", "add(%0, %4)", 18},        // 5 < 40, 38, .., 6
+      {0, "(%0, %5) {direction=NE}", "add(%0, %2)", 10},         // 0, 3, .., 27 != 30
+      {-20, "(%0, %2) {direction=LE}", "add(%0, %3)", 18},       // -20, -13, .., 99 <= 100
+      {0, "(%0, %6) {direction=NE}", "add(%0, %2)", -1},         // never 31
+  };
+  const uint64_t seed = test::test_seed(34);
+  Gen g(seed);
+  for (const Case& c : cases) {
+    const std::string text = fmt::format(
+        "func @main {{\n  %0 = parameter() {{index=0}} : f32[8,128]\n  %1 = constant() {{value=[{}]}} : s32[]\n"
+        "  %2 = while(%1, %0) {{condition=func @cond {{\n    %0 = parameter() {{index=0}} : s32[]\n"
+        "    %1 = parameter() {{index=1}} : f32[8,128]\n    %2 = constant() {{value=[100]}} : s32[]\n"
+        "    %3 = constant() {{value=[1]}} : s32[]\n    %4 = constant() {{value=[5]}} : s32[]\n"
+        "    %5 = constant() {{value=[30]}} : s32[]\n    %6 = constant() {{value=[31]}} : s32[]\n"
+        "    %7 = compare{} : pred[]\n    return %7\n  }}, body=func @body {{\n"
+        "    %0 = parameter() {{index=0}} : s32[]\n    %1 = parameter() {{index=1}} : f32[8,128]\n"
+        "    %2 = constant() {{value=[3]}} : s32[]\n    %3 = constant() {{value=[7]}} : s32[]\n"
+        "    %4 = constant() {{value=[-2]}} : s32[]\n    %5 = {} : s32[]\n"
+        "    %6 = constant() {{value=[0.5]}} : f32[8,128]\n    %7 = multiply(%1, %6) : f32[8,128]\n"
+        "    %8 = constant() {{value=[1]}} : f32[8,128]\n    %9 = add(%7, %8) : f32[8,128]\n    return %5, %9\n"
+        "  }}}} : (s32[], f32[8,128])\n  %3 = get-tuple-element(%2) {{index=1}} : f32[8,128]\n"
+        "  %4 = get-tuple-element(%2) {{index=0}} : s32[]\n  return %3, %4\n}}\n",
+        c.i0, c.cmp, c.next);
+    INFO(text);
+    const Function f = ir::parse(text, "counted.ir");
+    compiler::CompileOptions o;
+    o.machine = isa::load_config("v5e");
+    const compiler::Compiled cc = compiler::compile(f, o);
+    const std::string says = c.trips >= 0 ? fmt::format("{} trips (counted: no condition)", c.trips) : "; condition ";
+    INFO(cc.plan);
+    CHECK(cc.plan.find(says) != std::string::npos);
+    if (c.trips >= 0) check_against_interpreter(f, {g.random(f.param_global_type(0))}, "v5e", 1e-6, fmt::format("seed {}", seed));
+  }
 }
 
 // Buffer assignment by liveness (docs/compiler.md, "Kernel planning"). A
