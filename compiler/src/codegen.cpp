@@ -169,12 +169,11 @@ void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
   // A counted loop keeps the trips left in an SMEM word of its own (one per
   // level of nesting, after word 0) and runs no condition.
   const int64_t counter = 8 * (1 + loop_depth_);
+  size_t top = code.size();
   if (l.trips >= 0) {
     load_constant(code, 1, uint64_t(l.trips));
     code.push_back(ib::STS(1, 0, counter));
-  }
-  const size_t top = code.size();
-  if (l.trips >= 0) {
+    top = code.size();
     code.push_back(ib::LDS(1, 0, counter));
   } else {
     append(out, part(*l.cond, nullptr));

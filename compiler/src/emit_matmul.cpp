@@ -255,7 +255,8 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // (more with an epilogue), its MXU work a cycle a row for each of K's
   // steps, so no more than K-steps times tiles MXUs.
   const int64_t sem_mxus = (Emitter::kChipSem - 5) * 2 / 13;
-  const int64_t items = nt * ceil_div(Ml, std::min(Ml, std::max<int64_t>(4 * D, 256)));
+  const int64_t block_rows = std::max<int64_t>(4 * D, 256);  // at most, rows per work item (Mb, below)
+  const int64_t items = nt * ceil_div(Ml, std::min(Ml, block_rows));
   const int64_t busy = std::min(items, nt * kt * int64_t(k.passes.size()));
   nmu = int(std::min<int64_t>({int64_t(p_.t.mxus_per_core), sem_mxus, std::max(nt, busy), int64_t(p_.t.acc_rows) / 2}));
   for (auto [a, w] : k.passes) {
@@ -279,7 +280,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // Rows per work item: enough to hide the next weight load (3N - 1 cycles)
   // and few enough that draining the last items overlaps little else.
   const int64_t slots_min = 2;
-  Mb = std::min<int64_t>({Ml, std::max<int64_t>(4 * D, 256), int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
+  Mb = std::min<int64_t>({Ml, block_rows, int64_t(p_.t.acc_rows) / (slots_min * nmu)});  // rows per item
   // Accumulator slots per MXU: in steady blocks, two where the drain is done
   // within the next block (so the one after can take its slot, and every
   // other block's code is alike), else four (a drain reaching two blocks

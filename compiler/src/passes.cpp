@@ -1037,44 +1037,51 @@ Function unroll_loops(const Function& in) {
   return in;
 }
 
-// A constant inside a loop's condition or body that is not a splat has its
-// bytes in HBM for the whole run: it becomes a state element the loop
-// passes through, its op outside the loop.
-Function hoist_loop_constants(const Function& in) {
+namespace {
+
+// `in` with each of its while ops rewritten by `loop`, which may add ops
+// before it through `b` (in unchanged if it has no loop).
+Function rewrite_loops(const Function& in, const std::function<void(Builder& b, Op& w)>& loop) {
   bool any = false;
   for (const Op& op : in.ops) any |= op.kind == OpKind::while_;
   if (!any) return in;
   return rebuild(in, [&](Builder& b, const Op& op) {
     if (op.kind != OpKind::while_) return -1;
     Op w = op;
-    for (size_t r = 0; r < 2; ++r) {
-      Function& g = w.regions[r];
-      for (size_t i = 0; i < g.ops.size(); ++i) {
-        Op& c = g.ops[i];
-        if (c.kind != OpKind::constant || c.literal.size() <= 1) continue;
-        Op outside = c;
-        w.operands.push_back(b.f.add(std::move(outside)));
-        const int64_t k = int64_t(w.operands.size()) - 1;
-        Op param;
-        param.kind = OpKind::parameter, param.type = c.type, param.index = k, param.loc = c.loc;
-        c = param;  // its uses now read the state element
-        Function& other = w.regions[1 - r];
-        const int in_other = other.add(param);
-        Function& body = w.regions[1];
-        body.results.push_back(r == 1 ? int(i) : in_other);
-      }
-    }
+    loop(b, w);
     return b.f.add(std::move(w));
   });
 }
 
+// Op i of loop w's region r becomes a new state element, `init` before the
+// loop, that the body passes through: its uses read that element.
+void to_state(Op& w, size_t r, size_t i, int init) {
+  Function& g = w.regions[r];
+  w.operands.push_back(init);
+  Op param;
+  param.kind = OpKind::parameter, param.type = g.ops[i].type, param.index = int64_t(w.operands.size()) - 1, param.loc = g.ops[i].loc;
+  g.ops[i] = param;
+  const int in_other = w.regions[1 - r].add(param);
+  w.regions[1].results.push_back(r == 1 ? int(i) : in_other);
+}
+
+}  // namespace
+
+// A constant inside a loop's condition or body that is not a splat has its
+// bytes in HBM for the whole run: it becomes a state element the loop
+// passes through, its op outside the loop.
+Function hoist_loop_constants(const Function& in) {
+  return rewrite_loops(in, [](Builder& b, Op& w) {
+    for (size_t r = 0; r < 2; ++r)
+      for (size_t i = 0; i < w.regions[r].ops.size(); ++i) {
+        const Op& c = w.regions[r].ops[i];
+        if (c.kind == OpKind::constant && c.literal.size() > 1) to_state(w, r, i, b.f.add(Op(c)));
+      }
+  });
+}
+
 Function hoist_loop_invariants(const Function& in) {
-  bool any = false;
-  for (const Op& op : in.ops) any |= op.kind == OpKind::while_;
-  if (!any) return in;
-  return rebuild(in, [&](Builder& b, const Op& op) {
-    if (op.kind != OpKind::while_) return -1;
-    Op w = op;
+  return rewrite_loops(in, [](Builder& b, Op& w) {
     Function& body = w.regions[1];
     const size_t nops = body.ops.size();
     // State elements the body passes through unchanged.
@@ -1085,8 +1092,12 @@ Function hoist_loop_invariants(const Function& in) {
     }
     enum Class { variant, free_, hoisted };  // free_: invariant, but not worth a state element of its own
     std::vector<Class> cls(nops, variant);
+    std::vector<bool> grows(nops, false);  // larger than its operands
     for (size_t i = 0; i < nops; ++i) {
       const Op& c = body.ops[i];
+      int64_t in_bytes = 0;
+      for (int o : c.operands) in_bytes += body.ops[size_t(o)].type.bytes();
+      grows[i] = c.type.bytes() > in_bytes;
       if (c.kind == OpKind::parameter) {
         cls[i] = kept[size_t(c.index)] ? free_ : variant;
         continue;
@@ -1110,13 +1121,9 @@ Function hoist_loop_invariants(const Function& in) {
         if (cls[i] != hoisted)
           for (int o : body.ops[i].operands) read[size_t(o)] = read[size_t(o)] || cls[size_t(o)] == hoisted;
       for (int r : body.results) read[size_t(r)] = read[size_t(r)] || cls[size_t(r)] == hoisted;
-      for (size_t i = 0; i < nops; ++i) {
-        int64_t in_bytes = 0;
-        for (int o : body.ops[i].operands) in_bytes += body.ops[size_t(o)].type.bytes();
-        if (read[i] && body.ops[i].type.bytes() > in_bytes) cls[i] = variant, again = true;
-      }
+      for (size_t i = 0; i < nops; ++i)
+        if (read[i] && grows[i]) cls[i] = variant, again = true;
     }
-    if (std::find(read.begin(), read.end(), true) == read.end()) return b.f.add(std::move(w));
     // Their computations outside, on the loop's initial state.
     std::vector<int> outside(nops, -1);
     std::function<int(size_t)> copy = [&](size_t i) {
@@ -1126,17 +1133,8 @@ Function hoist_loop_invariants(const Function& in) {
       for (int& o : c.operands) o = copy(size_t(o));
       return outside[i] = b.add(std::move(c));
     };
-    for (size_t i = 0; i < nops; ++i) {
-      if (!read[i]) continue;
-      w.operands.push_back(copy(i));
-      Op param;
-      param.kind = OpKind::parameter, param.type = body.ops[i].type, param.index = int64_t(w.operands.size()) - 1;
-      param.loc = body.ops[i].loc;
-      body.ops[i] = param;  // what the body computed, now read from the state (the ops it took become dead)
-      w.regions[0].add(param);
-      body.results.push_back(int(i));
-    }
-    return b.f.add(std::move(w));
+    for (size_t i = 0; i < nops; ++i)
+      if (read[i]) to_state(w, 1, i, copy(i));  // the ops it took become dead
   });
 }
 

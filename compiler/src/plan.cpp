@@ -612,34 +612,33 @@ void Plan::assign_buffers() {
     std::vector<int> taken;
     for (int v : outs) {
       const int64_t last = std::max(last_read[size_t(v)], i);
+      // Whether this kernel is element-wise and reads x element for
+      // element only (it reads each chunk before it stores it), so that v,
+      // of x's size, may be written over x.
+      const auto over = [&](int x) {
+        if (k.kind != KKind::elementwise || type(x).elements() != type(v).elements() ||
+            dtype_bytes(type(x).dtype) != dtype_bytes(type(v).dtype))
+          return false;
+        for (const Node& nd : k.expr.nodes)
+          if (nd.input >= 0 && k.inputs[size_t(nd.input)] == x && nd.leaf != Leaf::input) return false;
+        return true;
+      };
+      const auto untaken = [&](int b) { return std::find(taken.begin(), taken.end(), b) == taken.end(); };
       int into = -1;
-      if (k.kind == KKind::elementwise)
-        for (const Node& nd : k.expr.nodes) {
-          if (nd.leaf != Leaf::input) continue;
-          const int x = k.inputs[size_t(nd.input)];
-          const int b = buf_of[size_t(x)];
-          if (b < 0 || size_t(b) < nfixed || last_read[size_t(x)] != i || type(x).elements() != type(v).elements() ||
-              dtype_bytes(type(x).dtype) != dtype_bytes(type(v).dtype) || bufs[size_t(b)].last != i ||
-              std::find(taken.begin(), taken.end(), b) != taken.end())
-            continue;
+      for (const Node& nd : k.expr.nodes) {  // in place of an input nothing reads after
+        if (nd.leaf != Leaf::input) continue;
+        const int x = k.inputs[size_t(nd.input)], b = buf_of[size_t(x)];
+        if (b >= 0 && size_t(b) >= nfixed && last_read[size_t(x)] == i && bufs[size_t(b)].last == i && over(x) && untaken(b)) {
           into = b;
           break;
         }
+      }
       // Inside a loop's body, a result goes straight into its state
       // element's buffer where nothing reads that element after this
       // kernel (else the loop copies it there after the body).
-      if (into < 0 && region && region->body) {
-        const int j = state_result(v);
-        const int b = j < 0 ? -1 : buf_of[size_t(params[size_t(j)])];
-        const int x = j < 0 ? -1 : params[size_t(j)];
-        // (Where this kernel reads the element, it must be element-wise
-        // and read it element for element, as above.)
-        bool in_place = j >= 0 && k.kind == KKind::elementwise && type(x).elements() == type(v).elements() &&
-                        dtype_bytes(type(x).dtype) == dtype_bytes(type(v).dtype);
-        for (const Node& nd : k.expr.nodes)
-          if (in_place && nd.input >= 0 && k.inputs[size_t(nd.input)] == x) in_place = nd.leaf == Leaf::input;
-        if (j >= 0 && (last_read[size_t(x)] < i || (last_read[size_t(x)] == i && in_place)) && bufs[size_t(b)].values.size() == 1 &&
-            std::find(taken.begin(), taken.end(), b) == taken.end())
+      if (const int j = into < 0 && region && region->body ? state_result(v) : -1; j >= 0) {
+        const int x = params[size_t(j)], b = buf_of[size_t(x)];
+        if ((last_read[size_t(x)] < i || (last_read[size_t(x)] == i && over(x))) && bufs[size_t(b)].values.size() == 1 && untaken(b))
           into = b;
       }
       if (into < 0) {
@@ -758,11 +757,13 @@ int64_t Plan::counted_trips(const Op& w) const {
   }
   if (j < 0 || !n || size_t(j) >= w.operands.size()) return -1;
   const Op& next = body.ops[size_t(body.results.at(size_t(j)))];
-  std::optional<int64_t> d;
-  if (next.kind == OpKind::add && param(body, next.operands[0]) == j) d = scalar(body, next.operands[1]);
-  else if (next.kind == OpKind::add && param(body, next.operands[1]) == j) d = scalar(body, next.operands[0]);
-  else if (next.kind == OpKind::subtract && param(body, next.operands[0]) == j && scalar(body, next.operands[1]))
-    d = -*scalar(body, next.operands[1]);
+  std::optional<int64_t> d;  // the step
+  if (next.kind == OpKind::add || next.kind == OpKind::subtract) {
+    const int a = next.operands[0], b = next.operands[1];
+    if (param(body, a) == j) d = scalar(body, b);
+    else if (next.kind == OpKind::add && param(body, b) == j) d = scalar(body, a);
+    if (d && next.kind == OpKind::subtract) d = -*d;
+  }
   const Op& init = op(w.operands[size_t(j)]);
   if (!d || init.kind != OpKind::constant || init.literal.size() != 1) return -1;
   const int64_t i0 = int64_t(init.literal[0]);

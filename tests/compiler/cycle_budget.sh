@@ -13,25 +13,30 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 
+# run DIR CONFIG INPUT...: compiles DIR/module.hlo, runs it on INPUTs and
+# prints its simulated cycles.
+run() {
+  local d=$1 cfg=$2
+  shift 2
+  "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
+  "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$@" --stats "$d/stats.json" -q
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json"
+}
+
 # cycles CONFIG PROGRAM: the simulated cycles of one budget line's program.
 cycles() {
-  local cfg=$1 prog=$2
+  local cfg=$1 prog=$2 d="$work/${2//\//-}-$1"
   case $prog in
     corpus/*)
       TPU_BIN=$bin "$src/scripts/run-corpus.sh" --config "$cfg" "$src/tests/$prog" |
         awk '$1 == "PASS" { print $NF; found = 1 } END { if (!found) exit 1 }' ;;
     gemm/*)
-      local d="$work/${prog//\//-}-$cfg" shape=${prog#gemm/}
+      local shape=${prog#gemm/}
       python3 "$src/scripts/bench/gemm.py" ${shape//x/ } "$d"
-      "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
-      "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$d/a.npy" "$d/b.npy" --stats "$d/stats.json" -q
-      python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json" ;;
+      run "$d" "$cfg" "$d/a.npy" "$d/b.npy" ;;
     scale/*)
-      local d="$work/${prog//\//-}-$cfg"
       python3 "$src/scripts/bench/scale.py" "${prog#scale/}" "$d" --inputs
-      "$bin/tpuc" "$d/module.hlo" --config "$cfg" -o "$d/p.tpu"
-      "$bin/tpusim" "$d/p.tpu" --config "$cfg" --inputs "$d"/in*.npy --stats "$d/stats.json" -q
-      python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cycles"])' "$d/stats.json" ;;
+      run "$d" "$cfg" "$d"/in*.npy ;;
     *) echo "cycle_budget.sh: unknown program $prog" >&2; return 1 ;;
   esac
 }
