@@ -6,7 +6,8 @@ namespace tpu::sim {
 
 void SemaphoreFile::update() {
   bool changed = false;
-  for (size_t s = 0; s < values_.size(); ++s) {
+  for (; signalled_ != 0; signalled_ &= signalled_ - 1) {
+    const size_t s = size_t(__builtin_ctzll(signalled_));
     if (pending_signal_[s] == 0) continue;
     values_[s] += pending_signal_[s];
     pending_signal_[s] = 0;

@@ -27,6 +27,7 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
 
   void signal(int sem, uint32_t count) {
     pending_signal_[size_t(sem)] += count;
+    signalled_ |= uint64_t(1) << sem;
     request_update();
   }
   void request_wait(int requester, int sem, uint32_t count) {
@@ -73,6 +74,8 @@ class SemaphoreFile : public sc_core::sc_prim_channel {
   };
   std::array<uint64_t, isa::kNumSems> values_{};
   std::array<uint64_t, isa::kNumSems> pending_signal_{};
+  static_assert(isa::kNumSems <= 64);
+  uint64_t signalled_ = 0;  // bit s: pending_signal_[s] may be non-zero
   std::array<bool, kNumRequesters> granted_{};
   std::vector<Request> requests_;
   std::array<sc_core::sc_event, kNumRequesters> grant_event_;

@@ -38,6 +38,14 @@ void System::attach_vcd(VcdWriter* vcd) {
 
 std::string System::where(const Chip& c) const { return chips.size() > 1 ? fmt::format("chip {} ", c.index) : std::string(); }
 
+bool System::quiet(uint64_t now, bool delivered) const {
+  if (!ici.idle() || delivered) return false;
+  const sc_core::sc_time this_edge = rc_.period() * double(now);
+  for (const auto& c : chips)
+    if (c->in_flight(now) || !c->sems_quiet(this_edge)) return false;
+  return true;
+}
+
 void System::monitor() {
   if (rc_.faulted()) return;
   const uint64_t now = rc_.cycle();
@@ -46,13 +54,12 @@ void System::monitor() {
     if (!c->end_cycle(now)) return;
   if (vcd_) vcd_->sample(now);
 
-  bool all_finished = ici.idle() && !delivered, flight = !ici.idle() || delivered, busy = false, sems_quiet = true;
-  const sc_core::sc_time this_edge = rc_.period() * double(now);
+  // Every chip's finished() each cycle (it records the chip's last cycle);
+  // what only the deadlock test needs, only while no unit is busy.
+  bool all_finished = ici.idle() && !delivered, busy = false;
   for (auto& c : chips) {
     all_finished &= c->finished(now);
-    flight |= c->in_flight(now);
-    busy |= c->any_busy(now);
-    sems_quiet &= c->sems_quiet(this_edge);
+    busy = busy || c->any_busy(now);
   }
   if (all_finished) {
     done_ = true;
@@ -60,7 +67,7 @@ void System::monitor() {
     sc_core::sc_stop();
     return;
   }
-  if (!busy && !flight && sems_quiet) {
+  if (!busy && quiet(now, delivered)) {
     std::vector<std::string> reports;
     for (const auto& c : chips)
       if (!c->finished(now)) reports.push_back(where(*c) + c->blocked_report());

@@ -37,6 +37,9 @@ class System : public sc_core::sc_module {
 
  private:
   void monitor();
+  // Whether nothing is in flight (ICI, DMA, pipelines) and no semaphore
+  // changed this cycle: with no unit busy, a deadlock.
+  bool quiet(uint64_t now, bool delivered) const;
   std::string where(const Chip& c) const;
 
   std::vector<std::unique_ptr<ChipTracks>> tracks_;

@@ -3,13 +3,14 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+
+#include "zeroed.h"
 
 namespace tpu::sim {
 
 class Accumulators {
  public:
-  Accumulators(uint64_t rows, uint32_t width) : rows_(rows), width_(width), data_(rows * width, 0) {}
+  Accumulators(uint64_t rows, uint32_t width) : rows_(rows), width_(width), data_(rows * width) {}
   uint64_t rows() const { return rows_; }
   uint32_t width() const { return width_; }
   uint32_t* row(uint64_t r) { return data_.data() + r * width_; }
@@ -18,7 +19,7 @@ class Accumulators {
  private:
   uint64_t rows_;
   uint32_t width_;
-  std::vector<uint32_t> data_;
+  Zeroed<uint32_t> data_;
 };
 
 }  // namespace tpu::sim

@@ -652,11 +652,17 @@ void Dram::add(uint64_t id, uint64_t addr, bool write, uint64_t cycle) {
   const uint32_t c = at.channel;
   if (channels_[c]->add(id, addr, at, write, cycle)) next_tick_[c] = std::min(next_tick_[c], cycle);
   next_[c] = std::min({next_[c], next_tick_[c], channels_[c]->next_return()});
+  soonest_ = std::min(soonest_, next_[c]);
 }
 
 void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
+  if (soonest_ > cycle) return;
+  soonest_ = kNever;
   for (uint32_t c = 0; c < channels_.size(); ++c) {
-    if (next_[c] > cycle) continue;
+    if (next_[c] > cycle) {
+      soonest_ = std::min(soonest_, next_[c]);
+      continue;
+    }
     if (next_tick_[c] <= cycle) {
       channels_[c]->tick(cycle, done);
       next_tick_[c] = channels_[c]->next_event(cycle + 1);
@@ -664,14 +670,11 @@ void Dram::tick(uint64_t cycle, std::vector<Completion>& done) {
       channels_[c]->return_data(cycle, done);  // data returns without the controller doing anything
     }
     next_[c] = std::min(next_tick_[c], channels_[c]->next_return());
+    soonest_ = std::min(soonest_, next_[c]);
   }
 }
 
-uint64_t Dram::next_event(uint64_t cycle) const {
-  uint64_t t = kNever;
-  for (uint64_t n : next_) t = std::min(t, n);
-  return std::max(t, cycle);
-}
+uint64_t Dram::next_event(uint64_t cycle) const { return std::max(soonest_, cycle); }
 
 bool Dram::idle() const {
   for (const auto& c : channels_)

@@ -352,6 +352,7 @@ class Dram {
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<uint64_t> next_tick_;  // per channel: the next cycle its controller has anything to do
   std::vector<uint64_t> next_;       // per channel: that, or its next data return if sooner
+  uint64_t soonest_ = 0;             // the least of next_
 };
 
 }  // namespace tpu::sim::dram

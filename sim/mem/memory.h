@@ -3,13 +3,14 @@
 // bytes return zero. Range checks are the caller's (see check_range).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "zeroed.h"
 
 namespace tpu::sim {
 
@@ -81,7 +82,7 @@ class SparseMemory {
   static constexpr uint64_t kPageShift = 16;
   static constexpr uint64_t kPageBytes = uint64_t(1) << kPageShift;
   static constexpr uint64_t kPageMask = kPageBytes - 1;
-  using Page = std::array<uint8_t, kPageBytes>;
+  using Page = Zeroed<uint8_t>;  // kPageBytes
 
   const Page* find(uint64_t index) const {
     if (index == last_index_ && last_page_) return last_page_;
@@ -94,12 +95,11 @@ class SparseMemory {
   Page& page(uint64_t index) {
     if (const Page* p = find(index)) return *const_cast<Page*>(p);
     if (budget_ && !budget_->take(kPageBytes)) {  // the run stops at the end of this cycle
-      if (!overflow_) overflow_ = std::make_unique<Page>();
+      if (!overflow_) overflow_ = std::make_unique<Page>(kPageBytes);
       return *overflow_;
     }
     auto& slot = pages_[index];
-    slot = std::make_unique<Page>();
-    slot->fill(0);
+    slot = std::make_unique<Page>(kPageBytes);
     last_index_ = index;
     last_page_ = slot.get();
     return *slot;

@@ -81,11 +81,18 @@ class DetailedTiming : public HbmTiming {
       const uint32_t id = alloc(pieces_, free_pieces_);
       pieces_[id] = {slot, r * req_bytes_, b->write, requester};
       to_send_[size_t(requester)][dram_.channel_of(r * req_bytes_)].push_back({id, now + cfg_.noc.hop_latency});
-      ++waiting_[size_t(requester)];
+      ++waiting_[size_t(requester)], ++sending_;
     }
   }
 
   void end_cycle(uint64_t now) override {
+    // Nothing to send, nothing waiting to enter a channel and the device's
+    // next event after this cycle: nothing to do but turn the crossbar's
+    // priority.
+    if (sending_ == 0 && !inbox_ready_ && now < quiet_until_) {
+      rotate_ = rotate_ + 1 >= to_send_.size() ? 0 : rotate_ + 1;
+      return;
+    }
     cross(now);
     // The device's cycles that start before the next core edge.
     const u128 edge = u128(now + 1) * 1000000000000ull;
@@ -93,7 +100,13 @@ class DetailedTiming : public HbmTiming {
       // An inbox's request enters when its channel has room, which only a
       // controller's tick makes: while none can, the next tick is next.
       const uint64_t m = inbox_ready_ ? mem_cycle_ : dram_.next_event(mem_cycle_);
-      if (u128(m) * p_.tck_ps * cfg_.clock_hz >= edge) break;
+      const u128 at = u128(m) * p_.tck_ps * cfg_.clock_hz;
+      if (at >= edge) {
+        // Core cycles before this one end before device cycle m starts.
+        const u128 cycles = at / 1000000000000ull;
+        quiet_until_ = cycles >> 64 ? ~uint64_t(0) : uint64_t(cycles);
+        break;
+      }
       for (uint32_t c = 0; c < inbox_.size() && inbox_ready_; ++c) {
         auto& in = inbox_[c];
         if (in.empty()) continue;
@@ -206,7 +219,7 @@ class DetailedTiming : public HbmTiming {
           ++inboxed_;
           inbox_ready_ = true;
           q.pop_front();
-          --waiting_[k];
+          --waiting_[k], --sending_;
           moved = true;
           next_channel_[k] = ch + 1 == channels ? 0 : ch + 1;
         }
@@ -252,6 +265,8 @@ class DetailedTiming : public HbmTiming {
   std::vector<uint32_t> free_bursts_;
   std::vector<std::vector<std::deque<Send>>> to_send_;  // per core, per channel
   std::vector<uint64_t> waiting_;                        // per core: requests in to_send_
+  uint64_t sending_ = 0;                                 // requests in to_send_
+  uint64_t quiet_until_ = 0;  // with nothing to send or enter, no device cycle starts before this core cycle ends
   std::vector<size_t> next_channel_;                     // per core: round robin
   std::vector<std::deque<uint32_t>> inbox_;
   uint64_t inboxed_ = 0;  // requests in all inboxes

@@ -19,8 +19,8 @@ struct MxuRow {
   int buf = 0;
   bool accumulate = false;
   uint64_t acc_row = 0;
-  std::vector<uint32_t> x;       // N operands: f32 bits (bf16 widened) or s32
-  std::vector<uint32_t> result;  // N words: f32 bits or s32
+  uint32_t* x = nullptr;       // N operands: f32 bits (bf16 widened) or s32
+  uint32_t* result = nullptr;  // N words: f32 bits or s32 (both in the MXU's row store)
   bool pending = false;          // fed, its result not yet computed (complete())
 };
 

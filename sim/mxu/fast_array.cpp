@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cstring>
 
+#include "../mem/zeroed.h"
 #include "datapath.h"
 #include "numerics.h"
 
@@ -133,13 +134,15 @@ __attribute__((target_clones("avx2", "default"))) void rows_s32(int32_t* s, cons
 class FastArray final : public MxuArray {
  public:
   explicit FastArray(uint32_t n)
-      : MxuArray(n), wf_(2, std::vector<float>(size_t(n) * n)), wi_(2, std::vector<int32_t>(size_t(n) * n)), xf_(n), xi_(n), sf_(n), si_(n) {}
+      : MxuArray(n), wf_store_(2 * size_t(n) * n), wi_store_(2 * size_t(n) * n), xf_(n), xi_(n), sf_(n), si_(n) {
+    for (size_t b = 0; b < 2; ++b) wf_[b] = wf_store_.data() + b * n * n, wi_[b] = wi_store_.data() + b * n * n;
+  }
 
   void set_weights(int b, const std::vector<uint32_t>& w) override {
     compute_pending();
-    // The same bits, as f32 (bf16 weights) and s32 (s8 weights).
-    std::memcpy(wf_[size_t(b)].data(), w.data(), w.size() * sizeof(float));
-    std::memcpy(wi_[size_t(b)].data(), w.data(), w.size() * sizeof(int32_t));
+    // The bits as f32 (bf16 weights); as s32 (s8 weights) when an int8 row comes.
+    std::memcpy(wf_[size_t(b)], w.data(), w.size() * sizeof(float));
+    wi_stale_[b] = true;
     min_w_[b] = mxu::min_nonzero_magnitude(w.data(), w.size());
     max_w_[b] = max_magnitude_bits(w.data(), w.size());
   }
@@ -147,14 +150,15 @@ class FastArray final : public MxuArray {
   void feed(uint64_t, MxuRow& row) override {
     const size_t b = size_t(row.buf);
     if (row.int8) {
+      if (wi_stale_[b]) std::memcpy(wi_[b], wf_[b], size_t(n_) * n_ * sizeof(int32_t)), wi_stale_[b] = false;
       for (uint32_t k = 0; k < n_; ++k) xi_[k] = int32_t(row.x[k]);
       std::fill(si_.begin(), si_.end(), 0);
-      rows_s32(si_.data(), xi_.data(), wi_[b].data(), n_);
+      rows_s32(si_.data(), xi_.data(), wi_[b], n_);
       for (uint32_t j = 0; j < n_; ++j) row.result[j] = uint32_t(si_[j]);
       return;
     }
-    const float min_x = mxu::min_nonzero_magnitude(row.x.data(), n_);
-    if (kHostFma && fma_exact(min_x, max_magnitude_bits(row.x.data(), n_), min_w_[b], max_w_[b])) {
+    const float min_x = mxu::min_nonzero_magnitude(row.x, n_);
+    if (kHostFma && fma_exact(min_x, max_magnitude_bits(row.x, n_), min_w_[b], max_w_[b])) {
       if (n_ % 16 == 0) {  // later, with the rows fed after it (complete())
         if (!pending_.empty() && pending_.front()->buf != row.buf) compute_pending();
         row.pending = true;
@@ -163,16 +167,16 @@ class FastArray final : public MxuArray {
       }
       for (uint32_t k = 0; k < n_; ++k) xf_[k] = mxu::as_float(row.x[k]);
       std::fill(sf_.begin(), sf_.end(), 0.0f);
-      rows_fma(sf_.data(), xf_.data(), wf_[b].data(), n_);
+      rows_fma(sf_.data(), xf_.data(), wf_[b], n_);
       for (uint32_t j = 0; j < n_; ++j) row.result[j] = mxu::as_bits(mxu::canonical(sf_[j]));
       return;
     }
     for (uint32_t k = 0; k < n_; ++k) xf_[k] = mxu::as_float(row.x[k]);
     std::fill(sf_.begin(), sf_.end(), 0.0f);
     if (mxu::flush_free(min_x, min_w_[b]))
-      rows_plain(sf_.data(), xf_.data(), wf_[b].data(), n_);
+      rows_plain(sf_.data(), xf_.data(), wf_[b], n_);
     else
-      rows_checked(sf_.data(), xf_.data(), wf_[b].data(), n_);
+      rows_checked(sf_.data(), xf_.data(), wf_[b], n_);
     for (uint32_t j = 0; j < n_; ++j) row.result[j] = mxu::as_bits(mxu::canonical(sf_[j]));
   }
 
@@ -194,9 +198,9 @@ class FastArray final : public MxuArray {
     xp_.resize(rows), sp_.resize(rows);
     for (size_t r = 0; r < rows; ++r) {
       xp_[r] = bx_.data() + r * n_, sp_[r] = bs_.data() + r * n_;
-      std::memcpy(xp_[r], pending_[r]->x.data(), n_ * sizeof(float));
+      std::memcpy(xp_[r], pending_[r]->x, n_ * sizeof(float));
     }
-    rows_fma_batch(sp_.data(), xp_.data(), wf_[size_t(pending_.front()->buf)].data(), n_, uint32_t(rows));
+    rows_fma_batch(sp_.data(), xp_.data(), wf_[size_t(pending_.front()->buf)], n_, uint32_t(rows));
     for (size_t r = 0; r < rows; ++r) {
       for (uint32_t j = 0; j < n_; ++j) pending_[r]->result[j] = mxu::as_bits(mxu::canonical(sp_[r][j]));
       pending_[r]->pending = false;
@@ -207,8 +211,11 @@ class FastArray final : public MxuArray {
   std::vector<MxuRow*> pending_;
   std::vector<float> bx_, bs_;
   std::vector<float*> xp_, sp_;
-  std::vector<std::vector<float>> wf_;
-  std::vector<std::vector<int32_t>> wi_;
+  Zeroed<float> wf_store_;  // both weight buffers, as f32
+  Zeroed<int32_t> wi_store_;  // and as s32
+  float* wf_[2];
+  int32_t* wi_[2];
+  bool wi_stale_[2] = {false, false};
   float min_w_[2] = {0, 0};
   uint32_t max_w_[2] = {0, 0};
   std::vector<float> xf_;

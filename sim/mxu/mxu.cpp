@@ -46,11 +46,9 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
       staging_(size_t(n_) * n_),
       load_row_(n_),
       slots_(2 * size_t(n_)),
+      row_store_(slots_.size() * 2 * n_),
       row_bytes_(size_t(n_) * 2) {
-  for (auto& s : slots_) {
-    s.x.resize(n_);
-    s.result.resize(n_);
-  }
+  for (size_t i = 0; i < slots_.size(); ++i) slots_[i].x = row_store_.data() + 2 * i * n_, slots_[i].result = slots_[i].x + n_;
   SC_HAS_PROCESS(Mxu);
   SC_METHOD(tick);
   sensitive << clk.pos();
@@ -89,11 +87,11 @@ void Mxu::drain(uint64_t now) {
   array_->complete(r);
   uint32_t* acc = acc_.row(r.acc_row);
   if (!r.accumulate)
-    std::copy(r.result.begin(), r.result.end(), acc);
+    std::copy(r.result, r.result + n_, acc);
   else if (r.int8)
-    accumulate_s32(acc, r.result.data(), n_);
+    accumulate_s32(acc, r.result, n_);
   else
-    accumulate_f32(acc, r.result.data(), n_);
+    accumulate_f32(acc, r.result, n_);
   if (acc_log_) acc_log_->push_back({now, r.acc_row, std::vector<uint32_t>(acc, acc + n_)});
   r.fed_cycle = ~uint64_t(0);
   --in_flight_;
@@ -135,7 +133,7 @@ void Mxu::advance_stream(uint64_t now) {
   r.accumulate = stream_.accumulate;
   r.acc_row = stream_.acc_row + i;
   if (record_) record_row("xrow", stream_.src + i * stream_.stride, stream_.int8);
-  read_operands(stream_.src + i * stream_.stride, stream_.int8, r.x.data());
+  read_operands(stream_.src + i * stream_.stride, stream_.int8, r.x);
   array_->feed(now, r);
   ++in_flight_;
   macs_ += uint64_t(n_) * n_;

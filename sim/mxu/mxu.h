@@ -12,6 +12,7 @@
 #include "../core/queued_unit.h"
 #include "../mem/accumulators.h"
 #include "../mem/memory.h"
+#include "../mem/zeroed.h"
 #include "datapath.h"
 #include "mxu_unit.h"
 #include "tpu/sim/config.h"
@@ -102,6 +103,7 @@ class Mxu : public sc_core::sc_module, public QueuedUnit, public MxuUnit {
   WeightLoad load_;
   Stream stream_;
   std::vector<MxuRow> slots_;  // rows in flight, by feed cycle mod 2N
+  Zeroed<uint32_t> row_store_;  // the slots' operands and results
   uint32_t in_flight_ = 0;
   uint64_t last_complete_ = 0;  // last cycle in which any started work finishes
   uint64_t load_done_ = 0;      // the cycle after the last weight load's last row

@@ -72,7 +72,7 @@ class PeArray final : public MxuArray {
     fed_[now & (fed_.size() - 1)] = &row;
     const Mode m{row.buf, row.int8};
     if (changes_.empty() || !(changes_.back().second == m)) changes_.emplace_back(now, m);
-    if (!row.int8 && !mxu::flush_free(mxu::min_nonzero_magnitude(row.x.data(), n_), min_w_[row.buf]))
+    if (!row.int8 && !mxu::flush_free(mxu::min_nonzero_magnitude(row.x, n_), min_w_[row.buf]))
       checked_until_ = now + 2 * uint64_t(n_) - 2;
   }
 
