@@ -106,7 +106,8 @@ Chip::Chip(sc_core::sc_module_name name, int idx, const MachineConfig& cfg, cons
       hbm("hbm", cfg, rc.budget(), opts.dram_check),
       opts_(opts),
       rc_(rc),
-      trace_(trace) {
+      trace_(trace),
+      counters_(trace && trace->wants_counters()) {
   for (uint64_t c = 0; c < cfg.target.cores; ++c) {
     const MxuModel model = opts.rtl_mxu ? MxuModel::Rtl : opts.pe_level_mxu ? MxuModel::Pe : MxuModel::Fast;
     cores.push_back(std::make_unique<TensorCore>(fmt::format("core{}", c).c_str(), idx, int(c), cfg, program, model, rc, hbm,
@@ -165,14 +166,15 @@ void Chip::attach_vcd(VcdWriter* vcd, const std::string& prefix) {
 
 void Chip::sample_counters(uint64_t now) {
   size_t i = 0;
+  const auto sample = [&](int core, int unit, int64_t d) {
+    if (last_depth_.size() <= i) last_depth_.resize(i + 1, -1);
+    if (last_depth_[i] != d) trace_->counter(track_id(core, unit), "queue depth", now, d);
+    last_depth_[i++] = d;
+  };
   for (auto& c : cores) {
-    std::vector<std::pair<int, int64_t>> depths = {{1, c->dma.queue_depth()}, {2, c->vpu.queue_depth()}};
-    for (size_t m = 0; m < c->mxus.size(); ++m) depths.push_back({8 + int(m), c->mxus[m]->pending_instructions()});
-    if (last_depth_.size() < i + depths.size()) last_depth_.resize(i + depths.size(), -1);
-    for (const auto& [unit, d] : depths) {
-      if (last_depth_[i] != d) trace_->counter(track_id(c->index, unit), "queue depth", now, d);
-      last_depth_[i++] = d;
-    }
+    sample(c->index, 1, c->dma.queue_depth());
+    sample(c->index, 2, c->vpu.queue_depth());
+    for (size_t m = 0; m < c->mxus.size(); ++m) sample(c->index, 8 + int(m), c->mxus[m]->pending_instructions());
   }
 }
 
@@ -265,7 +267,7 @@ bool Chip::end_cycle(uint64_t now) {
     rc_.fault(fmt::format("cycle {}: internal error: {}", now, *v));
     return false;
   }
-  if (trace_) sample_counters(now);
+  if (counters_) sample_counters(now);
   if (series_.every && now + 1 - row_start_ >= series_.every) series_row(now + 1);
   return true;
 }

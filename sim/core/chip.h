@@ -92,6 +92,7 @@ class Chip : public sc_core::sc_module {
   const SimOptions& opts_;
   RunControl& rc_;
   TraceSink* trace_;
+  bool counters_;  // trace_ takes counter samples
   uint64_t finish_cycle_ = 0;
   std::vector<int64_t> last_depth_;
   TimeSeries series_;

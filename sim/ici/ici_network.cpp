@@ -84,24 +84,31 @@ bool IciNetwork::deliver(IciPacket& p) {
 bool IciNetwork::tick(uint64_t now) {
   if (packets_ == 0 && credits_out_ == 0) return false;
   const uint64_t before = packets_;
-  // Packets land in their buffers; credits come back.
-  for (Node& n : nodes_)
-    for (int port = 0; port < kPorts; ++port) {
-      Link& l = n.out[size_t(port)];
-      for (; !l.wire.empty() && l.wire.front().first <= now; l.wire.pop_front()) {
-        IciPacket& p = l.wire.front().second;
-        Node& to = nodes_[size_t(l.to)];
-        to.in[size_t(port ^ 1)][size_t(p.vc)].push_back(std::move(p));
-        ++to.held;
+  // Packets land in their buffers; credits come back (each link's in the
+  // order sent, so the earliest is at a front).
+  if (now >= next_land_) {
+    next_land_ = ~uint64_t(0);
+    for (Node& n : nodes_)
+      for (int port = 0; port < kPorts; ++port) {
+        Link& l = n.out[size_t(port)];
+        for (; !l.wire.empty() && l.wire.front().first <= now; l.wire.pop_front()) {
+          IciPacket& p = l.wire.front().second;
+          Node& to = nodes_[size_t(l.to)];
+          to.in[size_t(port ^ 1)][size_t(p.vc)].push_back(std::move(p));
+          ++to.held;
+        }
+        for (; !l.credit_returns.empty() && l.credit_returns.front().first <= now; l.credit_returns.pop_front(), --credits_out_)
+          ++l.credits[size_t(l.credit_returns.front().second)];
+        if (!l.wire.empty()) next_land_ = std::min(next_land_, l.wire.front().first);
+        if (!l.credit_returns.empty()) next_land_ = std::min(next_land_, l.credit_returns.front().first);
       }
-      for (; !l.credit_returns.empty() && l.credit_returns.front().first <= now; l.credit_returns.pop_front(), --credits_out_)
-        ++l.credits[size_t(l.credit_returns.front().second)];
-    }
+  }
   // A packet leaving the buffer of input `in` gives its credit back to the
   // neighbour that sent it.
   auto free_slot = [&](Node& n, int in, int vc) {
     if (in == kPorts) return;
     nodes_[size_t(n.out[size_t(in)].to)].out[size_t(in ^ 1)].credit_returns.push_back({now + hop_, vc});
+    next_land_ = std::min(next_land_, now + hop_);
     ++credits_out_;
   };
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -141,6 +148,7 @@ bool IciNetwork::tick(uint64_t now) {
         ++l.packets;
         p.dim = dim, p.vc = next_vc;
         l.wire.push_back({(l.free_fp + 1023) / 1024 + hop_, std::move(p)});
+        next_land_ = std::min(next_land_, l.wire.back().first);
         q.pop_front();
         --n.held;
         free_slot(n, in, vc);

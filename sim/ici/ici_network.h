@@ -136,6 +136,7 @@ class IciNetwork {
   std::vector<Node> nodes_;
   std::vector<Endpoint> endpoints_;
   uint64_t packets_ = 0, credits_out_ = 0, bytes_delivered_ = 0;
+  uint64_t next_land_ = ~uint64_t(0);  // no packet or credit lands on a link before this cycle
 };
 
 }  // namespace tpu::sim

@@ -184,10 +184,10 @@ class Channel {
 
  private:
   struct Trans {
-    uint64_t id, addr;
+    uint64_t id = 0, addr = 0;
     Location at;
-    bool write;
-    uint64_t added;
+    bool write = false;
+    uint64_t added = 0;
     uint64_t seq = 0;  // arrival order
   };
   // Transactions waiting for their command queue, kept per command queue so
@@ -219,7 +219,30 @@ class Channel {
     }
 
    private:
-    std::vector<std::deque<Trans>> q_;
+    // A FIFO that allocates nothing before its first push (a channel keeps
+    // one per bank and most stay empty; a std::deque allocates at once).
+    class Fifo {
+     public:
+      bool empty() const { return head_ == tail_; }
+      Trans& front() { return buf_[head_ & (buf_.size() - 1)]; }
+      const Trans& front() const { return buf_[head_ & (buf_.size() - 1)]; }
+      void push_back(const Trans& t) {
+        if (tail_ - head_ == buf_.size()) grow();
+        buf_[tail_++ & (buf_.size() - 1)] = t;
+      }
+      void pop_front() { ++head_; }
+
+     private:
+      void grow() {
+        std::vector<Trans> b(std::max<size_t>(8, 2 * buf_.size()));
+        for (size_t i = head_; i != tail_; ++i) b[i - head_] = buf_[i & (buf_.size() - 1)];
+        tail_ -= head_, head_ = 0;
+        buf_.swap(b);
+      }
+      std::vector<Trans> buf_;  // a power of two long
+      size_t head_ = 0, tail_ = 0;
+    };
+    std::vector<Fifo> q_;
     uint64_t seq_ = 0;
     size_t n_ = 0;
   };

@@ -19,6 +19,7 @@ class EventLog : public TraceSink {
   EventLog(const isa::Program& program, const std::vector<std::string>& units);
   void instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) override;
   void counter(int, const char*, uint64_t, int64_t) override {}
+  bool wants_counters() const override { return false; }
 
  private:
   const isa::Program& program_;

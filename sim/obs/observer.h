@@ -65,6 +65,8 @@ class TraceSink {
   virtual ~TraceSink() = default;
   virtual void instruction(int track, uint32_t pc, uint64_t start_cycle, uint64_t end_cycle, uint64_t work) = 0;
   virtual void counter(int track, const char* name, uint64_t cycle, int64_t value) = 0;
+  // Whether counter() does anything (else the chip samples nothing per cycle).
+  virtual bool wants_counters() const { return true; }
 };
 
 // Hands every event to several sinks (the timeline, the profile, the event log).
@@ -80,6 +82,11 @@ class FanOut : public TraceSink {
   }
   void counter(int track, const char* name, uint64_t cycle, int64_t value) override {
     for (auto* s : sinks_) s->counter(track, name, cycle, value);
+  }
+  bool wants_counters() const override {
+    for (auto* s : sinks_)
+      if (s->wants_counters()) return true;
+    return false;
   }
 
  private:
@@ -100,6 +107,7 @@ class ChipTracks : public TraceSink {
   void counter(int track, const char* name, uint64_t cycle, int64_t value) override {
     to_->counter(track < 0 ? -1 - chip_ : track + offset_, name, cycle, value);
   }
+  bool wants_counters() const override { return to_->wants_counters(); }
 
  private:
   TraceSink* to_;

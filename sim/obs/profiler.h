@@ -20,6 +20,7 @@ class Profiler : public TraceSink {
 
   void instruction(int track, uint32_t pc, uint64_t start, uint64_t end, uint64_t work) override;
   void counter(int, const char*, uint64_t, int64_t) override {}
+  bool wants_counters() const override { return false; }
 
   // stats.json's "kernels" and "ops" (empty lists for a program without kernels).
   nlohmann::json kernels_json() const;
