@@ -105,12 +105,26 @@ void rows_fma_batch(float* const* s, const float* const* x, const float* w, uint
 
 const bool kHostFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 
-// The largest magnitude among f32 values given as bits, as bits (above
-// 0x7f800000 for a NaN).
-uint32_t max_magnitude_bits(const uint32_t* bits, size_t n) {
-  uint32_t m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, bits[i] & 0x7fffffffu);
-  return m;
+// A row's sums as the array gives them: any NaN the canonical one.
+__attribute__((target_clones("avx2", "default"))) void store_canonical(uint32_t* out, const float* sum, size_t n) {
+  for (size_t j = 0; j < n; ++j) out[j] = mxu::as_bits(mxu::canonical(sum[j]));
+}
+
+// The smallest non-zero magnitude among f32 values given as bits (as
+// mxu::min_nonzero_magnitude) and the largest, as bits (above 0x7f800000
+// for a NaN), in one pass that vectorises where the host has AVX2 (32-bit
+// unsigned minima are not in the baseline's SSE2).
+struct Magnitudes {
+  float min_nonzero;
+  uint32_t max_bits;
+};
+__attribute__((target_clones("avx2", "default"))) Magnitudes magnitudes(const uint32_t* bits, size_t n) {
+  uint32_t lo = 0x7f800000u - 1, hi = 0;  // lo: the least |x| - 1, a zero wrapping to the largest
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = bits[i] & 0x7fffffffu;
+    lo = std::min(lo, a - 1), hi = std::max(hi, a);
+  }
+  return {mxu::as_float(lo + 1), hi};
 }
 
 // Whether every product x*w is exact in f32 (so an FMA rounds as mul then
@@ -143,8 +157,8 @@ class FastArray final : public MxuArray {
     // The bits as f32 (bf16 weights); as s32 (s8 weights) when an int8 row comes.
     std::memcpy(wf_[size_t(b)], w.data(), w.size() * sizeof(float));
     wi_stale_[b] = true;
-    min_w_[b] = mxu::min_nonzero_magnitude(w.data(), w.size());
-    max_w_[b] = max_magnitude_bits(w.data(), w.size());
+    const Magnitudes m = magnitudes(w.data(), w.size());
+    min_w_[b] = m.min_nonzero, max_w_[b] = m.max_bits;
   }
 
   void feed(uint64_t, MxuRow& row) override {
@@ -157,8 +171,9 @@ class FastArray final : public MxuArray {
       for (uint32_t j = 0; j < n_; ++j) row.result[j] = uint32_t(si_[j]);
       return;
     }
-    const float min_x = mxu::min_nonzero_magnitude(row.x, n_);
-    if (kHostFma && fma_exact(min_x, max_magnitude_bits(row.x, n_), min_w_[b], max_w_[b])) {
+    const Magnitudes mx = magnitudes(row.x, n_);
+    const float min_x = mx.min_nonzero;
+    if (kHostFma && fma_exact(min_x, mx.max_bits, min_w_[b], max_w_[b])) {
       if (n_ % 16 == 0) {  // later, with the rows fed after it (complete())
         if (!pending_.empty() && pending_.front()->buf != row.buf) compute_pending();
         row.pending = true;
@@ -168,7 +183,7 @@ class FastArray final : public MxuArray {
       for (uint32_t k = 0; k < n_; ++k) xf_[k] = mxu::as_float(row.x[k]);
       std::fill(sf_.begin(), sf_.end(), 0.0f);
       rows_fma(sf_.data(), xf_.data(), wf_[b], n_);
-      for (uint32_t j = 0; j < n_; ++j) row.result[j] = mxu::as_bits(mxu::canonical(sf_[j]));
+      store_canonical(row.result, sf_.data(), n_);
       return;
     }
     for (uint32_t k = 0; k < n_; ++k) xf_[k] = mxu::as_float(row.x[k]);
@@ -177,7 +192,7 @@ class FastArray final : public MxuArray {
       rows_plain(sf_.data(), xf_.data(), wf_[b], n_);
     else
       rows_checked(sf_.data(), xf_.data(), wf_[b], n_);
-    for (uint32_t j = 0; j < n_; ++j) row.result[j] = mxu::as_bits(mxu::canonical(sf_[j]));
+    store_canonical(row.result, sf_.data(), n_);
   }
 
   void complete(MxuRow& row) override {
@@ -193,8 +208,7 @@ class FastArray final : public MxuArray {
   void compute_pending() {
     const size_t rows = pending_.size();
     if (rows == 0) return;
-    bx_.resize(rows * n_);
-    bs_.resize(rows * n_);
+    if (bx_.size() < rows * n_) bx_.resize(rows * n_), bs_.resize(rows * n_);  // grown, never shrunk: no refilling
     xp_.resize(rows), sp_.resize(rows);
     for (size_t r = 0; r < rows; ++r) {
       xp_[r] = bx_.data() + r * n_, sp_[r] = bs_.data() + r * n_;
@@ -202,7 +216,7 @@ class FastArray final : public MxuArray {
     }
     rows_fma_batch(sp_.data(), xp_.data(), wf_[size_t(pending_.front()->buf)], n_, uint32_t(rows));
     for (size_t r = 0; r < rows; ++r) {
-      for (uint32_t j = 0; j < n_; ++j) pending_[r]->result[j] = mxu::as_bits(mxu::canonical(sp_[r][j]));
+      store_canonical(pending_[r]->result, sp_[r], n_);
       pending_[r]->pending = false;
     }
     pending_.clear();

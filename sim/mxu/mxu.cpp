@@ -20,7 +20,7 @@ __attribute__((target_clones("avx2", "default"))) void accumulate_f32(uint32_t* 
 
 // bf16 operands (little-endian bytes) as the array sees them (numerics.h).
 __attribute__((target_clones("avx2", "default"))) void widen_bf16(const uint8_t* bytes, uint32_t* out, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {  // a size_t index: the loop vectorises
     uint16_t b;
     std::memcpy(&b, bytes + 2 * i, 2);
     out[i] = mxu::as_bits(mxu::bf16_operand(b));

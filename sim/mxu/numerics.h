@@ -14,6 +14,7 @@
 // s8 mode: s8 x s8 products in s32, sums wrap in s32.
 #pragma once
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstddef>
@@ -73,12 +74,11 @@ inline float canonical(float x) {
 // The smallest non-zero magnitude among f32 values given as bits (infinity
 // if none).
 inline float min_nonzero_magnitude(const uint32_t* bits, size_t n) {
-  uint32_t m = 0x7f800000u;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t a = bits[i] & 0x7fffffffu;
-    m = (a != 0 && a < m) ? a : m;
-  }
-  return as_float(m);
+  // The least of |x| - 1 as unsigned (a zero wraps to the largest), plus 1:
+  // a plain minimum, which vectorises.
+  uint32_t m = 0x7f800000u - 1;
+  for (size_t i = 0; i < n; ++i) m = std::min(m, (bits[i] & 0x7fffffffu) - 1);
+  return as_float(m + 1);
 }
 
 // When every non-zero product has magnitude at least 2^-111, each product is
