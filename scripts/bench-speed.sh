@@ -5,7 +5,9 @@
 #   gemm   2048^3 bf16 GEMM on v5e (detailed HBM): simulated MACs per host second
 #   psum   psum of 8 KiB a chip on 64 v5e chips (8x8 torus): chip-cycles per host second
 #   mlp    tests/corpus/mlp_f32 on v5e: simulated cycles per host second
-# Also prints each run's cycles, which must not move with a speed change.
+# Also prints each run's cycles, which must not move with a speed change,
+# and the whole process's wall time (loading, building the model, writing
+# outputs), best of REPEATS.
 #
 #   scripts/bench-speed.sh [REPEATS] [CASE...]     (default 3; gemm psum mlp)
 set -euo pipefail
@@ -22,7 +24,7 @@ trap 'rm -rf "$WORK"' EXIT
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; best of $REPEATS"
-printf '%-6s %12s %6s %10s %14s  %s\n' case cycles chips wall_s figure unit
+printf '%-6s %12s %6s %10s %14s  %-13s %9s\n' case cycles chips wall_s figure unit process_s
 for c in "${CASES[@]}"; do
   d="$WORK/$c"
   mkdir -p "$d"
@@ -40,7 +42,9 @@ for c in "${CASES[@]}"; do
   esac
   "$BIN/tpuc" "$d/module.hlo" --config v5e -o "$d/p.tpu"
   for ((i = 0; i < REPEATS; i++)); do
+    t0=$(date +%s.%N)
     "$BIN/tpusim" "$d/p.tpu" -q --inputs "${inputs[@]}" --outputs "$d/out" --stats "$d/s$i.json"
+    echo "$t0 $(date +%s.%N)" >>"$d/process"
   done
   $PY - "$d" "$REPEATS" "$c" <<'PYEOF'
 import json, sys
@@ -52,6 +56,7 @@ s = min(runs, key=lambda r: r["host"]["wall_seconds"])
 w, cyc, chips = s["host"]["wall_seconds"], s["cycles"], s.get("chips", 1)
 fig, unit = {"gemm": (s["mxu"]["macs"] / w, "MACs/s"), "psum": (cyc * chips / w, "chip-cycles/s"),
              "mlp": (cyc / w, "cycles/s")}[case]
-print(f"{case:6s} {cyc:12d} {chips:6d} {w:10.3f} {fig:14.3e}  {unit}")
+proc = min(float(b) - float(a) for a, b in (l.split() for l in open(f"{d}/process")))
+print(f"{case:6s} {cyc:12d} {chips:6d} {w:10.3f} {fig:14.3e}  {unit:13s} {proc:9.3f}")
 PYEOF
 done
