@@ -55,12 +55,14 @@ class AddressMap {
 
 // A map from request addresses: open addressing with linear probing and
 // backward-shift deletion, so the controller's lookups for every request
-// allocate nothing.
+// allocate nothing. Its table is made at the first insert (a channel that
+// sees no traffic allocates nothing).
 template <typename V>
 class AddrMap {
  public:
-  explicit AddrMap(size_t expected = 64) { rehash(std::max<size_t>(16, expected * 2)); }
+  explicit AddrMap(size_t expected = 64) : first_size_(std::max<size_t>(16, expected * 2)) {}
   V* find(uint64_t key) {
+    if (slots_.empty()) return nullptr;
     for (size_t i = home(key);; i = (i + 1) & mask_) {
       if (!slots_[i].used) return nullptr;
       if (slots_[i].key == key) return &slots_[i].value;
@@ -68,6 +70,7 @@ class AddrMap {
   }
   // The value of `key`, and whether it was just added (value-initialised).
   std::pair<V*, bool> insert(uint64_t key) {
+    if (slots_.empty()) rehash(first_size_);
     if ((n_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
     size_t i = home(key);
     for (; slots_[i].used; i = (i + 1) & mask_)
@@ -77,6 +80,7 @@ class AddrMap {
     return {&slots_[i].value, true};
   }
   void erase(uint64_t key) {
+    if (slots_.empty()) return;
     size_t i = home(key);
     for (; slots_[i].key != key || !slots_[i].used; i = (i + 1) & mask_)
       if (!slots_[i].used) return;
@@ -108,6 +112,7 @@ class AddrMap {
     for (Slot& s : old)
       if (s.used) *insert(s.key).first = std::move(s.value);
   }
+  size_t first_size_;
   std::vector<Slot> slots_;
   size_t mask_ = 0, n_ = 0;
   int shift_ = 64;

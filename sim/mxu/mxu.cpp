@@ -43,7 +43,6 @@ Mxu::Mxu(sc_core::sc_module_name name, int core, int index, const MachineConfig&
       vmem_(vmem),
       acc_(acc),
       array_(path == MxuPath::Pe ? make_pe_array(n_) : make_fast_array(n_)),
-      staging_(size_t(n_) * n_),
       load_row_(n_),
       slots_(2 * size_t(n_)),
       row_store_(slots_.size() * 2 * n_),
@@ -152,6 +151,7 @@ bool Mxu::dispatch(const Issued& is, uint64_t now) {
       const bool int8 = is.insn[MLW::dtype] == isa::values::MxuDtype_s8;
       if (!check_vmem_rows(is, is[MLW::rsrc], is[MLW::rstride], n, int8)) return false;
       load_ = WeightLoad{now, is[MLW::rsrc], is[MLW::rstride], is.insn.op == Opcode::MXU_LWT, int8};
+      staging_.resize(n * n);  // at the first load
       if (record_) *record_ << fmt::format("cmd {} {} {} 0 {}\n", now, isa::spec(is.insn.op).mnemonic, int8 ? "s8" : "bf16", n);
       loading_ = true;
       load_done_ = now + timing_.load_cycles();
