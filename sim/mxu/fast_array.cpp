@@ -110,21 +110,18 @@ __attribute__((target_clones("avx2", "default"))) void store_canonical(uint32_t*
   for (size_t j = 0; j < n; ++j) out[j] = mxu::as_bits(mxu::canonical(sum[j]));
 }
 
-// The smallest non-zero magnitude among f32 values given as bits (as
-// mxu::min_nonzero_magnitude) and the largest, as bits (above 0x7f800000
-// for a NaN), in one pass that vectorises where the host has AVX2 (32-bit
-// unsigned minima are not in the baseline's SSE2).
+// The smallest non-zero magnitude among f32 values given as bits and the
+// largest, as bits (above 0x7f800000 for a NaN): built for AVX2 where the
+// host has it, as the baseline's SSE2 has no 32-bit unsigned minimum to
+// vectorise them with.
 struct Magnitudes {
   float min_nonzero;
   uint32_t max_bits;
 };
 __attribute__((target_clones("avx2", "default"))) Magnitudes magnitudes(const uint32_t* bits, size_t n) {
-  uint32_t lo = 0x7f800000u - 1, hi = 0;  // lo: the least |x| - 1, a zero wrapping to the largest
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t a = bits[i] & 0x7fffffffu;
-    lo = std::min(lo, a - 1), hi = std::max(hi, a);
-  }
-  return {mxu::as_float(lo + 1), hi};
+  uint32_t hi = 0;
+  for (size_t i = 0; i < n; ++i) hi = std::max(hi, bits[i] & 0x7fffffffu);
+  return {mxu::min_nonzero_magnitude(bits, n), hi};
 }
 
 // Whether every product x*w is exact in f32 (so an FMA rounds as mul then
