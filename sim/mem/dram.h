@@ -189,10 +189,10 @@ class Channel {
 
  private:
   struct Trans {
-    uint64_t id = 0, addr = 0;
+    uint64_t id, addr;
     Location at;
-    bool write = false;
-    uint64_t added = 0;
+    bool write;
+    uint64_t added;
     uint64_t seq = 0;  // arrival order
   };
   // Transactions waiting for their command queue, kept per command queue so

@@ -86,25 +86,23 @@ class DetailedTiming : public HbmTiming {
   }
 
   void end_cycle(uint64_t now) override {
+    // The device's cycles that start before the next core edge run now.
+    const u128 edge = u128(now + 1) * 1000000000000ull;
     // Nothing to send, nothing waiting to enter a channel and the device's
-    // next event after this cycle: nothing to do but turn the crossbar's
+    // next event past the edge: nothing to do but turn the crossbar's
     // priority.
-    if (sending_ == 0 && !inbox_ready_ && now < quiet_until_) {
+    if (sending_ == 0 && !inbox_ready_ && edge <= quiet_from_) {
       rotate_ = rotate_ + 1 >= to_send_.size() ? 0 : rotate_ + 1;
       return;
     }
     cross(now);
-    // The device's cycles that start before the next core edge.
-    const u128 edge = u128(now + 1) * 1000000000000ull;
     for (;;) {
       // An inbox's request enters when its channel has room, which only a
       // controller's tick makes: while none can, the next tick is next.
       const uint64_t m = inbox_ready_ ? mem_cycle_ : dram_.next_event(mem_cycle_);
       const u128 at = u128(m) * p_.tck_ps * cfg_.clock_hz;
       if (at >= edge) {
-        // Core cycles before this one end before device cycle m starts.
-        const u128 cycles = at / 1000000000000ull;
-        quiet_until_ = cycles >> 64 ? ~uint64_t(0) : uint64_t(cycles);
+        quiet_from_ = at;
         break;
       }
       for (uint32_t c = 0; c < inbox_.size() && inbox_ready_; ++c) {
@@ -266,7 +264,7 @@ class DetailedTiming : public HbmTiming {
   std::vector<std::vector<std::deque<Send>>> to_send_;  // per core, per channel
   std::vector<uint64_t> waiting_;                        // per core: requests in to_send_
   uint64_t sending_ = 0;                                 // requests in to_send_
-  uint64_t quiet_until_ = 0;  // with nothing to send or enter, no device cycle starts before this core cycle ends
+  u128 quiet_from_ = 0;  // when device cycle m of the last pass starts (cycles * ps * Hz): nothing is due before it
   std::vector<size_t> next_channel_;                     // per core: round robin
   std::vector<std::deque<uint32_t>> inbox_;
   uint64_t inboxed_ = 0;  // requests in all inboxes

@@ -19,17 +19,9 @@ class Zeroed {
   static_assert(std::is_trivially_copyable_v<T>);
 
  public:
-  Zeroed() = default;
-  explicit Zeroed(size_t n) : n_(n), p_(allocate(n), Free{n * sizeof(T)}) {}
-  size_t size() const { return n_; }
+  explicit Zeroed(size_t n) : p_(allocate(n), Free{n * sizeof(T)}) {}
   T* data() { return p_.get(); }
   const T* data() const { return p_.get(); }
-  T& operator[](size_t i) { return p_.get()[i]; }
-  const T& operator[](size_t i) const { return p_.get()[i]; }
-  T* begin() { return data(); }
-  T* end() { return data() + n_; }
-  const T* begin() const { return data(); }
-  const T* end() const { return data() + n_; }
 
  private:
   static constexpr size_t kMapped = size_t(128) << 10;  // bytes from which an array is mapped
@@ -51,7 +43,6 @@ class Zeroed {
       else std::free(p);
     }
   };
-  size_t n_ = 0;
   std::unique_ptr<T, Free> p_;
 };
 
