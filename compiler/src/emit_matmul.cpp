@@ -1,4 +1,5 @@
 // Matmul kernels on every MXU of a core (emitter.h).
+#include <algorithm>
 #include <deque>
 #include <numeric>
 
@@ -36,6 +37,12 @@ class MatmulEmitter {
   void zero_padding();
   void cut_blocks();
   void assign_items();
+  // Whether group g is the last of the chunk that gives MXU m an item.
+  bool last_group_of_chunk(int64_t g, int m) const {
+    for (int64_t h = g + 1; h < groups; ++h)
+      if (uses[size_t(h)][size_t(m)].first >= 0) return false;
+    return uses[size_t(g)][size_t(m)].first >= 0;
+  }
   // Block `blk` of the first group: rows m0.. of A, K from k0 to k1, in
   // pieces; each piece counted on the Ca of the MXUs with an item in the block.
   void load_a(size_t blk, int64_t m0, int64_t rows, int64_t k0, int64_t k1, int64_t piece);
@@ -174,6 +181,7 @@ class MatmulEmitter {
   std::vector<int> aparts, wparts;
   std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
   bool steady = false;  // whole blocks drain at fixed K-steps (drain_plan)
+  bool whole_end = false;  // the last group's last block is like the others (cut_blocks)
   int64_t na = 0, nw = 0, Mb = 0, S = 0, pw_elems = 0, chunk = 0, chunks_per_batch = 0, groups = 0, nsteps = 0;
   // Buffers: preloads, weight panels, output tiles, epilogue inputs, A.
   Counter pre;  // the preloads, then the loads of A
@@ -634,8 +642,23 @@ void MatmulEmitter::chunk_of_a() {
     // before left, the second has no drain of two blocks back), then a
     // loop over pairs of blocks (output tiles come back after two,
     // accumulator slots after two or toggle from pair to pair).
-    if (steady) em.items(int64_t(gblocks.size()), 2, 2, 0, [&](int64_t bi) { block(g, size_t(bi)); });
+    // Blocks at the group's end that differ from those before follow the
+    // loop: in the last group its own end (blocks_end); in the first, its
+    // last block (it loads no A, but the next groups' weights) and, where
+    // a block of other rows ends the group, the block before it (it loads
+    // that block's A).
+    auto tail = gblocks.end() - std::mismatch(gblocks.begin(), gblocks.end(), blocks.begin(), blocks.end()).first;
+    if (g == 0) {
+      const auto other = std::find_if(gblocks.begin(), gblocks.end(), [&](const auto& x) { return x.second != gblocks[0].second; });
+      tail = std::max({tail, gblocks.end() - other + 1, decltype(tail)(1)});
+    }
+    if (steady) em.items(int64_t(gblocks.size()), 2, 2, int64_t(tail), [&](int64_t bi) { block(g, size_t(bi)); });
     else for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
+    // An MXU done with the chunk frees its A buffer after the group (its
+    // queue takes the signal after its last stream), so no block differs
+    // by it from the blocks before.
+    for (int m = 0; m < nmu; ++m)
+      if (last_group_of_chunk(g, m)) signal_mxu(m, Afree[m], -1);
   };
   // A period of groups returns to the same accumulator slots, output
   // tiles and panel slot: each MXU takes a group's blocks as items, and
@@ -664,7 +687,13 @@ void MatmulEmitter::cut_blocks() {
   // drain at fixed steps, earlier groups keep whole blocks: the drain of
   // their last overlaps the next group, and equal groups fold into a loop.)
   blocks_end = blocks;
-  if (blocks_end.back().second >= 4 * D) {
+  // Halves are not alike, so in the last group of steady blocks they are
+  // left out where the group would then have too few alike pairs for a
+  // loop (chunk_of_a): such a group ends with a whole block, and takes no
+  // other measure to shorten the end either (whole_end).
+  const auto pair_trips = [](size_t n, size_t tail) { return (int64_t(n) - 2 - int64_t(tail)) / 2; };
+  whole_end = steady && groups > 1 && pair_trips(blocks.size(), 0) >= 3 && pair_trips(blocks.size() + 1, 2) < 3;
+  if (blocks_end.back().second >= 4 * D && !whole_end) {
     const int64_t m0 = blocks_end.back().first, rows = blocks_end.back().second, half = ceil_div(rows / 2, D) * D;
     blocks_end.back().second = half;
     blocks_end.push_back({m0 + half, rows - half});
@@ -675,7 +704,7 @@ void MatmulEmitter::cut_blocks() {
   // The last group, when it is not the first (which sets how A arrives),
   // also cuts 2N rows off a long block before the last: the staggered end
   // (block()) then moves steps of 2N rows.
-  if (groups > 1 && blocks_end.size() >= 2 && blocks_end.end()[-2].second >= 4 * D && blocks_end.back().second >= 2 * D) {
+  if (!whole_end && groups > 1 && blocks_end.size() >= 2 && blocks_end.end()[-2].second >= 4 * D && blocks_end.back().second >= 2 * D) {
     const auto pen = blocks_end.end()[-2];
     blocks_end.end()[-2].second = pen.second - 2 * D;
     blocks_end.insert(blocks_end.end() - 1, {pen.first + pen.second - 2 * D, 2 * D});
@@ -816,15 +845,10 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
   std::vector<double> step_t(size_t(nsteps), 0);  // when each K-step's streams start, the latest MXU's
   std::vector<int64_t> moved(size_t(n_it), 0);  // per item
   if (b == b_hi - 1 && c0 + crows >= m_hi && g == groups - 1 && bi + 2 == gblocks.size() && rows >= 2 * D && n_it >= 2 && n_it == nmu &&
-      shorten_end(gblocks.back().second))
+      !whole_end && shorten_end(gblocks.back().second))
     for (int64_t i = 0; i < n_it / 2; ++i) moved[size_t(i)] = std::min(n_it / 2 - i, nsteps - 1);
-  // The panel column of a tile, and whether this is MXU m's last item of the chunk.
+  // The panel column of a tile.
   auto pcol = [&](const Item& it) { return (it.j - g * nmu) * D; };
-  auto last_of_chunk = [&](int m) {
-    for (int64_t h = g + 1; h < groups; ++h)
-      if (uses[size_t(h)][size_t(m)].first >= 0) return false;
-    return uses[size_t(g)][size_t(m)].second == int64_t(bi);
-  };
   for (size_t ii = 0; ii < items.size(); ++ii) {  // MXU
     const Item& it = items[ii];
     const int m = it.m;
@@ -867,7 +891,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
       } else {
         auto& marks = acc_marks[m];
         marks.resize(size_t(it.idx + 1));
-        const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi && shorten_end(rows);
+        const bool final_items = b == b_hi - 1 && last_block && g == groups - 1 && c0 + crows >= m_hi && !whole_end && shorten_end(rows);
         const int64_t cr = final_items ? Cr : rows;
         chunk_rows[m].resize(size_t(it.idx + 1));
         chunk_rows[m][size_t(it.idx)] = cr;
@@ -885,7 +909,6 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     // every block (the slot's release total counts them all), so the
     // group's blocks have alike code.
     if (last_use || steady) signal_mxu(m, Pfree[m], last_use ? pslot : -1);
-    if (last_of_chunk(m)) signal_mxu(m, Afree[m], -1);
   }
   for (int64_t i = 0; i < n_it; ++i) {  // the handed-over steps, on the receiving MXU
     if (!moved[size_t(i)]) continue;

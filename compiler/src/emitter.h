@@ -408,7 +408,15 @@ class Emitter {
     for (int64_t i = first + 4; i < n; ++i) body(i);
     if (halved && halves->odd) halves->odd(), halves->took_odd = true, ++count;
     ghost_ = false;
-    const auto key2 = [&](size_t k) { return prog_[s2 + k].key; };
+    // The places of the iteration after `ref` give the period: the fourth
+    // iteration's after the third's, or where there are three trips, the
+    // third's after the second's.
+    size_t ref = s2;
+    if (key3.empty() && !halved) {
+      ref = at[size_t(first) + 1];
+      for (size_t k = 0; k < len; ++k) key3.push_back(prog_[s2 + k].key);
+    }
+    const auto key2 = [&](size_t k) { return prog_[ref + k].key; };
     double k2 = key2(0), k3 = key3.empty() ? 0 : key3[0];
     for (size_t k = 0; k < len; ++k) k2 = std::min(k2, key2(k));
     for (double x : key3) k3 = std::min(k3, x);
@@ -466,11 +474,11 @@ class Emitter {
       if (j == len) break;
       const size_t k = order[j];
       Scheduled b = at_iteration(k, stage[k] ? -1 : 0);
-      if (b.comment != prog_[s2 + k].s.comment) b.comment += " (the first trip)";
+      if (b.comment != prog_[ref + k].s.comment) b.comment += " (the first trip)";
       auto& level = b.steps.emplace_back(steps.begin() + long(first_step[k]), steps.begin() + long(first_step[k + 1]));  // outermost last
       if (stage[k])
         for (int64_t& st : level) st = step_after(st, -1);
-      b.t = prog_[s2 + k].s.t - (stage[k] ? period : 0);  // the model's times, for the loop writer's folds inside the body
+      b.t = prog_[ref + k].s.t - (stage[k] ? period : 0);  // the model's times, for the loop writer's folds inside the body
       out.push_back({key, std::move(b)});
     }
     Scheduled close;
