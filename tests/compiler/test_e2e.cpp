@@ -793,14 +793,19 @@ TEST_CASE("spmd: every collective on rings and 2-D and 3-D tori of 2 to 64 chips
   }
 }
 
+// Seeded random shapes on every preset's MXU size (8, 256, 128 with two
+// cores, 128 with four MXUs): odd and edge sizes, several tiles a side
+// (some of 3-5 tiles), batched or not, f32 at the highest precision (six
+// bf16 passes), bf16 and s8, against the interpreter.
 TEST_CASE("property: dot with batch and transposed contracting dimensions") {
   const uint64_t seed = test::test_seed(101);
   Gen g(seed);
-  for (const std::string preset : {"tiny", "v5e"}) {
+  for (const std::string preset : {"tiny", "v1", "v4", "v5e"}) {
     const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    const auto size = [&] { return g.range(0, 3) ? g.size(D) : g.range(3 * D, 5 * D + 7); };
     for (int iter = 0; iter < 6; ++iter) {
       const DType dt = DType(g.pick({int64_t(DType::f32), int64_t(DType::bf16), int64_t(DType::s8)}));
-      const int64_t B = g.pick({0, 0, 1, 2, 3}), M = g.size(D), K = g.size(D), N = g.size(D);
+      const int64_t B = g.pick({0, 0, 1, 2, 3}), M = size(), K = size(), N = size();
       const bool lt = g.range(0, 1), rt = g.range(0, 1);  // lhs [K,M] / rhs [N,K]
       Function f;
       std::vector<int64_t> ad, wd;
