@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "rewrite.h"
 #include "tpu/hlo/hlo.h"
@@ -706,6 +707,10 @@ class Importer {
     if (opc == "sort") return sort(i, tuples);
     if (opc == "topk") return topk(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
+    if (opc == "popcnt") {
+      if (i.operands.size() != 1) malformed(i, "popcnt takes one operand");
+      return {popcnt(i, single(0))};
+    }
 
     Op op;
     op.type = tensor_type(i.shape, i);
@@ -720,7 +725,7 @@ class Importer {
         {"ceil", OpKind::ceil}, {"round-nearest-even", OpKind::round_nearest_even}, {"sign", OpKind::sign},
         {"erf", OpKind::erf}, {"sine", OpKind::sine}, {"cosine", OpKind::cosine},
         {"exponential-minus-one", OpKind::exponential_minus_one}, {"log-plus-one", OpKind::log_plus_one},
-        {"is-finite", OpKind::is_finite}, {"round-nearest-afz", OpKind::round_nearest_afz}, {"remainder", OpKind::remainder},
+        {"is-finite", OpKind::is_finite}, {"round-nearest-afz", OpKind::round_nearest_afz}, {"remainder", OpKind::remainder}, {"atan2", OpKind::atan2},
         {"shift-left", OpKind::shift_left}, {"shift-right-arithmetic", OpKind::shift_right_arithmetic},
         {"shift-right-logical", OpKind::shift_right_logical}, {"select", OpKind::select}, {"clamp", OpKind::clamp},
         {"convert", OpKind::convert}, {"reshape", OpKind::reshape}, {"bitcast", OpKind::reshape},
@@ -1217,13 +1222,61 @@ class Importer {
   // smallest index): told apart by running the region, imported on its own,
   // through the interpreter on probe pairs. Lowered to a max/min reduce and
   // a min reduce of the indices where the value equals it (or is NaN).
-  std::vector<int> arg_reduce(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
-    if (tuples.size() != 4) unsupported(i, "reduce of several operands other than (values, indices)");
-    int in[4];
-    for (size_t k = 0; k < 4; ++k) {
-      if (tuples[k]->size() != 1) unsupported(i, "reduce of tuple operands");
-      in[k] = (*tuples[k])[0];
+  // The combiners of a variadic reduce whose region combines each operand
+  // with its own accumulator alone (result k = f_k(parameter k, parameter
+  // n + k), f_k one add/multiply/maximum/minimum/and/or): n reduces in one.
+  std::optional<std::vector<Combiner>> separable(const Instruction& i, size_t n) const {
+    const std::string* name = i.attribute("to_apply");
+    const hlo::Computation* c = name ? m_.find(*name) : nullptr;
+    const Instruction* r = c ? c->root() : nullptr;
+    if (!r || r->opcode != "tuple" || r->operands.size() != n) return std::nullopt;
+    static const std::map<std::string, Combiner> ops = {{"add", Combiner::add}, {"multiply", Combiner::multiply},
+                                                        {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
+                                                        {"and", Combiner::and_}, {"or", Combiner::or_}};
+    std::vector<Combiner> out;
+    for (size_t k = 0; k < n; ++k) {
+      const Instruction* x = c->find(r->operands[k]);
+      const auto it = x ? ops.find(x->opcode) : ops.end();
+      if (it == ops.end() || x->operands.size() != 2) return std::nullopt;
+      std::vector<std::string> params;
+      for (const std::string& o : x->operands) {
+        const Instruction* p = c->find(o);
+        if (!p || p->opcode != "parameter") return std::nullopt;
+        params.push_back(p->literal);
+      }
+      std::sort(params.begin(), params.end(), [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+      if (params != std::vector<std::string>{std::to_string(k), std::to_string(n + k)}) return std::nullopt;
+      out.push_back(it->second);
     }
+    return out;
+  }
+
+  std::vector<int> arg_reduce(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    for (const auto* t : tuples)
+      if (t->size() != 1) unsupported(i, "reduce of tuple operands");
+    if (tuples.size() % 2 == 0) {
+      if (const auto cs = separable(i, tuples.size() / 2)) {
+        const size_t n = tuples.size() / 2;
+        const auto dims = ints(i, "dimensions");
+        std::vector<int> out;
+        for (size_t k = 0; k < n; ++k) {
+          const int x = (*tuples[k])[0], init = (*tuples[n + k])[0];
+          const Type xt = f_.ops[size_t(x)].type;
+          if (f_.ops[size_t(init)].type != Type{xt.dtype, {}} || (k && xt.dims != f_.ops[size_t((*tuples[0])[0])].type.dims))
+            malformed(i, "reduce operands of other shapes or inits of other types");
+          std::vector<int64_t> kept;
+          for (size_t d = 0; d < xt.dims.size(); ++d)
+            if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept.push_back(xt.dims[d]);
+          Op r;
+          r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = dims, r.combiner = (*cs)[k], r.type = {xt.dtype, kept}, r.loc = loc(i);
+          out.push_back(f_.add(std::move(r)));
+        }
+        return out;
+      }
+    }
+    if (tuples.size() != 4) unsupported(i, "reduce of several operands other than (values, indices) or each combined with its own");
+    int in[4];
+    for (size_t k = 0; k < 4; ++k) in[k] = (*tuples[k])[0];
     const Type vt = f_.ops[in[0]].type, it = f_.ops[in[1]].type;
     if (it.dtype != DType::s32 || it.dims != vt.dims || f_.ops[in[2]].type != Type{vt.dtype, {}} || f_.ops[in[3]].type != Type{DType::s32, {}} ||
         vt.dtype == DType::pred)
@@ -1302,6 +1355,23 @@ class Importer {
   }
 
   int splat(const Type& t, double v, const std::string& loc) { return compiler::rewrite::append_splat(f_, t, v, loc); }
+  // popcnt: the bits counted in pairs, nibbles and bytes at once (x - ((x
+  // >> 1) & 0x55..), then masks of 0x33.. and 0x0f..; logical shifts of
+  // the type's bits), and for 32 bits the four byte counts summed by a
+  // multiply by 0x01010101 into the top byte.
+  int popcnt(const Instruction& i, int x) {
+    const Type t = f_.ops[size_t(x)].type;
+    if (t.dtype != DType::s32 && t.dtype != DType::u32 && t.dtype != DType::s8) unsupported(i, fmt::format("popcnt of {}", dtype_name(t.dtype)));
+    const std::string l = loc(i);
+    const bool byte = t.dtype == DType::s8;
+    auto k = [&](double v32, double v8) { return splat(t, byte ? v8 : v32, l); };
+    auto op = [&](OpKind kind, int a, int b) { return compiler::rewrite::append(f_, kind, {a, b}, t, l); };
+    auto shr = [&](int a, double n) { return op(OpKind::shift_right_logical, a, k(n, n)); };
+    int v = op(OpKind::subtract, x, op(OpKind::and_, shr(x, 1), k(1431655765, 85)));
+    v = op(OpKind::add, op(OpKind::and_, v, k(858993459, 51)), op(OpKind::and_, shr(v, 2), k(858993459, 51)));
+    v = op(OpKind::and_, op(OpKind::add, v, shr(v, 4)), k(252645135, 15));
+    return byte ? v : shr(op(OpKind::multiply, v, k(16843009, 1)), 24);
+  }
 
   // What an instruction computes must be what its shape declares (a
   // get-tuple-element of the wrong element, a region parameter of the wrong

@@ -132,6 +132,7 @@ double binary(const Op& op, DType t, double a, double b) {
       case OpKind::multiply: return x * y;
       case OpKind::divide: return x / y;
       case OpKind::remainder: return std::fmod(x, y);
+      case OpKind::atan2: return std::atan2(x, y);
       case OpKind::maximum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmax(x, y);
       case OpKind::minimum: return std::isnan(x) || std::isnan(y) ? NAN : std::fmin(x, y);
       case OpKind::power: return std::pow(x, y);

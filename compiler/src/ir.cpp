@@ -676,7 +676,7 @@ void verify(const Function& f) {
       case OpKind::exponential: case OpKind::log: case OpKind::tanh: case OpKind::logistic: case OpKind::rsqrt:
       case OpKind::sqrt: case OpKind::floor: case OpKind::ceil: case OpKind::round_nearest_even: case OpKind::power:
       case OpKind::erf: case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
-      case OpKind::divide:
+      case OpKind::divide: case OpKind::atan2:
         if (!fl && op.kind != OpKind::divide) bad(op, fmt::format("(%{}) needs a float type", i));
         break;
       case OpKind::and_: case OpKind::or_: case OpKind::xor_: case OpKind::not_: case OpKind::shift_left:

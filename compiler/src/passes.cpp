@@ -485,6 +485,42 @@ int erf_approx(Builder& b, int x) {
   return mul(b.unary(OpKind::sign, x), b.binary(OpKind::subtract, c(1), mul(mul(poly, t), e)));
 }
 
+// atan2(y, x) in f32: t = min(|y|, |x|) / max(|y|, |x|) in [0, 1] (1 where
+// both are infinite, 0 where both are zero), atan t as Cephes' atanf (past
+// tan(pi/8), pi/4 + atan((t - 1) / (t + 1)); a minimax polynomial in t^2
+// on [0, tan(pi/8)], about 2e-7 relative), then the octant: pi/2 - a where
+// |y| > |x|, pi - a where x is negative or -0 (1 / x < 0), and y's sign,
+// so atan2(+-0, -0) is +-pi. The multiples of pi are added as two f32
+// parts. Within 2 ULP of atan2 in f64 rounded to f32 (numpy, 200,000
+// points at three scales; tests/compiler).
+int atan2_approx(Builder& b, int y, int x) {
+  const Type t = b.type(y);
+  auto c = [&](double v) { return b.splat(DType::f32, v, t.dims); };
+  auto add = [&](int u, int v) { return b.binary(OpKind::add, u, v); };
+  auto sub = [&](int u, int v) { return b.binary(OpKind::subtract, u, v); };
+  auto mul = [&](int u, int v) { return b.binary(OpKind::multiply, u, v); };
+  auto lt = [&](int u, int v) { return b.compare(Direction::LT, u, v); };
+  auto eq = [&](int u, int v) { return b.compare(Direction::EQ, u, v); };
+  // k pi / 4 as f32 hi + lo, added to a: (a + lo) + hi, or hi - a as (hi - a) + lo.
+  auto plus = [&](double hi, double lo, int a) { return add(add(a, c(lo)), c(hi)); };
+  auto minus = [&](double hi, double lo, int a) { return add(sub(c(hi), a), c(lo)); };
+  const int ay = b.unary(OpKind::abs, y), ax = b.unary(OpKind::abs, x);
+  const int big = b.binary(OpKind::maximum, ay, ax);
+  int r = b.binary(OpKind::divide, b.binary(OpKind::minimum, ay, ax), big);
+  r = b.select(b.binary(OpKind::and_, eq(ay, c(INFINITY)), eq(ax, c(INFINITY))), c(1), r);
+  r = b.select(eq(big, c(0)), c(0), r);
+  const int far = b.compare(Direction::GT, r, c(0.41421356237309503));
+  const int u = b.select(far, b.binary(OpKind::divide, sub(r, c(1)), add(r, c(1))), r), z = mul(u, u);
+  int p = c(8.05374449538e-2);
+  for (double k : {-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1}) p = add(mul(p, z), c(k));
+  p = add(mul(mul(p, z), u), u);
+  int a = b.select(far, plus(0.78539818525314331, -2.1855695e-8, p), p);
+  a = b.select(b.compare(Direction::GT, ay, ax), minus(1.5707963705062866, -4.37113883e-8, a), a);
+  auto negative = [&](int v) { return b.binary(OpKind::or_, lt(v, c(0)), lt(b.binary(OpKind::divide, c(1), v), c(0))); };
+  a = b.select(negative(x), minus(3.1415927410125732, -8.74227766e-8, a), a);
+  return b.select(negative(y), b.unary(OpKind::negate, a), a);
+}
+
 // round-nearest-afz (halves away from zero): t = floor(|x|), plus one when
 // |x| - t >= 0.5 (exact for every f32), with the sign of x; -0 and NaN stay.
 int round_afz(Builder& b, int x) {
@@ -564,10 +600,16 @@ int expm1_accurate(Builder& b, int x) {
 // The math functions the VPU has no instruction for, in the ones it has:
 // expm1 and log1p by the helpers above, is-finite(x) = (x - x == 0), erf by Abramowitz & Stegun
 // 7.1.26 (absolute error <= 1.5e-7: jax.nn.gelu's exact form), sine,
-// cosine, round-nearest-afz and remainder by the helpers above.
+// cosine, atan2, round-nearest-afz and remainder by the helpers above.
 Function legalize_math(const Function& in) {
   return rebuild(in, [&](Builder& b, Op& op) -> int {
     if (op.kind == OpKind::remainder) return remainder(b, op.operands[0], op.operands[1]);
+    if (op.kind == OpKind::atan2) {  // bf16 and f16 through f32, rounded once
+      const int y = op.operands[0], x = op.operands[1];
+      const DType dt = b.type(y).dtype;
+      if (dt == DType::f32) return atan2_approx(b, y, x);
+      return b.convert(atan2_approx(b, b.convert(y, DType::f32), b.convert(x, DType::f32)), dt);
+    }
     if (op.operands.size() != 1) return -1;
     const int x = op.operands[0];
     const Type xt = b.type(x);
@@ -635,8 +677,10 @@ Function lower_arg_reduce(const Function& in) {
 // as s32, maximum/minimum/clamp select by it, u32 -> float converts the two
 // 16-bit halves (exact, one rounding), float -> u32 converts x or x - 2^31
 // (toward zero, saturating, NaN -> 0, as XLA), and conversions between u32
-// and the signed types reinterpret the bits (XLA wraps). Division, power and
-// maximum/minimum reductions of u32 values are refused.
+// and the signed types reinterpret the bits (XLA wraps), division halves x
+// for a signed division and corrects by one, and maximum/minimum reductions
+// reduce x ^ 2^31 as s32. Power, dots and select-and-scatter of u32 values
+// are refused.
 Function lower_unsigned(const Function& in) {
   return rebuild(in, [&](Builder& b, Op& op) -> int {
     const bool ures = op.type.dtype == DType::u32;
@@ -678,15 +722,37 @@ Function lower_unsigned(const Function& in) {
         const int x = op.operands[0];
         return b.convert(b.compare(Direction::NE, x, b.splat(DType::u32, 0, op.type.dims)), DType::u32);
       }
-      case OpKind::divide: return ures ? refuse("divide") : -1;
+      case OpKind::divide: {
+        // q = 2 ((x >> 1) / y), a signed division of values below 2^31, and
+        // one more where x - q y >= y (x - q y < 2y: one step suffices);
+        // where y >= 2^31, q = (x >= y); y = 0 gives all ones, as XLA.
+        // remainder (x - (x / y) y, legalize-math) follows from it.
+        if (!ures) return -1;
+        const int x = op.operands[0], y = op.operands[1];
+        auto u = [&](double v) { return b.splat(DType::u32, v, op.type.dims); };
+        const int zero = b.compare(Direction::EQ, y, u(0)), big = ucompare(y, u(2147483648.0), Direction::GE);
+        const int d = b.select(b.binary(OpKind::or_, zero, big), b.splat(DType::s32, 1, op.type.dims), bitcast(y, DType::s32));
+        const int half = bitcast(b.binary(OpKind::shift_right_logical, x, u(1)), DType::s32);
+        int q = b.binary(OpKind::shift_left, bitcast(b.binary(OpKind::divide, half, d), DType::u32), u(1));
+        const int r = b.binary(OpKind::subtract, x, b.binary(OpKind::multiply, q, y));
+        q = b.select(ucompare(r, y, Direction::GE), b.binary(OpKind::add, q, u(1)), q);
+        q = b.select(big, b.convert(ucompare(x, y, Direction::GE), DType::u32), q);
+        return b.select(zero, u(4294967295.0), q);
+      }
       case OpKind::power: return ures ? refuse("power") : -1;
       case OpKind::dot:
       case OpKind::convolution:
         return is_u(op.operands[0]) || is_u(op.operands[1]) ? refuse(op_name(op.kind)) : -1;
       case OpKind::select_and_scatter: return ures ? refuse("select-and-scatter") : -1;
       case OpKind::reduce:
-      case OpKind::reduce_window:
-        return ures && (op.combiner == Combiner::maximum || op.combiner == Combiner::minimum) ? refuse(std::string(combiner_name(op.combiner)) + " reduction") : -1;
+      case OpKind::reduce_window: {
+        // maximum and minimum in the order of x ^ 2^31 as s32, biased back.
+        if (!ures || (op.combiner != Combiner::maximum && op.combiner != Combiner::minimum)) return -1;
+        Op r = op;
+        r.operands[0] = biased(op.operands[0]), r.operands[1] = biased(op.operands[1]);
+        const int red = b.add(std::move(r));
+        return b.binary(OpKind::xor_, bitcast(red, DType::u32), b.splat(DType::u32, 2147483648.0, op.type.dims));
+      }
       case OpKind::convert: {
         const int x = op.operands[0];
         const DType from = b.type(x).dtype, to = op.type.dtype;
@@ -1178,7 +1244,7 @@ void check_backend_form(const Function& f) {
     switch (op.kind) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
-      case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::arg_reduce:
+      case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::atan2: case OpKind::arg_reduce:
       case OpKind::gather: case OpKind::scatter: case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
         refuse("(a pass lowers it)");
         break;

@@ -1187,7 +1187,8 @@ class Parser {
     static const char* special[] = {"call", "func.call", "stablehlo.custom_call", "stablehlo.composite", "stablehlo.constant",
                                     "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
                                     "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh",
-                                    "chlo.top_k"};
+                                    "chlo.atan", "chlo.asin", "chlo.acos", "chlo.asinh", "chlo.acosh", "chlo.atanh",
+                                    "chlo.erfc", "chlo.top_k"};
     bool known = n.rfind("check.", 0) == 0;
     for (const char* k : special) known |= n == k;
     if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
@@ -1530,7 +1531,7 @@ class Parser {
     static const char* same[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "and", "or", "xor", "not",
                                  "negate", "abs", "exponential", "log", "tanh", "logistic", "rsqrt", "sqrt", "floor", "ceil",
                                  "round_nearest_even", "round_nearest_afz", "sign", "shift_left", "shift_right_arithmetic",
-                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder",
+                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder", "atan2", "popcnt",
                                  "sine", "cosine", "log_plus_one", "is_finite", "transpose", "reverse", "concatenate", "slice",
                                  "pad", "iota", "compare", "convolution", "reduce", "reduce_window", "select_and_scatter", "gather",
                                  "scatter", "sort", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
@@ -1905,28 +1906,94 @@ class Parser {
   }
 
   // chlo ops JAX emits, spelled with HLO ops: is_inf (|x| == inf), is_pos_inf,
-  // is_neg_inf, tan (sin / cos), sinh and cosh ((e^x -+ e^-x) / 2).
+  // is_neg_inf, tan (sin / cos), sinh and cosh ((e^x -+ e^-x) / 2); and in
+  // f32 (bf16 and f16 converted, the result rounded once), the inverse
+  // trigonometric and hyperbolic functions and erfc:
+  //   atan x = atan2(x, 1), asin x = 2 atan2(x, 1 + s), acos x = 2 atan2(s, 1 + x)
+  //   (pi at x = -1), with s = sqrt((1 - x)(1 + x)) (no cancellation near |x| = 1);
+  //   asinh x = sign(x) log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), and log|x| + log 2
+  //   from |x| = 2^64 (where x^2 overflows); acosh x = log1p(y + sqrt(y (x + 1))),
+  //   y = x - 1, and log x + log 2 from 2^64; atanh x = (log1p(x) - log1p(-x)) / 2;
+  //   erfc x = t exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2) (Numerical Recipes'
+  //   erfcc, 2nd ed. 6.2: a Chebyshev fit of relative error < 1.2e-7), 2 - erfc|x| below 0.
+  // Each is within 3 ULP of numpy's f64 results rounded (erfc of f32 within 8:
+  // P's f32 Horner steps).
   Value chlo(Scope& sc, const Op& op, const std::vector<Value>& in) {
     const std::string& n = op.name;
     if (in.size() != 1 || op.result_types.size() != 1) malformed(op, "takes one operand and gives one result");
     const Value x = in[0];
     const Shape& rt = op.result_types[0];
-    if (x.shape.dtype != "f32" && x.shape.dtype != "bf16") unsupported(op, fmt::format("{} of {}", n, x.shape.dtype));
+    const bool in_f32 = n == "chlo.atan" || n == "chlo.asin" || n == "chlo.acos" || n == "chlo.asinh" || n == "chlo.acosh" ||
+                        n == "chlo.atanh" || n == "chlo.erfc";
+    if (x.shape.dtype != "f32" && x.shape.dtype != "bf16" && !(in_f32 && x.shape.dtype == "f16"))
+      unsupported(op, fmt::format("{} of {}", n, x.shape.dtype));
     auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
       Instruction i = make(opc, shape, 0, op);
       i.name = fresh(sc, op, "chlo");
       for (const auto& a : args) i.operands.push_back(a.name);
       return i;
     };
-    auto splat = [&](const char* literal) {
-      Shape scalar = x.shape;
+    auto splat_of = [&](const char* literal, const Shape& like) {
+      Shape scalar = like;
       scalar.dims.clear();
       Instruction c = inst("constant", {}, scalar);
       c.literal = literal;
-      Instruction b = inst("broadcast", {push(sc, c)}, x.shape);
+      Instruction b = inst("broadcast", {push(sc, c)}, like);
       b.attributes.emplace_back("dimensions", "{}");
       return push(sc, b);
     };
+    auto splat = [&](const char* literal) { return splat_of(literal, x.shape); };
+    if (in_f32) {
+      Shape fs = x.shape, ps = x.shape;
+      fs.dtype = "f32", ps.dtype = "pred";
+      const Value v = x.shape.dtype == "f32" ? x : push(sc, inst("convert", {x}, fs));
+      auto k = [&](const char* literal) { return splat_of(literal, fs); };
+      auto un = [&](const char* opc, const Value& a) { return push(sc, inst(opc, {a}, fs)); };
+      auto bin = [&](const char* opc, const Value& a, const Value& b) { return push(sc, inst(opc, {a, b}, fs)); };
+      auto cmp = [&](const char* dir, const Value& a, const Value& b) {
+        Instruction c = inst("compare", {a, b}, ps);
+        c.attributes.emplace_back("direction", dir);
+        return push(sc, c);
+      };
+      auto select = [&](const Value& p, const Value& a, const Value& b) { return push(sc, inst("select", {p, a, b}, fs)); };
+      const Value one = k("1");
+      const auto s = [&] { return un("sqrt", bin("multiply", bin("subtract", one, v), bin("add", one, v))); };
+      Value r;
+      if (n == "chlo.atan") {
+        r = bin("atan2", v, one);
+      } else if (n == "chlo.asin") {
+        r = bin("multiply", k("2"), bin("atan2", v, bin("add", one, s())));
+      } else if (n == "chlo.acos") {
+        r = select(cmp("NE", v, k("-1")), bin("multiply", k("2"), bin("atan2", s(), bin("add", one, v))), k("3.14159274"));
+      } else if (n == "chlo.asinh") {
+        const Value ax = un("abs", v), a2 = bin("multiply", ax, ax);
+        const Value mid = un("log-plus-one", bin("add", ax, bin("divide", a2, bin("add", one, un("sqrt", bin("add", a2, one))))));
+        const Value big = bin("add", un("log", ax), k("0.693147182"));
+        r = bin("multiply", un("sign", v), select(cmp("GE", ax, k("1.8446744e19")), big, mid));
+      } else if (n == "chlo.acosh") {
+        const Value y = bin("subtract", v, one);
+        const Value mid = un("log-plus-one", bin("add", y, un("sqrt", bin("multiply", y, bin("add", v, one)))));
+        r = select(cmp("GE", v, k("1.8446744e19")), bin("add", un("log", v), k("0.693147182")), mid);
+      } else if (n == "chlo.atanh") {
+        r = bin("multiply", k("0.5"), bin("subtract", un("log-plus-one", v), un("log-plus-one", un("negate", v))));
+      } else {  // erfc
+        const Value z = un("abs", v), t = bin("divide", one, bin("add", one, bin("multiply", k("0.5"), z)));
+        Value p = k("0.17087277");
+        for (const char* c : {"-0.82215223", "1.48851587", "-1.13520398", "0.27886807", "-0.18628806", "0.09678418", "0.37409196",
+                              "1.00002368", "-1.26551223"})
+          p = bin("add", bin("multiply", p, t), k(c));
+        // exp(-z^2 + p) as exp(-hi) exp(p - lo), z^2 = hi + lo exactly (Dekker's
+        // product of 12-bit halves): -z^2 + p rounded would be off by up to
+        // half an ULP of z^2, 16 ULP of the result at z = 7.
+        const Value cz = bin("multiply", z, k("4097")), zh = bin("subtract", cz, bin("subtract", cz, z)), zl = bin("subtract", z, zh);
+        const Value hi = bin("multiply", z, z);
+        const Value lo = bin("add", bin("add", bin("subtract", bin("multiply", zh, zh), hi), bin("multiply", k("2"), bin("multiply", zh, zl))),
+                             bin("multiply", zl, zl));
+        const Value e = bin("multiply", bin("multiply", t, un("exponential", un("negate", hi))), un("exponential", bin("subtract", p, lo)));
+        r = select(cmp("LT", v, k("0")), bin("subtract", k("2"), e), e);
+      }
+      return x.shape.dtype == "f32" ? r : push(sc, inst("convert", {r}, rt));
+    }
     if (n == "chlo.is_inf" || n == "chlo.is_pos_inf" || n == "chlo.is_neg_inf") {
       const Value v = n == "chlo.is_inf" ? push(sc, inst("abs", {x}, x.shape)) : x;
       Instruction eq = inst("compare", {v, splat(n == "chlo.is_neg_inf" ? "-inf" : "inf")}, rt);

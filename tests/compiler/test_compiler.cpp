@@ -407,9 +407,10 @@ TEST_CASE("import: u32 values compare, convert and reinterpret as XLA's unsigned
       CHECK((std::isnan(out[r].v[k]) ? std::isnan(lowered[r].v[k]) : lowered[r].v[k] == out[r].v[k]));
     }
   // What the VPU cannot do on unsigned values is refused with the line.
-  const std::string div =
-      "HloModule m\n\nENTRY main {\n  a = u32[8]{0} parameter(0)\n  ROOT d = u32[8]{0} divide(a, a)\n}\n";
-  CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(div, "d.hlo"), "d.hlo")), "d.hlo:5 d: unsupported divide of u32 values");
+  const std::string dot =
+      "HloModule m\n\nENTRY main {\n  a = u32[2,2]{1,0} parameter(0)\n"
+      "  ROOT d = u32[2,2]{1,0} dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  CHECK_THROWS_WITH(compiler::lower_unsigned(ir::import_hlo(hlo::parse(dot, "d.hlo"), "d.hlo")), "d.hlo:5 d: unsupported dot of u32 values");
 }
 
 // x[arange(n), labels] and x[arange(b)[:, None], arange(t), labels]: index

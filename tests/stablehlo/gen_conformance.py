@@ -8,6 +8,7 @@ computed here by numpy, independently of tpuc and tpusim.
 
 Needs Debian's python3-numpy; the test suite only reads the generated files.
 Seed 2026: the files are reproducible."""
+import math
 import os
 import numpy as np
 
@@ -17,7 +18,7 @@ OUT = os.path.join(HERE, "conformance")
 DEFAULT = os.path.join(HERE, "default_precision")
 rng = np.random.default_rng(2026)
 
-MLIR = {"f32": "f32", "bf16": "bf16", "f16": "f16", "s32": "i32", "s8": "i8", "pred": "i1"}
+MLIR = {"f32": "f32", "bf16": "bf16", "f16": "f16", "s32": "i32", "s8": "i8", "u32": "ui32", "pred": "i1"}
 
 
 def bf16(x):
@@ -34,7 +35,7 @@ def ttype(a, dt):
 def elem(v, dt):
     if dt == "pred":
         return "true" if v else "false"
-    if dt in ("s32", "s8"):
+    if dt in ("s32", "s8", "u32"):
         return str(int(v))
     if dt == "f16":
         h = np.float16(v)
@@ -437,6 +438,81 @@ def main():
             [f"%v, %i = chlo.top_k(%in0, k = 4) : {T(tki, 's32')} -> (tensor<3x4xi32>, tensor<3x4xi32>)",
              "%r = stablehlo.add %i, %i : tensor<3x4xi32>"],
             "s32", 2 * np.argsort(-tki.astype(np.int64), axis=1, kind="stable")[:, :4].astype(np.int32), check="expect_eq")
+    # atan2 and chlo's inverse trigonometric and hyperbolic functions and erfc,
+    # against numpy in f64 rounded once (within expect_close's 3 ULP), on f32,
+    # bf16 and f16; atan2 with signed zeros, infinities and NaN in every pairing.
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 3e-39], np.float32)
+    ya, xa = f32(8, 16, lo=-50, hi=50), f32(8, 16, lo=-50, hi=50)
+    ya[:, :8], xa[:, :8] = np.repeat(sp, 8).reshape(8, 8), np.tile(sp, 8).reshape(8, 8)
+    ta = T(ya, "f32")
+    program("atan2_f32", "stablehlo.atan2 on f32: every pairing of +-0, +-inf, NaN, +-1 and a subnormal, and random values",
+            [(ya, "f32"), (xa, "f32")], [f"%r = stablehlo.atan2 %in0, %in1 : {ta}"], "f32",
+            np.arctan2(ya.astype(np.float64), xa.astype(np.float64)).astype(np.float32))
+    yb, xb = bf16(f32(8, 16, lo=-3, hi=3)), bf16(f32(8, 16, lo=-3, hi=3))
+    program("atan2_bf16", "stablehlo.atan2 on bf16 (in f32, rounded once)", [(yb, "bf16"), (xb, "bf16")],
+            [f"%r = stablehlo.atan2 %in0, %in1 : {T(yb, 'bf16')}"], "bf16",
+            bf16(np.arctan2(yb.astype(np.float64), xb.astype(np.float64)).astype(np.float32)))
+    unit = f32(8, 16, lo=-1, hi=1)
+    unit[0, :6] = [1.0, -1.0, 0.0, -0.0, 0.99999994, -0.99999994]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for op, fn, arg in [("atan", np.arctan, f32(8, 16, lo=-30, hi=30)), ("asin", np.arcsin, unit), ("acos", np.arccos, unit),
+                            ("asinh", np.arcsinh, np.concatenate([f32(8, 8, lo=-30, hi=30), f32(8, 8, lo=-1e-3, hi=1e-3)], 1)),
+                            ("acosh", np.arccosh, f32(8, 16, lo=0.5, hi=40)), ("atanh", np.arctanh, f32(8, 16, lo=-1.1, hi=1.1)),
+                            ("erfc", None, f32(8, 16, lo=-3, hi=9))]:
+            for dt in ("f32", "bf16", "f16"):
+                a = arg.astype(np.float16) if dt == "f16" else bf16(arg) if dt == "bf16" else arg
+                x64 = a.astype(np.float64)
+                want = np.vectorize(math.erfc)(x64) if fn is None else fn(x64)
+                want = want.astype(np.float16) if dt == "f16" else bf16(want.astype(np.float32)) if dt == "bf16" else want.astype(np.float32)
+                loose = op == "erfc" and dt == "f32"  # its polynomial's f32 steps: up to 8 ULP
+                program(f"chlo_{op}_{dt}", f"chlo.{op} on {dt} (in f32, rounded once; numpy in f64)" + (", within 8 ULP" if loose else ""),
+                        [(a, dt)], [f"%r = chlo.{op} %in0 : {T(a, dt)} -> {T(a, dt)}"], dt, want,
+                        attrs=" {max_ulp_difference = 8 : i64}" if loose else "")
+    # u32 division and remainder (x / 0 is all ones, x % 0 is x, as XLA), and
+    # maximum and minimum reductions of u32 values on both sides of 2^31;
+    # popcnt of s32, u32 and s8.
+    ux = rng.integers(0, 2**32, (8, 16), dtype=np.uint64).astype(np.uint32)
+    uy = rng.integers(0, 2**32, (8, 16), dtype=np.uint64).astype(np.uint32)
+    uy[0:2] = rng.integers(1, 300, (2, 16))
+    uy[2, :8] = [0, 1, 2, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 3]
+    ux[2, :8] = [5, 2**32 - 1, 2**32 - 1, 2**32 - 1, 2**32 - 1, 2**31, 2**32 - 1, 2**32 - 2]
+    tu = T(ux, "u32")
+    safe = np.where(uy == 0, 1, uy)
+    program("divide_u32", "stablehlo.divide of ui32: values past 2^31, divisors 0, 1, 2^31 - 1, 2^31, 2^32 - 1", [(ux, "u32"), (uy, "u32")],
+            [f"%r = stablehlo.divide %in0, %in1 : {tu}"], "u32", np.where(uy == 0, np.uint32(2**32 - 1), ux // safe).astype(np.uint32),
+            check="expect_eq")
+    program("remainder_u32", "stablehlo.remainder of ui32 (x % 0 = x)", [(ux, "u32"), (uy, "u32")],
+            [f"%r = stablehlo.remainder %in0, %in1 : {tu}"], "u32", np.where(uy == 0, ux, ux % safe).astype(np.uint32), check="expect_eq")
+    for comb, fn, init in [("maximum", np.max, 0), ("minimum", np.min, 2**32 - 1)]:
+        program(f"reduce_{comb}_u32", f"stablehlo.reduce {comb} of ui32 over dimension 1 (values on both sides of 2^31)",
+                [(ux, "u32"), (np.array(np.uint32(init)), "u32")],
+                [f"%r = stablehlo.reduce(%in0 init: %in1) applies stablehlo.{comb} across dimensions = [1] : ({tu}, tensor<ui32>) -> tensor<8xui32>"],
+                "u32", fn(ux, axis=1).astype(np.uint32), check="expect_eq")
+    bits = lambda a, w: np.array([bin(int(v) & (2**w - 1)).count("1") for v in a.ravel()]).reshape(a.shape)
+    ps = s32(8, 16, lo=-2**31, hi=2**31 - 1)
+    ps[0, :4] = [0, -1, -2**31, 2**31 - 1]
+    program("popcnt_s32", "stablehlo.popcnt of s32 (0, -1, INT_MIN, INT_MAX, random)", [(ps, "s32")],
+            [f"%r = stablehlo.popcnt %in0 : {T(ps, 's32')}"], "s32", bits(ps, 32).astype(np.int32), check="expect_eq")
+    program("popcnt_u32", "stablehlo.popcnt of ui32", [(ux, "u32")], [f"%r = stablehlo.popcnt %in0 : {tu}"], "u32",
+            bits(ux, 32).astype(np.uint32), check="expect_eq")
+    p8 = rng.integers(-128, 128, (8, 16)).astype(np.int8)
+    p8[0, :3] = [-1, -128, 127]
+    program("popcnt_s8", "stablehlo.popcnt of i8", [(p8, "s8")], [f"%r = stablehlo.popcnt %in0 : {T(p8, 's8')}"], "s8",
+            bits(p8, 8).astype(np.int8), check="expect_eq")
+    # A variadic reduce whose region combines each operand with its own
+    # accumulator alone: maximum of f32 values and minimum of s32 indices
+    # over dimension 0, each checked.
+    rv, ri = f32(5, 7), s32(5, 7)
+    red = (['%s:2 = stablehlo.reduce(%in0 init: %in2), (%in1 init: %in3) across dimensions = [0] : '
+            f'({T(rv, "f32")}, {T(ri, "s32")}, tensor<f32>, tensor<i32>) -> (tensor<7xf32>, tensor<7xi32>)',
+            ' reducer(%a0: tensor<f32>, %a2: tensor<f32>) (%a1: tensor<i32>, %a3: tensor<i32>) {',
+            '  %m = stablehlo.maximum %a0, %a2 : tensor<f32>', '  %n = stablehlo.minimum %a1, %a3 : tensor<i32>',
+            '  stablehlo.return %m, %n : tensor<f32>, tensor<i32>', '}'])
+    ins = [(rv, "f32"), (ri, "s32"), (np.array(np.float32(-np.inf)), "f32"), (np.array(np.int32(2**31 - 1)), "s32")]
+    program("reduce_variadic_max_f32", "stablehlo.reduce of (f32, s32), maximum and minimum each of its own: the maximum",
+            ins, red + ["%r = stablehlo.negate %s#0 : tensor<7xf32>"], "f32", -rv.max(0), check="expect_eq")
+    program("reduce_variadic_min_s32", "stablehlo.reduce of (f32, s32), maximum and minimum each of its own: the minimum",
+            ins, red + ["%r = stablehlo.add %s#1, %s#1 : tensor<7xi32>"], "s32", 2 * ri.min(0), check="expect_eq")
 
 if __name__ == "__main__":
     main()

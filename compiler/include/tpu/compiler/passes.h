@@ -54,7 +54,7 @@ ir::Function lower_gather_scatter(const ir::Function& f);
 ir::Function fold_empty(const ir::Function& f);
 
 // erf, sine, cosine, exponential-minus-one, log-plus-one, is-finite,
-// remainder and round-nearest-afz -> the ops the VPU has (polynomials, exp
+// atan2, remainder and round-nearest-afz -> the ops the VPU has (polynomials, exp
 // and log, compares, floor and selects).
 ir::Function legalize_math(const ir::Function& f);
 

@@ -40,7 +40,7 @@ struct Type {
   /* unary */ X(convert) X(bitcast_convert) X(negate) X(abs) X(exponential) X(log) X(tanh) X(logistic) X(rsqrt) X(sqrt) \
       X(floor) X(ceil) X(round_nearest_even) X(round_nearest_afz) X(sign) X(erf) X(sine) X(cosine) X(exponential_minus_one) \
       X(log_plus_one) X(is_finite) X(not_)                                          \
-  /* binary */ X(add) X(subtract) X(multiply) X(divide) X(remainder) X(maximum) X(minimum) X(power) X(and_)     \
+  /* binary */ X(add) X(subtract) X(multiply) X(divide) X(remainder) X(atan2) X(maximum) X(minimum) X(power) X(and_)     \
       X(or_) X(xor_) X(shift_left) X(shift_right_arithmetic) X(shift_right_logical) X(compare)       \
   /* ternary */ X(select) X(clamp)                                                                  \
   /* contractions and reductions */ X(dot) X(convolution) X(reduce) X(arg_reduce) X(reduce_window) \
