@@ -513,6 +513,16 @@ def main():
             ins, red + ["%r = stablehlo.negate %s#0 : tensor<7xf32>"], "f32", -rv.max(0), check="expect_eq")
     program("reduce_variadic_min_s32", "stablehlo.reduce of (f32, s32), maximum and minimum each of its own: the minimum",
             ins, red + ["%r = stablehlo.add %s#1, %s#1 : tensor<7xi32>"], "s32", 2 * ri.min(0), check="expect_eq")
+    # chlo.lgamma (Lanczos, as XLA) against C's lgamma in f64: |error| <= 1e-3
+    # (4e-6 of max(1, |lgamma|)), poles at 0 and the negative integers inf.
+    lg = f32(8, 16, lo=-10, hi=40)
+    lg[0, :6] = [0.0, -3.0, 1.0, 2.0, 0.5, 1e-3]
+    for dt in ("f32", "bf16", "f16"):
+        a = lg.astype(np.float16) if dt == "f16" else bf16(lg) if dt == "bf16" else lg
+        want = np.vectorize(lambda v: math.inf if v <= 0 and float(v).is_integer() else math.lgamma(v))(a.astype(np.float64))
+        want = want.astype(np.float16) if dt == "f16" else bf16(want.astype(np.float32)) if dt == "bf16" else want.astype(np.float32)
+        program(f"chlo_lgamma_{dt}", f"chlo.lgamma on {dt} (in f32, rounded once; C's lgamma in f64), poles inf", [(a, dt)],
+                [f"%r = chlo.lgamma %in0 : {T(a, dt)} -> {T(a, dt)}"], dt, want, check="expect_almost_eq")
 
 if __name__ == "__main__":
     main()
