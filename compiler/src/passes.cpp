@@ -679,8 +679,8 @@ Function lower_arg_reduce(const Function& in) {
 // (toward zero, saturating, NaN -> 0, as XLA), and conversions between u32
 // and the signed types reinterpret the bits (XLA wraps), division halves x
 // for a signed division and corrects by one, and maximum/minimum reductions
-// reduce x ^ 2^31 as s32. Power, dots and select-and-scatter of u32 values
-// are refused.
+// reduce x ^ 2^31 as s32, and select-and-scatter selects by it. Power and
+// dots of u32 values are refused.
 Function lower_unsigned(const Function& in) {
   return rebuild(in, [&](Builder& b, Op& op) -> int {
     const bool ures = op.type.dtype == DType::u32;
@@ -743,7 +743,19 @@ Function lower_unsigned(const Function& in) {
       case OpKind::dot:
       case OpKind::convolution:
         return is_u(op.operands[0]) || is_u(op.operands[1]) ? refuse(op_name(op.kind)) : -1;
-      case OpKind::select_and_scatter: return ures ? refuse("select-and-scatter") : -1;
+      case OpKind::select_and_scatter: {
+        // Selected in the order of x ^ 2^31 as s32; the scattered values
+        // combine as s32 bits (biased too where the combiner orders them).
+        if (!ures && !is_u(op.operands[0])) return -1;
+        const bool order = op.combiner == Combiner::maximum || op.combiner == Combiner::minimum;
+        auto value = [&](int v) { return order ? biased(v) : bitcast(v, DType::s32); };
+        Op s = op;
+        s.operands = {is_u(op.operands[0]) ? biased(op.operands[0]) : op.operands[0], ures ? value(op.operands[1]) : op.operands[1],
+                      ures ? value(op.operands[2]) : op.operands[2]};
+        if (!ures) return b.add(std::move(s));
+        const int r = bitcast(b.add(std::move(s)), DType::u32);
+        return order ? b.binary(OpKind::xor_, r, b.splat(DType::u32, 2147483648.0, op.type.dims)) : r;
+      }
       case OpKind::reduce:
       case OpKind::reduce_window: {
         // maximum and minimum in the order of x ^ 2^31 as s32, biased back.

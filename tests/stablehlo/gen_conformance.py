@@ -523,6 +523,30 @@ def main():
         want = want.astype(np.float16) if dt == "f16" else bf16(want.astype(np.float32)) if dt == "bf16" else want.astype(np.float32)
         program(f"chlo_lgamma_{dt}", f"chlo.lgamma on {dt} (in f32, rounded once; C's lgamma in f64), poles inf", [(a, dt)],
                 [f"%r = chlo.lgamma %in0 : {T(a, dt)} -> {T(a, dt)}"], dt, want, check="expect_almost_eq")
+    # select_and_scatter of ui32 (2x2x2 windows, stride 1): selected by
+    # unsigned order (values on both sides of 2^31, ties to the first), the
+    # source added (wrapping) where selected.
+    sx = rng.integers(0, 2**32, (2, 4, 6), dtype=np.uint64).astype(np.uint32)
+    sx[0, 0, :4] = [2**31, 2**31 - 1, 2**32 - 1, 2**32 - 1]
+    ss = rng.integers(0, 2**32, (1, 3, 5), dtype=np.uint64).astype(np.uint32)
+    out = np.zeros_like(sx, dtype=np.uint64)
+    for i, j, k in np.ndindex(*ss.shape):
+        win = [(i + a, j + b, k + c) for a in range(2) for b in range(2) for c in range(2)]
+        best = win[0]
+        for w in win[1:]:
+            if not sx[best] >= sx[w]:
+                best = w
+        out[best] += ss[i, j, k]
+    tsx, tss = T(sx, "u32"), T(ss, "u32")
+    program("select_and_scatter_u32", "stablehlo.select_and_scatter of ui32: GE in unsigned order, add (wrapping)",
+            [(sx, "u32"), (ss, "u32"), (np.array(np.uint32(0)), "u32")],
+            ['%r = "stablehlo.select_and_scatter"(%in0, %in1, %in2) <{window_dimensions = array<i64: 2, 2, 2>}> ({',
+             '^bb0(%p: tensor<ui32>, %q: tensor<ui32>):',
+             '  %c = stablehlo.compare GE, %p, %q, UNSIGNED : (tensor<ui32>, tensor<ui32>) -> tensor<i1>',
+             '  stablehlo.return %c : tensor<i1>', '}, {', '^bb0(%p: tensor<ui32>, %q: tensor<ui32>):',
+             '  %s = stablehlo.add %p, %q : tensor<ui32>', '  stablehlo.return %s : tensor<ui32>',
+             f'}}) : ({tsx}, {tss}, tensor<ui32>) -> {tsx}'],
+            "u32", (out % 2**32).astype(np.uint32), check="expect_eq")
 
 if __name__ == "__main__":
     main()
