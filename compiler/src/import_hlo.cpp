@@ -707,6 +707,10 @@ class Importer {
     if (opc == "sort") return sort(i, tuples);
     if (opc == "topk") return topk(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
+    if (opc == "reduce-precision") {
+      if (i.operands.size() != 1) malformed(i, "reduce-precision takes one operand");
+      return {reduce_precision(i, single(0))};
+    }
     if (opc == "popcnt") {
       if (i.operands.size() != 1) malformed(i, "popcnt takes one operand");
       return {popcnt(i, single(0))};
@@ -1355,6 +1359,49 @@ class Importer {
   }
 
   int splat(const Type& t, double v, const std::string& loc) { return compiler::rewrite::append_splat(f_, t, v, loc); }
+  // reduce-precision to E exponent and M mantissa bits, as XLA: the f32
+  // bits (bf16 and f16 widened, exactly) rounded to M bits to nearest even
+  // (a bias of half the dropped part, less one, plus the last kept bit),
+  // then, where E is narrower than the type's, beyond the largest exponent
+  // to +-inf and at or below the smallest normal's to +-0; NaN stays.
+  int reduce_precision(const Instruction& i, int x) {
+    const Type t = f_.ops[size_t(x)].type;
+    if (!is_float(t.dtype)) unsupported(i, fmt::format("reduce-precision of {}", dtype_name(t.dtype)));
+    const int64_t e = one_int(i, "exponent_bits", -1), m = one_int(i, "mantissa_bits", -1);
+    if (e < 1 || m < 0) malformed(i, "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
+    const int src_e = t.dtype == DType::f16 ? 5 : 8, src_m = t.dtype == DType::f32 ? 23 : t.dtype == DType::bf16 ? 7 : 10;
+    if (e >= src_e && m >= src_m) return x;
+    const std::string l = loc(i);
+    const Type ft{DType::f32, t.dims}, it{DType::s32, t.dims};
+    auto op1 = [&](OpKind k, int a, const Type& rt) { return compiler::rewrite::append(f_, k, {a}, rt, l); };
+    auto op2 = [&](OpKind k, int a, int b) { return compiler::rewrite::append(f_, k, {a, b}, it, l); };
+    auto k = [&](double v) { return splat(it, v, l); };
+    auto cmp = [&](Direction d, int a, int b) {
+      Op c;
+      c.kind = OpKind::compare, c.direction = d, c.operands = {a, b}, c.type = {DType::pred, t.dims}, c.loc = l;
+      return f_.add(std::move(c));
+    };
+    auto sel = [&](int p, int a, int b) { return compiler::rewrite::append(f_, OpKind::select, {p, a, b}, it, l); };
+    const int xf = t.dtype == DType::f32 ? x : op1(OpKind::convert, x, ft);
+    int bits = op1(OpKind::bitcast_convert, xf, it);
+    if (m < src_m) {
+      const int shift = 23 - int(m);
+      const double last = std::ldexp(1.0, shift);
+      const int last_bit = op2(OpKind::shift_right_logical, op2(OpKind::and_, bits, k(last)), k(shift));
+      bits = op2(OpKind::and_, op2(OpKind::add, bits, op2(OpKind::add, last_bit, k(last / 2 - 1))), k(-last));
+    }
+    if (e < src_e) {
+      const int64_t bias = (int64_t(1) << (e - 1)) - 1;
+      const int exponent = op2(OpKind::and_, bits, k(2139095040.0));  // 0x7f800000
+      const int sign = op2(OpKind::and_, bits, k(-2147483648.0));
+      bits = sel(cmp(Direction::GT, exponent, k(double((127 + bias) << 23))), op2(OpKind::or_, sign, k(2139095040.0)),
+                 sel(cmp(Direction::LE, exponent, k(double((127 - bias) << 23))), sign, bits));
+    }
+    int r = op1(OpKind::bitcast_convert, bits, ft);
+    r = compiler::rewrite::append(f_, OpKind::select, {cmp(Direction::NE, xf, xf), xf, r}, ft, l);
+    return t.dtype == DType::f32 ? r : op1(OpKind::convert, r, t);
+  }
+
   // popcnt: the bits counted in pairs, nibbles and bytes at once (x - ((x
   // >> 1) & 0x55..), then masks of 0x33.. and 0x0f..; logical shifts of
   // the type's bits), and for 32 bits the four byte counts summed by a

@@ -1188,7 +1188,7 @@ class Parser {
                                     "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
                                     "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh",
                                     "chlo.atan", "chlo.asin", "chlo.acos", "chlo.asinh", "chlo.acosh", "chlo.atanh",
-                                    "chlo.erfc", "chlo.lgamma", "chlo.top_k"};
+                                    "chlo.erfc", "chlo.lgamma", "chlo.next_after", "chlo.top_k"};
     bool known = n.rfind("check.", 0) == 0;
     for (const char* k : special) known |= n == k;
     if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
@@ -1294,6 +1294,16 @@ class Parser {
       return;
     }
     if (k == "algorithm") fail("unsupported dot algorithm (tpuc takes the precision config)");
+    if (k == "format" && n == "stablehlo.reduce_precision") {  // format = e5m10
+      const std::string f = word();
+      const size_t m = f.find('m');
+      if (f.size() < 4 || f[0] != 'e' || m == std::string::npos || f.find_first_not_of("0123456789", 1) != m ||
+          m + 1 == f.size() || f.find_first_not_of("0123456789", m + 1) != std::string::npos)
+        fail(fmt::format("reduce_precision format {} is not eNmM", f));
+      op.attrs.emplace_back("exponent_bits", Attr::leaf(Attr::number, f.substr(1, m - 1)));
+      op.attrs.emplace_back("mantissa_bits", Attr::leaf(Attr::number, f.substr(m + 1)));
+      return;
+    }
     static const std::map<std::string, std::map<std::string, std::string>> names = {
         {"dims",
          {{"stablehlo.broadcast_in_dim", "broadcast_dimensions"},
@@ -1531,7 +1541,7 @@ class Parser {
     static const char* same[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "and", "or", "xor", "not",
                                  "negate", "abs", "exponential", "log", "tanh", "logistic", "rsqrt", "sqrt", "floor", "ceil",
                                  "round_nearest_even", "round_nearest_afz", "sign", "shift_left", "shift_right_arithmetic",
-                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder", "atan2", "popcnt",
+                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder", "atan2", "popcnt", "reduce_precision",
                                  "sine", "cosine", "log_plus_one", "is_finite", "transpose", "reverse", "concatenate", "slice",
                                  "pad", "iota", "compare", "convolution", "reduce", "reduce_window", "select_and_scatter", "gather",
                                  "scatter", "sort", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
@@ -1778,6 +1788,10 @@ class Parser {
     } else if (n == "stablehlo.concatenate") {
       check_attrs({"dimension"});
       at.emplace_back("dimensions", ints_text(ints(op, "dimension")));
+    } else if (n == "stablehlo.reduce_precision") {
+      check_attrs({"exponent_bits", "mantissa_bits"});
+      at.emplace_back("exponent_bits", std::to_string(ints(op, "exponent_bits").at(0)));
+      at.emplace_back("mantissa_bits", std::to_string(ints(op, "mantissa_bits").at(0)));
     } else if (n == "stablehlo.iota") {
       check_attrs({"iota_dimension"});
       at.emplace_back("iota_dimension", std::to_string(ints(op, "iota_dimension").at(0)));
@@ -1924,6 +1938,7 @@ class Parser {
   // P's f32 Horner steps).
   Value chlo(Scope& sc, const Op& op, const std::vector<Value>& in) {
     const std::string& n = op.name;
+    if (n == "chlo.next_after") return next_after(sc, op, in);
     if (in.size() != 1 || op.result_types.size() != 1) malformed(op, "takes one operand and gives one result");
     const Value x = in[0];
     const Shape& rt = op.result_types[0];
@@ -2033,6 +2048,56 @@ class Parser {
       return push(sc, inst("multiply", {d, splat("0.5")}, rt));
     }
     unsupported(op, fmt::format("operation {}", n));
+  }
+
+  // chlo.next_after(x, y): the float next to x toward y, on the f32 bits
+  // (bf16 widened exactly, its ULP 2^16 of them): one step up where |x|
+  // grows toward y, down where it shrinks; y where x == y; from 0 the
+  // smallest subnormal with y's sign; NaN where either is NaN.
+  Value next_after(Scope& sc, const Op& op, const std::vector<Value>& in) {
+    if (in.size() != 2 || op.result_types.size() != 1) malformed(op, "takes two operands and gives one result");
+    const Value x = in[0], y = in[1];
+    const Shape& rt = op.result_types[0];
+    if ((x.shape.dtype != "f32" && x.shape.dtype != "bf16") || y.shape.dtype != x.shape.dtype || y.shape.dims != x.shape.dims)
+      unsupported(op, fmt::format("chlo.next_after of {} and {} (tpuc steps f32 and bf16)", x.shape.dtype, y.shape.dtype));
+    Shape fs = x.shape, is = x.shape, ps = x.shape;
+    fs.dtype = "f32", is.dtype = "s32", ps.dtype = "pred";
+    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
+      Instruction i = make(opc, shape, 0, op);
+      i.name = fresh(sc, op, "next_after");
+      for (const auto& a : args) i.operands.push_back(a.name);
+      return push(sc, i);
+    };
+    auto k = [&](const char* literal, const Shape& like) {
+      Shape scalar = like;
+      scalar.dims.clear();
+      Instruction c = make("constant", scalar, 0, op);
+      c.name = fresh(sc, op, "next_after");
+      c.literal = literal;
+      Instruction b = make("broadcast", like, 0, op);
+      b.name = fresh(sc, op, "next_after");
+      b.operands = {push(sc, c).name};
+      b.attributes.emplace_back("dimensions", "{}");
+      return push(sc, b);
+    };
+    auto cmp = [&](const char* dir, const Value& a, const Value& b) {
+      Instruction c = make("compare", ps, 0, op);
+      c.name = fresh(sc, op, "next_after");
+      c.operands = {a.name, b.name};
+      c.attributes.emplace_back("direction", dir);
+      return push(sc, c);
+    };
+    const bool wide = x.shape.dtype == "f32";
+    const Value xf = wide ? x : inst("convert", {x}, fs), yf = wide ? y : inst("convert", {y}, fs);
+    const Value bits = inst("bitcast-convert", {xf}, is), step = k(wide ? "1" : "65536", is), zero = k("0", fs);
+    const Value up = cmp("EQ", cmp("GT", yf, xf), cmp("GT", xf, zero));  // |x| grows toward y
+    Value r = inst("bitcast-convert", {inst("select", {up, inst("add", {bits, step}, is), inst("subtract", {bits, step}, is)}, is)}, fs);
+    const Value y_sign = inst("and", {inst("bitcast-convert", {yf}, is), k("-2147483648", is)}, is);
+    const Value tiny = inst("bitcast-convert", {inst("or", {y_sign, step}, is)}, fs);
+    r = inst("select", {cmp("EQ", xf, zero), tiny, r}, fs);
+    r = inst("select", {cmp("EQ", xf, yf), yf, r}, fs);
+    r = inst("select", {cmp("NE", xf, xf), xf, inst("select", {cmp("NE", yf, yf), yf, r}, fs)}, fs);
+    return wide ? r : inst("convert", {r}, rt);
   }
 
   static std::string last_word(const std::string& t) {

@@ -547,6 +547,42 @@ def main():
              '  %s = stablehlo.add %p, %q : tensor<ui32>', '  stablehlo.return %s : tensor<ui32>',
              f'}}) : ({tsx}, {tss}, tensor<ui32>) -> {tsx}'],
             "u32", (out % 2**32).astype(np.uint32), check="expect_eq")
+    # reduce_precision of f32 as XLA: to e5m10 it is numpy's float16
+    # (nearest even, overflow to inf) except below f16's smallest normal
+    # (6.1e-5), which goes to a signed zero; to e8m7 it is bfloat16; NaN
+    # stays NaN (expect_close at 0 ULP: equal bits or both NaN).
+    rp = f32(8, 16, lo=-3, hi=3) * np.float32(10.0) ** rng.integers(-6, 6, (8, 16)).astype(np.float32)
+    rp[0, :8] = [65504, 65519.99, 65520, -1e6, 6.1035156e-05, -6.0e-05, np.inf, np.nan]
+    with np.errstate(over="ignore"):
+        h = rp.astype(np.float16).astype(np.float32)
+    h = np.where(np.abs(rp) < np.float32(2.0 ** -14), np.copysign(np.float32(0), rp), h)
+    trp = T(rp, "f32")
+    program("reduce_precision_e5m10_f32", "stablehlo.reduce_precision f32 to e5m10: float16's rounding, below its normals a signed zero",
+            [(rp, "f32")], [f"%r = stablehlo.reduce_precision %in0, format = e5m10 : {trp}"], "f32", h,
+            attrs=" {max_ulp_difference = 0 : i64}")
+    program("reduce_precision_e8m7_f32", "stablehlo.reduce_precision f32 to e8m7: bfloat16's rounding",
+            [(rp, "f32")], [f"%r = stablehlo.reduce_precision %in0, format = e8m7 : {trp}"], "f32", bf16(rp),
+            attrs=" {max_ulp_difference = 0 : i64}")
+    # chlo.next_after on f32 (numpy's nextafter) and bf16 (one step of its
+    # 16 bits, numpy on the bits): toward larger and smaller magnitudes,
+    # from +-0 (the smallest subnormal with y's sign), x == y, inf, NaN.
+    nx, ny = f32(8, 16, lo=-5, hi=5), f32(8, 16, lo=-5, hi=5)
+    nx[0, :10] = [0.0, -0.0, 0.0, 1.0, np.inf, -np.inf, np.nan, 2.0, 3.0, -1.0]
+    ny[0, :10] = [1.0, -1.0, -1.0, 1.0, 0.0, 0.0, 1.0, np.nan, 3.5, -np.inf]
+    program("chlo_next_after_f32", "chlo.next_after on f32", [(nx, "f32"), (ny, "f32")],
+            [f"%r = chlo.next_after %in0, %in1 : {T(nx, 'f32')}, {T(ny, 'f32')} -> {T(nx, 'f32')}"], "f32", np.nextafter(nx, ny),
+            attrs=" {max_ulp_difference = 0 : i64}")
+    bx, by = bf16(nx), bf16(ny)
+    hb = (bx.view(np.uint32) >> 16).astype(np.int64)
+    grow = (by > bx) == (bx > 0)
+    step = np.where(grow, hb + 1, hb - 1)
+    step = np.where(bx == 0, np.where(np.signbit(by), 0x8001, 0x0001), step)
+    want = (step.astype(np.uint32) << 16).view(np.float32)
+    want = np.where(bx == by, by, want)
+    want = np.where(np.isnan(bx) | np.isnan(by), np.float32(np.nan), want)
+    program("chlo_next_after_bf16", "chlo.next_after on bf16 (one step of its bits)", [(bx, "bf16"), (by, "bf16")],
+            [f"%r = chlo.next_after %in0, %in1 : {T(bx, 'bf16')}, {T(by, 'bf16')} -> {T(bx, 'bf16')}"], "bf16", want,
+            attrs=" {max_ulp_difference = 0 : i64}")
 
 if __name__ == "__main__":
     main()
