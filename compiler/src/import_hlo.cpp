@@ -706,6 +706,7 @@ class Importer {
     if (opc == "reduce" && i.shape.tuple) return arg_reduce(i, tuples);
     if (opc == "sort") return sort(i, tuples);
     if (opc == "topk") return topk(i, tuples);
+    if (opc == "reduce-window" && i.shape.tuple) return windowed_select(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
     if (opc == "reduce-precision") {
       if (i.operands.size() != 1) malformed(i, "reduce-precision takes one operand");
@@ -1359,6 +1360,96 @@ class Importer {
   }
 
   int splat(const Type& t, double v, const std::string& loc) { return compiler::rewrite::append_splat(f_, t, v, loc); }
+  // A reduce-window of (values, payloads) whose region keeps the pair one
+  // compare of the values picks (JAX's select_and_gather_add, max-pooling's
+  // tangent): each window folded in row-major order from the inits, the
+  // region's compare and selects taken as written; both operands padded
+  // with their inits. Dilations are refused.
+  std::vector<int> windowed_select(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
+    auto refuse = [&] {
+      unsupported(i, "tuple-shaped reduce-window other than (values, payloads) kept in pairs by one compare of the values");
+    };
+    if (tuples.size() != 4) refuse();
+    for (const auto* t : tuples)
+      if (t->size() != 1) refuse();
+    const int v = (*tuples[0])[0], p = (*tuples[1])[0], iv = (*tuples[2])[0], ip = (*tuples[3])[0];
+    const Type vt = f_.ops[size_t(v)].type, pt = f_.ops[size_t(p)].type;
+    if (pt.dims != vt.dims || f_.ops[size_t(iv)].type != Type{vt.dtype, {}} || f_.ops[size_t(ip)].type != Type{pt.dtype, {}}) refuse();
+    // The region: (a0, a1) the pair so far, (a2, a3) the next; root
+    // (select(c, x, y), select(c, x', y')) with c = compare(a, b).
+    const std::string* name = i.attribute("to_apply");
+    const hlo::Computation* c = name ? m_.find(*name) : nullptr;
+    const Instruction* r = c ? c->root() : nullptr;
+    if (!r || r->opcode != "tuple" || r->operands.size() != 2) refuse();
+    auto param = [&](const std::string& n) -> int {
+      const Instruction* x = c->find(n);
+      return x && x->opcode == "parameter" ? std::stoi(x->literal) : -1;
+    };
+    const Instruction* s0 = c->find(r->operands[0]);
+    const Instruction* s1 = c->find(r->operands[1]);
+    if (!s0 || !s1 || s0->opcode != "select" || s1->opcode != "select" || s0->operands.size() != 3 || s1->operands.size() != 3 ||
+        s0->operands[0] != s1->operands[0])
+      refuse();
+    const Instruction* cmp = c->find(s0->operands[0]);
+    if (!cmp || cmp->opcode != "compare" || cmp->operands.size() != 2) refuse();
+    const int c0 = param(cmp->operands[0]), c1 = param(cmp->operands[1]);
+    const int v0 = param(s0->operands[1]), v1 = param(s0->operands[2]), q0 = param(s1->operands[1]), q1 = param(s1->operands[2]);
+    const bool acc_first = v0 == 0 && v1 == 2 && q0 == 1 && q1 == 3, new_first = v0 == 2 && v1 == 0 && q0 == 3 && q1 == 1;
+    if (!(acc_first || new_first) || !((c0 == 0 && c1 == 2) || (c0 == 2 && c1 == 0))) refuse();
+    const std::string* dir = cmp->attribute("direction");
+    static const std::map<std::string, Direction> dirs = {{"EQ", Direction::EQ}, {"NE", Direction::NE}, {"LT", Direction::LT},
+                                                          {"LE", Direction::LE}, {"GT", Direction::GT}, {"GE", Direction::GE}};
+    if (!dir || !dirs.count(*dir)) refuse();
+    const size_t rank = vt.dims.size();
+    const Window w = window(i, rank);
+    for (size_t d = 0; d < rank; ++d)
+      if (w.lhs_dil[d] != 1 || w.rhs_dil[d] != 1) unsupported(i, "tuple-shaped reduce-window with dilation");
+    const std::string l = loc(i);
+    std::vector<int64_t> padded(rank), out(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      padded[d] = vt.dims[d] + w.lo[d] + w.hi[d];
+      if (w.stride[d] < 1 || w.size[d] < 1 || padded[d] < w.size[d]) malformed(i, "a window larger than its padded operand");
+      out[d] = (padded[d] - w.size[d]) / w.stride[d] + 1;
+    }
+    auto pad = [&](int x, int init) {
+      Op o;
+      o.kind = OpKind::pad, o.operands = {x, init}, o.lo = w.lo, o.hi = w.hi, o.interior.assign(rank, 0), o.loc = l;
+      o.type = {f_.ops[size_t(x)].type.dtype, padded};
+      return f_.add(std::move(o));
+    };
+    const int vp = pad(v, iv), pp = pad(p, ip);
+    int acc_v = compiler::rewrite::append(f_, OpKind::broadcast, {iv}, {vt.dtype, out}, l);
+    int acc_p = compiler::rewrite::append(f_, OpKind::broadcast, {ip}, {pt.dtype, out}, l);
+    std::vector<int64_t> tap(rank, 0);
+    for (bool more = true; more;) {
+      auto view = [&](int x) {
+        Op s;
+        s.kind = OpKind::slice, s.operands = {x}, s.lo = tap, s.strides = w.stride, s.loc = l;
+        for (size_t d = 0; d < rank; ++d) s.hi.push_back(tap[d] + (out[d] - 1) * w.stride[d] + 1);
+        s.type = {f_.ops[size_t(x)].type.dtype, out};
+        return f_.add(std::move(s));
+      };
+      const int xv = view(vp), xp = view(pp);
+      Op k;
+      k.kind = OpKind::compare, k.direction = dirs.at(*dir), k.operands = c0 == 0 ? std::vector<int>{acc_v, xv} : std::vector<int>{xv, acc_v};
+      k.type = {DType::pred, out}, k.loc = l;
+      const int keep = f_.add(std::move(k));
+      auto pick = [&](int acc, int x, const Type& t) {
+        return compiler::rewrite::append(f_, OpKind::select, acc_first ? std::vector<int>{keep, acc, x} : std::vector<int>{keep, x, acc}, t, l);
+      };
+      acc_v = pick(acc_v, xv, {vt.dtype, out}), acc_p = pick(acc_p, xp, {pt.dtype, out});
+      more = false;
+      for (size_t d = rank; d-- > 0;) {
+        if (++tap[d] < w.size[d]) {
+          more = true;
+          break;
+        }
+        tap[d] = 0;
+      }
+    }
+    return {acc_v, acc_p};
+  }
+
   // reduce-precision to E exponent and M mantissa bits, as XLA: the f32
   // bits (bf16 and f16 widened, exactly) rounded to M bits to nearest even
   // (a bias of half the dropped part, less one, plus the last kept bit),

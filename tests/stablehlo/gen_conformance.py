@@ -605,6 +605,36 @@ def main():
         program(f"chlo_bessel_i1e_{dt}", f"chlo.bessel_i1e on {dt} (in f32, rounded once; I1's series in f64)", [(a, dt)],
                 [f"%r = chlo.bessel_i1e %in0 : {T(a, dt)} -> {T(a, dt)}"], dt, want,
                 attrs=" {max_ulp_difference = 9 : i64}" if dt == "f32" else "")
+    # A reduce_window of (values, payloads) kept in pairs by one compare (max
+    # pooling's tangent, JAX's select_and_gather_add): 2x3 windows, strides
+    # (1, 2), padding with the inits (-inf, 0); ties (values of few levels)
+    # keep the first in row-major order.
+    gv = bf16(rng.integers(-2, 3, (6, 9)).astype(np.float32))
+    gp = f32(6, 9)
+    pv = np.pad(gv, ((1, 0), (0, 1)), constant_values=-np.inf)
+    pq = np.pad(gp, ((1, 0), (0, 1)), constant_values=0)
+    oh, ow = (pv.shape[0] - 2) // 1 + 1, (pv.shape[1] - 3) // 2 + 1
+    want = np.zeros((oh, ow), np.float32)
+    for r, c in np.ndindex(oh, ow):
+        av, ap = -np.inf, np.float32(0)
+        for a, b in np.ndindex(2, 3):
+            x, q = pv[r + a, 2 * c + b], pq[r + a, 2 * c + b]
+            if not av >= x:
+                av, ap = x, q
+        want[r, c] = ap
+    program("reduce_window_pairs_f32", "stablehlo.reduce_window of (f32 values, f32 payloads): the payload of each window's first "
+            "largest value (2x3 windows, strides 1x2, padded)",
+            [(gv, "f32"), (gp, "f32"), (np.array(np.float32(-np.inf)), "f32"), (np.array(np.float32(0)), "f32")],
+            ['%s:2 = "stablehlo.reduce_window"(%in0, %in1, %in2, %in3) <{window_dimensions = array<i64: 2, 3>, '
+             'window_strides = array<i64: 1, 2>, padding = dense<[[1, 0], [0, 1]]> : tensor<2x2xi64>}> ({',
+             '^bb0(%a0: tensor<f32>, %a1: tensor<f32>, %a2: tensor<f32>, %a3: tensor<f32>):',
+             '  %c = stablehlo.compare GE, %a0, %a2, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>',
+             '  %v = stablehlo.select %c, %a0, %a2 : tensor<i1>, tensor<f32>',
+             '  %q = stablehlo.select %c, %a1, %a3 : tensor<i1>, tensor<f32>',
+             '  stablehlo.return %v, %q : tensor<f32>, tensor<f32>',
+             f'}}) : ({T(gv, "f32")}, {T(gp, "f32")}, tensor<f32>, tensor<f32>) -> (tensor<{oh}x{ow}xf32>, tensor<{oh}x{ow}xf32>)',
+             "%r = stablehlo.add %s#1, %s#1 : " + f"tensor<{oh}x{ow}xf32>"],
+            "f32", 2 * want, check="expect_eq")
 
 if __name__ == "__main__":
     main()
