@@ -708,6 +708,10 @@ class Importer {
     if (opc == "topk") return topk(i, tuples);
     if (opc == "reduce-window" && i.shape.tuple) return windowed_select(i, tuples);
     if (i.shape.tuple) unsupported(i, fmt::format("tuple-shaped {}", opc));
+    if (opc == "triangular-solve") {
+      if (i.operands.size() != 2) malformed(i, "triangular-solve takes two operands");
+      return {triangular_solve(i, single(0), single(1))};
+    }
     if (opc == "reduce-precision") {
       if (i.operands.size() != 1) malformed(i, "reduce-precision takes one operand");
       return {reduce_precision(i, single(0))};
@@ -1448,6 +1452,79 @@ class Importer {
       }
     }
     return {acc_v, acc_p};
+  }
+
+  // triangular-solve: op(a) x = b (left_side) or x op(a) = b, op(a) = a or
+  // its transpose (ADJOINT of real values too), a's lower or upper triangle
+  // (the other is not read), its diagonal taken as ones with unit_diagonal.
+  // Substitution unrolled over the n rows (or columns) of x, in order from
+  // the one that needs no other: x_i = (b_i - sum_j op(a)_ij x_j) / op(a)_ii,
+  // each a slice of b and a's element broadcast over it. Up to 64 rows.
+  int triangular_solve(const Instruction& i, int a, int b) {
+    const Type at = f_.ops[size_t(a)].type, bt = f_.ops[size_t(b)].type;
+    const size_t rank = at.dims.size();
+    if (!is_float(at.dtype) || bt.dtype != at.dtype || rank < 2 || bt.dims.size() != rank || at.dims[rank - 1] != at.dims[rank - 2])
+      malformed(i, "triangular-solve takes a square float a[..., n, n] and b of its type and rank");
+    auto flag = [&](const char* k) {
+      const std::string* v = i.attribute(k);
+      if (!v || (*v != "true" && *v != "false")) malformed(i, fmt::format("triangular-solve needs {}=true or false", k));
+      return *v == "true";
+    };
+    const bool left = flag("left_side"), lower = flag("lower"), unit = flag("unit_diagonal");
+    const std::string* ta = i.attribute("transpose_a");
+    const bool trans = ta && (*ta == "TRANSPOSE" || *ta == "ADJOINT");
+    if (ta && !trans && *ta != "NO_TRANSPOSE") malformed(i, fmt::format("transpose_a={}", *ta));
+    const int64_t n = at.dims[rank - 1];
+    for (size_t d = 0; d + 2 < rank; ++d)
+      if (bt.dims[d] != at.dims[d]) malformed(i, "triangular-solve operands of other batch dimensions");
+    if (bt.dims[left ? rank - 2 : rank - 1] != n) malformed(i, "triangular-solve: b does not match a's size");
+    if (n > 64) unsupported(i, fmt::format("triangular-solve of {} rows (unrolled: up to 64)", n));
+    const std::string l = loc(i);
+    // x's line j (a row where left, a column where right) has shape `line`.
+    std::vector<int64_t> line = bt.dims;
+    line[left ? rank - 2 : rank - 1] = 1;
+    const Type lt{bt.dtype, line};
+    auto slice = [&](int x, int64_t r0, int64_t c0, const std::vector<int64_t>& dims) {
+      std::vector<int64_t> lo(rank, 0), hi = dims;
+      lo[rank - 2] = r0, lo[rank - 1] = c0;
+      hi[rank - 2] = r0 + dims[rank - 2], hi[rank - 1] = c0 + dims[rank - 1];
+      return compiler::rewrite::append_slice(f_, x, lo, hi, l);
+    };
+    auto line_of = [&](int x, int64_t j) {
+      std::vector<int64_t> d = line;
+      return left ? slice(x, j, 0, d) : slice(x, 0, j, d);
+    };
+    // op(a)_jk broadcast over a line: a[..., j, k] or a[..., k, j], [batch..., 1, 1] -> line.
+    std::vector<int64_t> keep;
+    for (size_t d = 0; d < rank; ++d) keep.push_back(int64_t(d));
+    auto element = [&](int64_t j, int64_t k) {
+      std::vector<int64_t> one = at.dims;
+      one[rank - 2] = one[rank - 1] = 1;
+      const int e = trans ? slice(a, k, j, one) : slice(a, j, k, one);
+      Op bc;
+      bc.kind = OpKind::broadcast, bc.operands = {e}, bc.dims = keep, bc.type = lt, bc.loc = l;
+      return f_.add(std::move(bc));
+    };
+    auto bin = [&](OpKind k, int x, int y) { return compiler::rewrite::append(f_, k, {x, y}, lt, l); };
+    // op(a)'s triangle: lower where a's is lower and not transposed, or upper and transposed.
+    const bool eff_lower = lower != trans;
+    // Left: row j of x needs the rows k with op(a)_jk != 0, k != j (k < j where lower).
+    // Right: column j of x needs the columns k with op(a)_kj != 0 (k > j where lower).
+    const bool ascending = left ? eff_lower : !eff_lower;
+    std::vector<int> x(size_t(n), -1);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t j = ascending ? s : n - 1 - s;
+      int acc = line_of(b, j);
+      for (int64_t t = 0; t < s; ++t) {
+        const int64_t k = ascending ? t : n - 1 - t;
+        acc = bin(OpKind::subtract, acc, bin(OpKind::multiply, x[size_t(k)], left ? element(j, k) : element(k, j)));
+      }
+      x[size_t(j)] = unit ? acc : bin(OpKind::divide, acc, element(j, j));
+    }
+    if (n == 1) return x[0];
+    Op cat;
+    cat.kind = OpKind::concatenate, cat.operands = x, cat.index = int64_t(left ? rank - 2 : rank - 1), cat.type = bt, cat.loc = l;
+    return f_.add(std::move(cat));
   }
 
   // reduce-precision to E exponent and M mantissa bits, as XLA: the f32

@@ -1541,7 +1541,7 @@ class Parser {
     static const char* same[] = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "and", "or", "xor", "not",
                                  "negate", "abs", "exponential", "log", "tanh", "logistic", "rsqrt", "sqrt", "floor", "ceil",
                                  "round_nearest_even", "round_nearest_afz", "sign", "shift_left", "shift_right_arithmetic",
-                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder", "atan2", "popcnt", "reduce_precision",
+                                 "shift_right_logical", "select", "clamp", "convert", "reshape", "bitcast_convert", "remainder", "atan2", "popcnt", "reduce_precision", "triangular_solve",
                                  "sine", "cosine", "log_plus_one", "is_finite", "transpose", "reverse", "concatenate", "slice",
                                  "pad", "iota", "compare", "convolution", "reduce", "reduce_window", "select_and_scatter", "gather",
                                  "scatter", "sort", "dynamic_slice", "dynamic_update_slice", "tuple", "get_tuple_element", "constant", "all_reduce",
@@ -1788,6 +1788,18 @@ class Parser {
     } else if (n == "stablehlo.concatenate") {
       check_attrs({"dimension"});
       at.emplace_back("dimensions", ints_text(ints(op, "dimension")));
+    } else if (n == "stablehlo.triangular_solve") {
+      check_attrs({"left_side", "lower", "unit_diagonal", "transpose_a"});
+      for (const char* k : {"left_side", "lower", "unit_diagonal"}) {
+        const Attr* a = op.attr(k);
+        if (!a || (a->text != "true" && a->text != "false")) malformed(op, fmt::format("triangular_solve needs {} = true or false", k));
+        at.emplace_back(k, a->text);
+      }
+      const Attr* t = op.attr("transpose_a");
+      std::string how = t ? last_word(t->text) : "";
+      if (!how.empty() && how.back() == '>') how.pop_back();
+      if (how != "NO_TRANSPOSE" && how != "TRANSPOSE" && how != "ADJOINT") malformed(op, "triangular_solve needs transpose_a");
+      at.emplace_back("transpose_a", how);
     } else if (n == "stablehlo.reduce_precision") {
       check_attrs({"exponent_bits", "mantissa_bits"});
       at.emplace_back("exponent_bits", std::to_string(ints(op, "exponent_bits").at(0)));

@@ -635,6 +635,29 @@ def main():
              f'}}) : ({T(gv, "f32")}, {T(gp, "f32")}, tensor<f32>, tensor<f32>) -> (tensor<{oh}x{ow}xf32>, tensor<{oh}x{ow}xf32>)',
              "%r = stablehlo.add %s#1, %s#1 : " + f"tensor<{oh}x{ow}xf32>"],
             "f32", 2 * want, check="expect_eq")
+    # triangular_solve: every combination of left_side, lower, unit_diagonal
+    # and transpose_a on a batch of two diagonally dominant 5x5 systems, f32,
+    # against numpy's solve in f64 (the other triangle holds garbage, unread).
+    for left in (True, False):
+        for lower in (True, False):
+            for unit in (True, False):
+                for tr in ("NO_TRANSPOSE", "TRANSPOSE"):
+                    ta = f32(2, 5, 5, lo=-1, hi=1) + np.eye(5, dtype=np.float32) * 6
+                    tb = f32(2, 5, 3) if left else f32(2, 3, 5)
+                    tri = np.tril(ta) if lower else np.triu(ta)
+                    if unit:
+                        tri = tri - tri * np.eye(5, dtype=np.float32) + np.eye(5, dtype=np.float32)  # ones, whatever a's diagonal holds
+                    opa = np.swapaxes(tri, 1, 2) if tr == "TRANSPOSE" else tri
+                    opa = opa.astype(np.float64)
+                    want = (np.linalg.solve(opa, tb.astype(np.float64)) if left else
+                            np.swapaxes(np.linalg.solve(np.swapaxes(opa, 1, 2), np.swapaxes(tb.astype(np.float64), 1, 2)), 1, 2))
+                    name = f"triangular_solve_{'left' if left else 'right'}_{'lower' if lower else 'upper'}{'_unit' if unit else ''}{'_t' if tr != 'NO_TRANSPOSE' else ''}_f32"
+                    program(name, f"stablehlo.triangular_solve left_side={left} lower={lower} unit_diagonal={unit} {tr} (batch of 2)",
+                            [(ta, "f32"), (tb, "f32")],
+                            [f'%r = "stablehlo.triangular_solve"(%in0, %in1) <{{left_side = {str(left).lower()}, lower = {str(lower).lower()}, '
+                             f'transpose_a = #stablehlo<transpose {tr}>, unit_diagonal = {str(unit).lower()}}}> : '
+                             f'({T(ta, "f32")}, {T(tb, "f32")}) -> {T(tb, "f32")}'],
+                            "f32", want.astype(np.float32), check="expect_almost_eq", attrs=" {tolerance = 1.0e-05 : f64}")
 
 if __name__ == "__main__":
     main()
