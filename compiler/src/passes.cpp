@@ -918,22 +918,36 @@ Function split_f32_dots(const Function& in, std::optional<Precision> override) {
     if (op.kind != OpKind::dot || b.type(op.operands[0]).dtype != DType::f32) return -1;
     const Precision p = override ? *override : op.precision;
     const int nparts = p == Precision::default_ ? 1 : p == Precision::high ? 2 : 3;
-    auto parts = [&](int x) {
+    const int passes = p == Precision::default_ ? 1 : p == Precision::high ? 3 : 6;
+    // The bf16 parts that hold an operand exactly: one for values converted
+    // from bf16, s8 or pred, two from f16 (11 significant bits, its range
+    // within bf16's); else the precision's.
+    auto exact_parts = [&](int x) {
+      const Op& o = b.f.ops[size_t(x)];
+      const DType from = o.kind == OpKind::convert ? b.type(o.operands[0]).dtype : DType::f32;
+      return std::min(nparts, from == DType::bf16 || from == DType::s8 || from == DType::pred ? 1 : from == DType::f16 ? 2 : nparts);
+    };
+    auto parts = [&](int x, int n) {
       std::vector<int> v;
       int rest = x;
-      for (int i = 0; i < nparts; ++i) {
+      for (int i = 0; i < n; ++i) {
         const int part = b.convert(rest, DType::bf16);
         v.push_back(part);
-        if (i + 1 < nparts) rest = b.binary(OpKind::subtract, rest, b.convert(part, DType::f32));
+        if (i + 1 < n) rest = b.binary(OpKind::subtract, rest, b.convert(part, DType::f32));
       }
       return v;
     };
-    const auto ap = parts(op.operands[0]), wp = parts(op.operands[1]);
+    const int na = exact_parts(op.operands[0]), nw = exact_parts(op.operands[1]);
+    const auto ap = parts(op.operands[0], na), wp = parts(op.operands[1], nw);
     // Smallest terms first: a2b0, a1b1, a0b2, a1b0, a0b1, a0b0 (highest).
+    // Where every product of the parts fits in the precision's passes (an
+    // operand of one or two parts), all of them: the products are exact,
+    // in no more passes (s8 or bf16 x f32 at highest: 3, f16 x f32: 6).
+    const bool all = na * nw <= passes;
     std::vector<std::pair<int, int>> terms;
-    for (int s = nparts - 1; s >= 0; --s)
-      for (int i = s; i >= 0; --i)
-        if (s - i < nparts && (p != Precision::high || s <= 1)) terms.push_back({i, s - i});
+    for (int s = na + nw - 2; s >= 0; --s)
+      for (int i = std::min(s, na - 1); i >= 0; --i)
+        if (s - i < nw && (all || (s < nparts && (p != Precision::high || s <= 1)))) terms.push_back({i, s - i});
     int acc = -1;
     for (auto [i, j] : terms) {
       Op d = op;

@@ -593,6 +593,21 @@ TEST_CASE("passes: what each pass leaves behind") {
   CHECK(count(compiler::split_f32_dots(mm, ir::Precision::highest), ir::OpKind::dot) == 6);
   for (const auto& op : compiler::split_f32_dots(mm, ir::Precision::highest).ops)
     if (op.kind == ir::OpKind::dot) CHECK(op.type.dtype == DType::f32);
+  // An operand converted from s8 or bf16 is one bf16 part, from f16 two:
+  // every product of the parts, fewer passes where they are fewer.
+  for (auto [from, high, highest] : {std::tuple{DType::s8, 2, 3}, {DType::bf16, 2, 3}, {DType::f16, 3, 6}}) {
+    ir::Function f;
+    ir::Op pa, pw, ca, d;
+    pa.kind = ir::OpKind::parameter, pa.index = 0, pa.type = {from, {4, 8}};
+    pw.kind = ir::OpKind::parameter, pw.index = 1, pw.type = {DType::f32, {8, 3}};
+    const int a = f.add(pa), w = f.add(pw);
+    ca.kind = ir::OpKind::convert, ca.operands = {a}, ca.type = {DType::f32, {4, 8}};
+    d.kind = ir::OpKind::dot, d.operands = {f.add(ca), w}, d.lhs_contract = {1}, d.rhs_contract = {0}, d.type = {DType::f32, {4, 3}};
+    f.results = {f.add(d)};
+    INFO(ir::dtype_name(from) << " x f32");
+    CHECK(count(compiler::split_f32_dots(f, ir::Precision::high), ir::OpKind::dot) == high);
+    CHECK(count(compiler::split_f32_dots(f, ir::Precision::highest), ir::OpKind::dot) == highest);
+  }
   // Canonical reductions are 2-D.
   const ir::Function red = compiler::canonicalize_reduce(compiler::load_module(kCorpus + "reductions/module.hlo"));
   for (const auto& op : red.ops)

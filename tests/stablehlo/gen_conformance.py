@@ -658,6 +658,19 @@ def main():
                              f'transpose_a = #stablehlo<transpose {tr}>, unit_diagonal = {str(unit).lower()}}}> : '
                              f'({T(ta, "f32")}, {T(tb, "f32")}) -> {T(tb, "f32")}'],
                             "f32", want.astype(np.float32), check="expect_almost_eq", attrs=" {tolerance = 1.0e-05 : f64}")
+    # Dots of an s8 or f16 operand and an f32 one at --precision highest:
+    # one or two bf16 parts of the first, three of the second, every product
+    # (3 or 6 passes); numpy in f64 (|error| <= 1e-5: a part left out would
+    # be 1e-3 off).
+    dk = f32(8, 3, lo=-1, hi=1)
+    for dt, a in [("s8", rng.integers(-128, 128, (4, 8)).astype(np.int8)), ("f16", f32(4, 8, lo=-1, hi=1).astype(np.float16))]:
+        program(f"dot_general_{dt}_f32", f"stablehlo.dot_general {dt} x f32 -> f32 (converted; every bf16 part's product at highest)",
+                [(a, dt), (dk, "f32")],
+                [f"%a = stablehlo.convert %in0 : ({T(a, dt)}) -> tensor<4x8xf32>",
+                 f"%r = stablehlo.dot_general %a, %in1, contracting_dims = [1] x [0], precision = [HIGHEST, HIGHEST] : "
+                 f"(tensor<4x8xf32>, {T(dk, 'f32')}) -> tensor<4x3xf32>"],
+                "f32", (a.astype(np.float64) @ dk.astype(np.float64)).astype(np.float32), check="expect_almost_eq",
+                attrs=" {tolerance = 1.0e-05 : f64}")
 
 if __name__ == "__main__":
     main()
