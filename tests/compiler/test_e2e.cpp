@@ -989,6 +989,27 @@ LoopRun run_with_loops(const Function& f, const std::vector<Tensor>& in, bool lo
   return r;
 }
 
+// A bf16 M x K x N GEMM with f32 results on random inputs, run with and
+// without loops.
+struct GemmRuns {
+  Function f;
+  std::vector<Tensor> in;
+  LoopRun looped, straight;
+};
+GemmRuns gemm_with_and_without_loops(Gen& g, int64_t M, int64_t K, int64_t N) {
+  GemmRuns r;
+  const int a = param(r.f, {DType::bf16, {M, K}}), w = param(r.f, {DType::bf16, {K, N}});
+  r.f.results = {matmul(r.f, a, w, M, N)};
+  r.in = {g.random(r.f.ops[a].type), g.random(r.f.ops[w].type)};
+  r.looped = run_with_loops(r.f, r.in, true), r.straight = run_with_loops(r.f, r.in, false);
+  INFO("instructions " << r.looped.instructions << " (straight " << r.straight.instructions << "), cycles " << r.looped.run.cycles
+                       << " (straight " << r.straight.run.cycles << ")");
+  const bool same = r.looped.run.outputs == r.straight.run.outputs;
+  CHECK(same);
+  CHECK(double(r.looped.run.cycles) <= 1.01 * double(r.straight.run.cycles));
+  return r;
+}
+
 TEST_CASE("loops: a 16 M-element add is a few hundred instructions, at >= 90% of the HBM bound") {
   const uint64_t seed = test::test_seed(4096);
   INFO("seed " << seed);
@@ -1026,18 +1047,9 @@ TEST_CASE("loops: GEMMs give the same results and cycles with and without loops"
   Gen g(seed);
   for (auto [M, K, N] : {std::array<int64_t, 3>{1024, 1024, 1024}, {512, 1024, 768}, {300, 520, 200}}) {
     INFO("seed " << seed << ", " << M << "x" << K << "x" << N);
-    Function f;
-    const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
-    f.results = {matmul(f, a, w, M, N)};
-    const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
-    const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
-    INFO("instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles " << looped.run.cycles
-                         << " (straight " << straight.run.cycles << ")");
-    const bool same = looped.run.outputs == straight.run.outputs;
-    CHECK(same);
-    CHECK(rel_error(ir::from_bytes(f.ops[f.results[0]].type, looped.run.outputs.at(0)), ir::interpret(f, in)[0]) <= 1e-5);
-    CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
-    CHECK(looped.instructions * 2 < straight.instructions);
+    const GemmRuns r = gemm_with_and_without_loops(g, M, K, N);
+    CHECK(rel_error(ir::from_bytes(r.f.ops[r.f.results[0]].type, r.looped.run.outputs.at(0)), ir::interpret(r.f, r.in)[0]) <= 1e-5);
+    CHECK(r.looped.instructions * 2 < r.straight.instructions);
   }
 }
 
@@ -1050,20 +1062,10 @@ TEST_CASE("loops: GEMMs give the same results and cycles with and without loops"
 TEST_CASE("loops: a group's blocks that load what others do not stay out of its loop") {
   const uint64_t seed = test::test_seed(7992);
   Gen g(seed);
-  const int64_t M = 7992, K = 1024, N = 1024;
-  INFO("seed " << seed << ", " << M << "x" << K << "x" << N);
-  Function f;
-  const int a = param(f, {DType::bf16, {M, K}}), w = param(f, {DType::bf16, {K, N}});
-  f.results = {matmul(f, a, w, M, N)};
-  const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
-  const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
-  INFO("instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles " << looped.run.cycles
-                       << " (straight " << straight.run.cycles << ")");
-  CHECK(looped.assembly.find("steady blocks") != std::string::npos);
-  const bool same = looped.run.outputs == straight.run.outputs;
-  CHECK(same);
-  CHECK(double(looped.run.cycles) <= 1.01 * double(straight.run.cycles));
-  CHECK(looped.instructions * 4 < straight.instructions);
+  INFO("seed " << seed << ", 7992x1024x1024");
+  const GemmRuns r = gemm_with_and_without_loops(g, 7992, 1024, 1024);
+  CHECK(r.looped.assembly.find("steady blocks") != std::string::npos);
+  CHECK(r.looped.instructions * 4 < r.straight.instructions);
 }
 
 // The bf16 4096^3 GEMM (docs/compiler.md, Loops): under 6,500 instructions
