@@ -1188,7 +1188,8 @@ class Parser {
                                     "stablehlo.reduce", "stablehlo.while", "sdy.sharding_constraint", "sdy.reshard",
                                     "chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.tan", "chlo.sinh", "chlo.cosh",
                                     "chlo.atan", "chlo.asin", "chlo.acos", "chlo.asinh", "chlo.acosh", "chlo.atanh",
-                                    "chlo.erfc", "chlo.lgamma", "chlo.next_after", "chlo.bessel_i1e", "chlo.top_k"};
+                                    "chlo.erfc", "chlo.lgamma", "chlo.next_after", "chlo.bessel_i1e", "chlo.erf_inv",
+                                    "chlo.top_k"};
     bool known = n.rfind("check.", 0) == 0;
     for (const char* k : special) known |= n == k;
     if (!known) hlo_opcode(n, op);  // unsupported ops stop here, before their syntax
@@ -1932,9 +1933,9 @@ class Parser {
   }
 
   // chlo ops JAX emits, spelled with HLO ops: is_inf (|x| == inf), is_pos_inf,
-  // is_neg_inf, tan (sin / cos), sinh and cosh ((e^x -+ e^-x) / 2); and in
-  // f32 (bf16 and f16 converted, the result rounded once), the inverse
-  // trigonometric and hyperbolic functions and erfc:
+  // is_neg_inf, tan (sin / cos); and in f32 (bf16 and f16 converted, the
+  // result rounded once), sinh, cosh, the inverse trigonometric and
+  // hyperbolic functions and the special functions:
   //   atan x = atan2(x, 1), asin x = 2 atan2(x, 1 + s), acos x = 2 atan2(s, 1 + x)
   //   (pi at x = -1), with s = sqrt((1 - x)(1 + x)) (no cancellation near |x| = 1);
   //   asinh x = sign(x) log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))), and log|x| + log 2
@@ -1949,7 +1950,12 @@ class Parser {
   //   bessel_i1e x = e^-|x| I1(x) by Chebyshev series fitted here (numpy's chebfit on
   //   2,000 nodes of I1's power series summed in f64): x g(|x| / 4 - 1) to |x| = 8 (g of
   //   degree 18, 3e-9 relative), sign(x) h(16 / |x| - 1) / sqrt|x| beyond (degree 7,
-  //   1e-9); within 9 ULP of the series in f32 (Clenshaw's recurrence rounds).
+  //   1e-9); within 9 ULP of the series in f32 (Clenshaw's recurrence rounds);
+  //   erf_inv x = x P(w), w = -log1p(-x^2), P one of Giles' two polynomials (w - 2.5
+  //   below 5, sqrt(w) - 3 beyond; "Approximating the erfinv function", as XLA),
+  //   +-inf at +-1; sinh and cosh as XLA, e^(x - log 2) -+ e^(-x - log 2) (finite
+  //   where e^x alone overflows; within |x| 2^-24 relative), sinh below |x| = 1
+  //   (expm1(x) - expm1(-x)) / 2 (no cancellation).
   // Each is within 3 ULP of numpy's f64 results rounded (erfc of f32 within 8:
   // P's f32 Horner steps).
   Value chlo(Scope& sc, const Op& op, const std::vector<Value>& in) {
@@ -1959,7 +1965,8 @@ class Parser {
     const Value x = in[0];
     const Shape& rt = op.result_types[0];
     const bool in_f32 = n == "chlo.atan" || n == "chlo.asin" || n == "chlo.acos" || n == "chlo.asinh" || n == "chlo.acosh" ||
-                        n == "chlo.atanh" || n == "chlo.erfc" || n == "chlo.lgamma" || n == "chlo.bessel_i1e";
+                        n == "chlo.atanh" || n == "chlo.erfc" || n == "chlo.lgamma" || n == "chlo.bessel_i1e" ||
+                        n == "chlo.erf_inv" || n == "chlo.sinh" || n == "chlo.cosh";
     if (x.shape.dtype != "f32" && x.shape.dtype != "bf16" && !(in_f32 && x.shape.dtype == "f16"))
       unsupported(op, fmt::format("{} of {}", n, x.shape.dtype));
     auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
@@ -2032,6 +2039,33 @@ class Parser {
         Instruction fin = inst("is-finite", {den}, ps);
         const Value reflected = select(push(sc, fin), bin("subtract", bin("subtract", k("1.1447298858494002"), den), logy), un("negate", den));
         r = select(cmp("EQ", ax, k("inf")), k("inf"), select(refl, reflected, logy));
+      } else if (n == "chlo.erf_inv") {
+        const Value w = un("negate", un("log-plus-one", un("negate", bin("multiply", v, v))));
+        const auto poly = [&](const Value& t, std::initializer_list<const char*> c) {
+          Value p;
+          bool first = true;
+          for (const char* ck : c) p = first ? k(ck) : bin("add", bin("multiply", p, t), k(ck)), first = false;
+          return p;
+        };
+        const Value pa = poly(bin("subtract", w, k("2.5")), {"2.81022636e-08", "3.43273939e-07", "-3.5233877e-06", "-4.39150654e-06",
+                                                              "0.00021858087", "-0.00125372503", "-0.00417768164", "0.246640727",
+                                                              "1.50140941"});
+        const Value pb = poly(bin("subtract", un("sqrt", w), k("3")), {"-0.000200214257", "0.000100950558", "0.00134934322",
+                                                                         "-0.00367342844", "0.00573950773", "-0.0076224613",
+                                                                         "0.00943887047", "1.00167406", "2.83297682"});
+        const Value y = bin("multiply", select(cmp("LT", w, k("5")), pa, pb), v);
+        r = select(cmp("EQ", un("abs", v), one), bin("multiply", v, k("inf")), y);
+      } else if (n == "chlo.sinh" || n == "chlo.cosh") {
+        // As XLA (whose values StableHLO's testdata holds): e^(x - log 2) -+
+        // e^(-x - log 2), finite where e^x alone overflows; x - log 2 rounds,
+        // so up to |x| 2^-24 relative (48 ULP at 89).
+        const char* op2 = n == "chlo.cosh" ? "add" : "subtract";
+        const Value half = k("-0.693147182");  // log(1/2)
+        r = bin(op2, un("exponential", bin("add", v, half)), un("exponential", bin("add", un("negate", v), half)));
+        if (n == "chlo.sinh") {
+          const Value small = bin("multiply", k("0.5"), bin("subtract", un("exponential-minus-one", v), un("exponential-minus-one", un("negate", v))));
+          r = select(cmp("LT", un("abs", v), one), small, r);
+        }
       } else if (n == "chlo.bessel_i1e") {
         const auto series = [&](const Value& t, std::initializer_list<const char*> c) {  // Clenshaw: sum c_k T_k(t)
           const std::vector<const char*> cs(c);
@@ -2081,12 +2115,6 @@ class Parser {
       return push(sc, eq);
     }
     if (n == "chlo.tan") return push(sc, inst("divide", {push(sc, inst("sine", {x}, rt)), push(sc, inst("cosine", {x}, rt))}, rt));
-    if (n == "chlo.sinh" || n == "chlo.cosh") {
-      const Value e = push(sc, inst("exponential", {x}, rt));
-      const Value f = push(sc, inst("exponential", {push(sc, inst("negate", {x}, rt))}, rt));
-      const Value d = push(sc, inst(n == "chlo.sinh" ? "subtract" : "add", {e, f}, rt));
-      return push(sc, inst("multiply", {d, splat("0.5")}, rt));
-    }
     unsupported(op, fmt::format("operation {}", n));
   }
 

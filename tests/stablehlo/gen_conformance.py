@@ -671,6 +671,35 @@ def main():
                  f"(tensor<4x8xf32>, {T(dk, 'f32')}) -> tensor<4x3xf32>"],
                 "f32", (a.astype(np.float64) @ dk.astype(np.float64)).astype(np.float32), check="expect_almost_eq",
                 attrs=" {tolerance = 1.0e-05 : f64}")
+    # chlo.erf_inv (Giles' polynomials, within 12 ULP of f32) against erf
+    # inverted by Newton's method in f64; chlo.sinh and cosh in f32 (bf16 and
+    # f16 rounded once) against numpy, small x (sinh's cancellation) and
+    # large (e^x alone overflows f32 at 89) included: as XLA, within |x|
+    # 2^-24 relative in f32.
+    def erfinv(y):
+        if abs(y) == 1:
+            return math.copysign(math.inf, y)
+        x = 0.0
+        for _ in range(100):
+            step = (math.erf(x) - y) / (2 / math.sqrt(math.pi) * math.exp(-x * x))
+            x -= step
+            if abs(step) < 1e-17 * max(1.0, abs(x)):
+                break
+        return x
+    ei = f32(8, 16, lo=-1, hi=1)
+    ei[0, :6] = [0.0, 1.0, -1.0, 0.999, -0.99999, 1e-4]
+    hx = np.concatenate([f32(8, 6, lo=-1e-3, hi=1e-3), f32(8, 6, lo=-10, hi=10), f32(8, 4, lo=85, hi=89)], 1)
+    for op, fn, arg in [("erf_inv", np.vectorize(erfinv), ei), ("sinh", np.sinh, hx), ("cosh", np.cosh, hx)]:
+        for dt in ("f32", "bf16", "f16"):
+            a = arg.astype(np.float16) if dt == "f16" else bf16(arg) if dt == "bf16" else arg
+            with np.errstate(over="ignore"):
+                want = fn(a.astype(np.float64))
+                want = want.astype(np.float16) if dt == "f16" else bf16(want.astype(np.float32)) if dt == "bf16" else want.astype(np.float32)
+            # f32: erf_inv within 12 ULP; sinh and cosh as XLA, e^(x - log 2), within |x| 2^-24 (48 ULP at 89)
+            loose = {"erf_inv": 12, "sinh": 48, "cosh": 48}[op] if dt == "f32" else 0
+            program(f"chlo_{op}_{dt}_in_f32", f"chlo.{op} on {dt} (in f32, rounded once)" + (f", within {loose} ULP" if loose else ""),
+                    [(a, dt)], [f"%r = chlo.{op} %in0 : {T(a, dt)} -> {T(a, dt)}"], dt, want,
+                    attrs=f" {{max_ulp_difference = {loose} : i64}}" if loose else "")
 
 if __name__ == "__main__":
     main()
