@@ -182,6 +182,8 @@ class MatmulEmitter {
   std::vector<std::pair<int, int>> passes;  // indices into aparts, wparts
   bool steady = false;  // whole blocks drain at fixed K-steps (drain_plan)
   bool whole_end = false;  // the last group's last block is like the others (cut_blocks)
+  // A steady group's blocks before its loop over pairs (chunk_of_a).
+  static constexpr int64_t kHeadBlocks = 2;
   int64_t na = 0, nw = 0, Mb = 0, S = 0, pw_elems = 0, chunk = 0, chunks_per_batch = 0, groups = 0, nsteps = 0;
   // Buffers: preloads, weight panels, output tiles, epilogue inputs, A.
   Counter pre;  // the preloads, then the loads of A
@@ -652,7 +654,7 @@ void MatmulEmitter::chunk_of_a() {
       const auto other = std::find_if(gblocks.begin(), gblocks.end(), [&](const auto& x) { return x.second != gblocks[0].second; });
       tail = std::max({tail, gblocks.end() - other + 1, decltype(tail)(1)});
     }
-    if (steady) em.items(int64_t(gblocks.size()), 2, 2, int64_t(tail), [&](int64_t bi) { block(g, size_t(bi)); });
+    if (steady) em.items(int64_t(gblocks.size()), kHeadBlocks, 2, int64_t(tail), [&](int64_t bi) { block(g, size_t(bi)); });
     else for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
     // An MXU done with the chunk frees its A buffer after the group (its
     // queue takes the signal after its last stream), so no block differs
@@ -691,8 +693,8 @@ void MatmulEmitter::cut_blocks() {
   // left out where the group would then have too few alike pairs for a
   // loop (chunk_of_a): such a group ends with a whole block, and takes no
   // other measure to shorten the end either (whole_end).
-  const auto pair_trips = [](size_t n, size_t tail) { return (int64_t(n) - 2 - int64_t(tail)) / 2; };
-  whole_end = steady && groups > 1 && pair_trips(blocks.size(), 0) >= 3 && pair_trips(blocks.size() + 1, 2) < 3;
+  const auto pair_trips = [](size_t n, size_t tail) { return (int64_t(n) - kHeadBlocks - int64_t(tail)) / 2; };
+  whole_end = steady && groups > 1 && pair_trips(blocks.size(), 0) >= Emitter::kMinTrips && pair_trips(blocks.size() + 1, 2) < Emitter::kMinTrips;
   if (blocks_end.back().second >= 4 * D && !whole_end) {
     const int64_t m0 = blocks_end.back().first, rows = blocks_end.back().second, half = ceil_div(rows / 2, D) * D;
     blocks_end.back().second = half;

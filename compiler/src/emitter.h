@@ -351,9 +351,10 @@ class Emitter {
   // instruction lies two periods on), the body is one iteration in its own
   // order. With `halves`, an iteration of two items that repeat each other
   // (halve()) becomes two trips of a loop over items.
+  static constexpr int64_t kMinTrips = 3;  // fewer iterations are written out
   template <typename F>
   void repeat(int64_t n, F body, Halves* halves = nullptr) {
-    if (!loops_ || n < 3 || ghost_) {
+    if (!loops_ || n < kMinTrips || ghost_) {
       for (int64_t i = 0; i < n; ++i) body(i);
       return;
     }

@@ -298,6 +298,22 @@ class Importer {
     return groups;
   }
 
+  // The combiner an HLO opcode names: add, multiply, maximum, minimum, and, or.
+  static std::optional<Combiner> combiner_named(const std::string& opcode) {
+    static const std::pair<const char*, Combiner> ops[] = {{"add", Combiner::add},         {"multiply", Combiner::multiply},
+                                                           {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
+                                                           {"and", Combiner::and_},        {"or", Combiner::or_}};
+    for (auto& [n, k] : ops)
+      if (opcode == n) return k;
+    return std::nullopt;
+  }
+  // The direction a compare's direction attribute names (EQ .. GE).
+  static std::optional<Direction> direction_named(const std::string* d) {
+    for (int k = 0; d && k < 6; ++k)
+      if (*d == direction_name(Direction(k))) return Direction(k);
+    return std::nullopt;
+  }
+
   // The combiner of a reduction's to_apply computation: a single binary op of
   // its two parameters.
   Combiner combiner(const Instruction& i, const char* attr = "to_apply") const {
@@ -314,11 +330,7 @@ class Importer {
         for (const Instruction* x : {a, b, r})
           if (!i.shape.tuple && (x->shape.tuple || x->shape.dtype != i.shape.dtype || !x->shape.dims.empty()))
             malformed(i, fmt::format("{} {} takes and returns {}[], not {}", attr, *name, i.shape.dtype, x->shape.to_string()));
-        static const std::pair<const char*, Combiner> ops[] = {{"add", Combiner::add},         {"multiply", Combiner::multiply},
-                                                               {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
-                                                               {"and", Combiner::and_},        {"or", Combiner::or_}};
-        for (auto& [n, k] : ops)
-          if (r->opcode == n) return k;
+        if (const auto k = combiner_named(r->opcode)) return *k;
       }
     }
     unsupported(i, fmt::format("{} whose {} ({}) is not one add/multiply/maximum/minimum/and/or", i.opcode, attr, *name));
@@ -335,15 +347,12 @@ class Importer {
     if (r && r->opcode == "compare" && r->operands.size() == 2 && c->instructions.size() == 3) {
       const Instruction* a = c->find(r->operands[0]);
       const Instruction* b = c->find(r->operands[1]);
-      const std::string* d = r->attribute("direction");
-      static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
-      if (a && b && d && a->opcode == "parameter" && b->opcode == "parameter" && a != b)
-        for (int k = 0; k < 6; ++k)
-          if (*d == names[k]) {
-            const bool swapped = a->literal == "1";  // compare(param 1, param 0): the candidate on the left
-            static const Direction flip[] = {Direction::EQ, Direction::NE, Direction::GT, Direction::GE, Direction::LT, Direction::LE};
-            return swapped ? flip[k] : Direction(k);
-          }
+      const auto d = direction_named(r->attribute("direction"));
+      if (a && b && d && a->opcode == "parameter" && b->opcode == "parameter" && a != b) {
+        const bool swapped = a->literal == "1";  // compare(param 1, param 0): the candidate on the left
+        static const Direction flip[] = {Direction::EQ, Direction::NE, Direction::GT, Direction::GE, Direction::LT, Direction::LE};
+        return swapped ? flip[int(*d)] : *d;
+      }
     }
     unsupported(i, fmt::format("select-and-scatter whose select ({}) is not one compare of its parameters", *name));
   }
@@ -789,12 +798,9 @@ class Importer {
       pad_attr(i, op);
     } else if (opc == "compare") {
       op.kind = OpKind::compare;
-      const std::string* d = i.attribute("direction");
-      static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
-      bool ok = false;
-      for (int k = 0; k < 6; ++k)
-        if (d && *d == names[k]) op.direction = Direction(k), ok = true;
-      if (!ok) malformed(i, "compare needs direction=EQ|NE|LT|LE|GT|GE");
+      const auto d = direction_named(i.attribute("direction"));
+      if (!d) malformed(i, "compare needs direction=EQ|NE|LT|LE|GT|GE");
+      op.direction = *d;
       // UNSIGNED orders pred (false < true) and u32 as their own types do.
       const std::string* t = i.attribute("type");
       const DType xd = op.operands.empty() ? DType::f32 : f_.ops[size_t(op.operands[0])].type.dtype;
@@ -1226,11 +1232,6 @@ class Importer {
     return at[size_t(g.results[0])];
   }
 
-  // A reduce of (values, indices) pairs whose to_apply behaves like JAX's
-  // argmax or argmin (the extreme value, NaN first; among equal values the
-  // smallest index): told apart by running the region, imported on its own,
-  // through the interpreter on probe pairs. Lowered to a max/min reduce and
-  // a min reduce of the indices where the value equals it (or is NaN).
   // The combiners of a variadic reduce whose region combines each operand
   // with its own accumulator alone (result k = f_k(parameter k, parameter
   // n + k), f_k one add/multiply/maximum/minimum/and/or): n reduces in one.
@@ -1239,14 +1240,11 @@ class Importer {
     const hlo::Computation* c = name ? m_.find(*name) : nullptr;
     const Instruction* r = c ? c->root() : nullptr;
     if (!r || r->opcode != "tuple" || r->operands.size() != n) return std::nullopt;
-    static const std::map<std::string, Combiner> ops = {{"add", Combiner::add}, {"multiply", Combiner::multiply},
-                                                        {"maximum", Combiner::maximum}, {"minimum", Combiner::minimum},
-                                                        {"and", Combiner::and_}, {"or", Combiner::or_}};
     std::vector<Combiner> out;
     for (size_t k = 0; k < n; ++k) {
       const Instruction* x = c->find(r->operands[k]);
-      const auto it = x ? ops.find(x->opcode) : ops.end();
-      if (it == ops.end() || x->operands.size() != 2) return std::nullopt;
+      const auto comb = x ? combiner_named(x->opcode) : std::nullopt;
+      if (!comb || x->operands.size() != 2) return std::nullopt;
       std::vector<std::string> params;
       for (const std::string& o : x->operands) {
         const Instruction* p = c->find(o);
@@ -1255,11 +1253,25 @@ class Importer {
       }
       std::sort(params.begin(), params.end(), [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
       if (params != std::vector<std::string>{std::to_string(k), std::to_string(n + k)}) return std::nullopt;
-      out.push_back(it->second);
+      out.push_back(*comb);
     }
     return out;
   }
 
+  // The dimensions of x a reduce over `dims` keeps.
+  static std::vector<int64_t> kept_dims(const Type& x, const std::vector<int64_t>& dims) {
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < x.dims.size(); ++d)
+      if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept.push_back(x.dims[d]);
+    return kept;
+  }
+
+  // A reduce of several operands: n reduces where separable() says so, else
+  // (values, indices) pairs whose to_apply behaves like JAX's argmax or
+  // argmin (the extreme value, NaN first; among equal values the smallest
+  // index): told apart by running the region, imported on its own, through
+  // the interpreter on probe pairs. Lowered to a max/min reduce and a min
+  // reduce of the indices where the value equals it (or is NaN).
   std::vector<int> arg_reduce(const Instruction& i, const std::vector<const std::vector<int>*>& tuples) {
     for (const auto* t : tuples)
       if (t->size() != 1) unsupported(i, "reduce of tuple operands");
@@ -1273,11 +1285,9 @@ class Importer {
           const Type xt = f_.ops[size_t(x)].type;
           if (f_.ops[size_t(init)].type != Type{xt.dtype, {}} || (k && xt.dims != f_.ops[size_t((*tuples[0])[0])].type.dims))
             malformed(i, "reduce operands of other shapes or inits of other types");
-          std::vector<int64_t> kept;
-          for (size_t d = 0; d < xt.dims.size(); ++d)
-            if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept.push_back(xt.dims[d]);
           Op r;
-          r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = dims, r.combiner = (*cs)[k], r.type = {xt.dtype, kept}, r.loc = loc(i);
+          r.kind = OpKind::reduce, r.operands = {x, init}, r.dims = dims, r.combiner = (*cs)[k], r.type = {xt.dtype, kept_dims(xt, dims)};
+          r.loc = loc(i);
           out.push_back(f_.add(std::move(r)));
         }
         return out;
@@ -1299,17 +1309,15 @@ class Importer {
     const bool is_max = kind > 0;
     const std::string l = loc(i);
     const auto dims = ints(i, "dimensions");
-    std::vector<int64_t> kept_dims;
-    for (size_t d = 0; d < vt.dims.size(); ++d)
-      if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) kept_dims.push_back(vt.dims[d]);
+    const std::vector<int64_t> kept = kept_dims(vt, dims);
     // The values' extreme, and its index (lower-arg-reduce writes it in
     // the VPU's ops).
     const Combiner cb = is_max ? Combiner::maximum : Combiner::minimum;
     Op r;
-    r.kind = OpKind::reduce, r.operands = {in[0], in[2]}, r.dims = dims, r.combiner = cb, r.type = {vt.dtype, kept_dims}, r.loc = l;
+    r.kind = OpKind::reduce, r.operands = {in[0], in[2]}, r.dims = dims, r.combiner = cb, r.type = {vt.dtype, kept}, r.loc = l;
     const int m = f_.add(std::move(r));
     Op a;
-    a.kind = OpKind::arg_reduce, a.operands = {in[0], in[1], in[2], in[3]}, a.dims = dims, a.combiner = cb, a.type = {DType::s32, kept_dims};
+    a.kind = OpKind::arg_reduce, a.operands = {in[0], in[1], in[2], in[3]}, a.dims = dims, a.combiner = cb, a.type = {DType::s32, kept};
     a.loc = l;
     return {m, f_.add(std::move(a))};
   }
@@ -1400,10 +1408,8 @@ class Importer {
     const int v0 = param(s0->operands[1]), v1 = param(s0->operands[2]), q0 = param(s1->operands[1]), q1 = param(s1->operands[2]);
     const bool acc_first = v0 == 0 && v1 == 2 && q0 == 1 && q1 == 3, new_first = v0 == 2 && v1 == 0 && q0 == 3 && q1 == 1;
     if (!(acc_first || new_first) || !((c0 == 0 && c1 == 2) || (c0 == 2 && c1 == 0))) refuse();
-    const std::string* dir = cmp->attribute("direction");
-    static const std::map<std::string, Direction> dirs = {{"EQ", Direction::EQ}, {"NE", Direction::NE}, {"LT", Direction::LT},
-                                                          {"LE", Direction::LE}, {"GT", Direction::GT}, {"GE", Direction::GE}};
-    if (!dir || !dirs.count(*dir)) refuse();
+    const auto dir = direction_named(cmp->attribute("direction"));
+    if (!dir) refuse();
     const size_t rank = vt.dims.size();
     const Window w = window(i, rank);
     for (size_t d = 0; d < rank; ++d)
@@ -1424,8 +1430,7 @@ class Importer {
     const int vp = pad(v, iv), pp = pad(p, ip);
     int acc_v = compiler::rewrite::append(f_, OpKind::broadcast, {iv}, {vt.dtype, out}, l);
     int acc_p = compiler::rewrite::append(f_, OpKind::broadcast, {ip}, {pt.dtype, out}, l);
-    std::vector<int64_t> tap(rank, 0);
-    for (bool more = true; more;) {
+    for (const auto& tap : compiler::rewrite::window_offsets(w.size, l, i.opcode)) {
       auto view = [&](int x) {
         Op s;
         s.kind = OpKind::slice, s.operands = {x}, s.lo = tap, s.strides = w.stride, s.loc = l;
@@ -1435,21 +1440,13 @@ class Importer {
       };
       const int xv = view(vp), xp = view(pp);
       Op k;
-      k.kind = OpKind::compare, k.direction = dirs.at(*dir), k.operands = c0 == 0 ? std::vector<int>{acc_v, xv} : std::vector<int>{xv, acc_v};
+      k.kind = OpKind::compare, k.direction = *dir, k.operands = c0 == 0 ? std::vector<int>{acc_v, xv} : std::vector<int>{xv, acc_v};
       k.type = {DType::pred, out}, k.loc = l;
       const int keep = f_.add(std::move(k));
       auto pick = [&](int acc, int x, const Type& t) {
         return compiler::rewrite::append(f_, OpKind::select, acc_first ? std::vector<int>{keep, acc, x} : std::vector<int>{keep, x, acc}, t, l);
       };
       acc_v = pick(acc_v, xv, {vt.dtype, out}), acc_p = pick(acc_p, xp, {pt.dtype, out});
-      more = false;
-      for (size_t d = rank; d-- > 0;) {
-        if (++tap[d] < w.size[d]) {
-          more = true;
-          break;
-        }
-        tap[d] = 0;
-      }
     }
     return {acc_v, acc_p};
   }

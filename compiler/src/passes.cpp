@@ -17,6 +17,7 @@ using namespace ir;
 using rewrite::Builder;
 using rewrite::copy_signature;
 using rewrite::rebuild;
+using rewrite::window_offsets;
 
 namespace {
 
@@ -56,20 +57,6 @@ std::optional<double> splat_value(const Function& f, int v) {
   }
   if (op.kind == OpKind::broadcast || op.kind == OpKind::reshape) return splat_value(f, op.operands[0]);
   return std::nullopt;
-}
-
-// The elements of a window, for lowerings that emit ops per window element:
-// more than kMaxTaps is a clear error rather than millions of ops.
-constexpr int64_t kMaxTaps = 4096;
-int64_t window_taps(const Op& op, const std::vector<int64_t>& window) {
-  int64_t taps = 1;
-  for (int64_t w : window) {
-    if (w > kMaxTaps || taps * w > kMaxTaps)
-      throw Error(fmt::format("{}: unsupported {} with a window of more than {} elements", op.loc.empty() ? "<ir>" : op.loc,
-                              op_name(op.kind), kMaxTaps));
-    taps *= w;
-  }
-  return taps;
 }
 
 OpKind combiner_op(Combiner c) {
@@ -238,11 +225,11 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
     win[i] = op.window[i];
     rows *= out_sp[i];
   }
-  const int64_t taps = window_taps(op, win);
+  const auto offsets = window_offsets(win, op.loc, op_name(op.kind));
+  const int64_t taps = int64_t(offsets.size());
   // One strided slice per kernel tap, concatenated along features (im2col).
   std::vector<int> cols;
-  std::vector<int64_t> tap(ns, 0);
-  for (int64_t t = 0; t < taps; ++t) {
+  for (const auto& tap : offsets) {
     std::vector<int64_t> start(ns + 2, 0), limit = b.type(xx).dims, stride(ns + 2, 1);
     bool empty = false;
     for (size_t i = 0; i < ns; ++i) {
@@ -253,10 +240,6 @@ int conv_one_group(Builder& b, const Op& op, int x, int k) {
     }
     if (empty) break;
     cols.push_back(b.slice(xx, start, limit, stride));
-    for (int i = int(ns) - 1; i >= 0; --i) {
-      if (++tap[i] < win[i]) break;
-      tap[i] = 0;
-    }
   }
   std::vector<int64_t> res{batch};
   res.insert(res.end(), out_sp.begin(), out_sp.end());
@@ -340,21 +323,15 @@ Function lower_reduce_window(const Function& in) {
     const int xp = b.pad(x, init, op.lo, op.hi, interior);
     const OpKind k = combiner_op(op.combiner);
     int acc = -1;
-    const int64_t taps = window_taps(op, op.window);
-    bool empty = op.type.elements() == 0;
-    std::vector<int64_t> tap(n, 0);
-    for (int64_t t = 0; t < taps && !empty; ++t) {
+    const auto taps = window_offsets(op.window, op.loc, op_name(op.kind));
+    for (size_t t = 0; t < taps.size() && op.type.elements() > 0; ++t) {
       std::vector<int64_t> start(n), limit(n);
       for (size_t i = 0; i < n; ++i) {
-        start[i] = tap[i] * op.rhs_dilation[i];
+        start[i] = taps[t][i] * op.rhs_dilation[i];
         limit[i] = start[i] + (op.type.dims[i] - 1) * op.strides[i] + 1;
       }
       const int s = b.slice(xp, start, limit, op.strides);
       acc = acc < 0 ? s : b.binary(k, acc, s);
-      for (int i = int(n) - 1; i >= 0; --i) {
-        if (++tap[i] < op.window[i]) break;
-        tap[i] = 0;
-      }
     }
     const int initb = b.broadcast(init, op.type.dims, {});
     if (acc < 0) return initb;
@@ -385,16 +362,8 @@ Function lower_select_and_scatter(const Function& in) {
     const int xp = b.pad(x, b.scalar(dt, 0), op.lo, op.hi, none);
     const int valid = b.pad(b.splat(DType::s32, 1, xt.dims), b.scalar(DType::s32, 0), op.lo, op.hi, none);
     const std::vector<int64_t> pdims = b.type(xp).dims;
-    const int64_t taps = window_taps(op, op.window);
-    std::vector<std::vector<int64_t>> starts;
-    std::vector<int64_t> tap(n, 0);
-    for (int64_t t = 0; t < taps; ++t) {
-      starts.push_back(tap);
-      for (int i = int(n) - 1; i >= 0; --i) {
-        if (++tap[i] < op.window[i]) break;
-        tap[i] = 0;
-      }
-    }
+    const std::vector<std::vector<int64_t>> starts = window_offsets(op.window, op.loc, op_name(op.kind));
+    const int64_t taps = int64_t(starts.size());
     auto view = [&](int v, const std::vector<int64_t>& start) {
       std::vector<int64_t> limit(n);
       for (size_t i = 0; i < n; ++i) limit[i] = start[i] + (st.dims[i] - 1) * op.strides[i] + 1;
@@ -695,6 +664,7 @@ Function lower_unsigned(const Function& in) {
       return b.add(std::move(c));
     };
     auto biased = [&](int x) { return bitcast(b.binary(OpKind::xor_, x, b.splat(DType::u32, 2147483648.0, b.type(x).dims)), DType::s32); };
+    auto unbiased = [&](int s) { return b.binary(OpKind::xor_, bitcast(s, DType::u32), b.splat(DType::u32, 2147483648.0, b.type(s).dims)); };
     auto ucompare = [&](int x, int y, Direction d) {
       const int by = biased(y), bx = biased(x);  // y first, as the code generated so far has it
       return b.compare(d, bx, by);
@@ -753,8 +723,8 @@ Function lower_unsigned(const Function& in) {
         s.operands = {is_u(op.operands[0]) ? biased(op.operands[0]) : op.operands[0], ures ? value(op.operands[1]) : op.operands[1],
                       ures ? value(op.operands[2]) : op.operands[2]};
         if (!ures) return b.add(std::move(s));
-        const int r = bitcast(b.add(std::move(s)), DType::u32);
-        return order ? b.binary(OpKind::xor_, r, b.splat(DType::u32, 2147483648.0, op.type.dims)) : r;
+        const int r = b.add(std::move(s));
+        return order ? unbiased(r) : bitcast(r, DType::u32);
       }
       case OpKind::reduce:
       case OpKind::reduce_window: {
@@ -762,8 +732,7 @@ Function lower_unsigned(const Function& in) {
         if (!ures || (op.combiner != Combiner::maximum && op.combiner != Combiner::minimum)) return -1;
         Op r = op;
         r.operands[0] = biased(op.operands[0]), r.operands[1] = biased(op.operands[1]);
-        const int red = b.add(std::move(r));
-        return b.binary(OpKind::xor_, bitcast(red, DType::u32), b.splat(DType::u32, 2147483648.0, op.type.dims));
+        return unbiased(b.add(std::move(r)));
       }
       case OpKind::convert: {
         const int x = op.operands[0];

@@ -4,6 +4,8 @@
 // appenders the importer uses too, which take the type and loc as given.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -14,6 +16,30 @@
 namespace tpu::compiler::rewrite {
 
 using namespace ir;
+
+// Every offset of a window, in row-major order (the last dimension
+// fastest), for lowerings that emit ops per window element: more than
+// kMaxTaps is a clear error ("LOC: unsupported OP with a window of ...")
+// rather than millions of ops.
+constexpr int64_t kMaxTaps = 4096;
+inline std::vector<std::vector<int64_t>> window_offsets(const std::vector<int64_t>& window, const std::string& loc, const std::string& op) {
+  int64_t taps = 1;
+  for (int64_t w : window) {
+    if (w > kMaxTaps || taps * w > kMaxTaps)
+      throw Error(fmt::format("{}: unsupported {} with a window of more than {} elements", loc.empty() ? "<ir>" : loc, op, kMaxTaps));
+    taps *= w;
+  }
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> tap(window.size(), 0);
+  for (int64_t t = 0; t < taps; ++t) {
+    out.push_back(tap);
+    for (size_t d = tap.size(); d-- > 0;) {
+      if (++tap[d] < window[d]) break;
+      tap[d] = 0;
+    }
+  }
+  return out;
+}
 
 inline int append(Function& f, OpKind k, std::vector<int> operands, const Type& t, const std::string& loc) {
   Op o;

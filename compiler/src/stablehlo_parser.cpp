@@ -1932,6 +1932,33 @@ class Parser {
     define(sc, op, {push(sc, i)});
   }
 
+  // The HLO instructions an op is spelled with (chlo's, below): each named
+  // after the op and located at it.
+  Instruction spelled(Scope& sc, const Op& op, const std::string& opc, const std::vector<Value>& args, const Shape& shape) {
+    Instruction i = make(opc, shape, 0, op);
+    i.name = fresh(sc, op, "chlo");
+    for (const auto& a : args) i.operands.push_back(a.name);
+    return i;
+  }
+  // `literal` in every element of `like`, pushed.
+  Value spelled_splat(Scope& sc, const Op& op, const char* literal, const Shape& like) {
+    Shape scalar = like;
+    scalar.dims.clear();
+    Instruction c = spelled(sc, op, "constant", {}, scalar);
+    c.literal = literal;
+    Instruction b = spelled(sc, op, "broadcast", {push(sc, c)}, like);
+    b.attributes.emplace_back("dimensions", "{}");
+    return push(sc, b);
+  }
+  // compare(a, b) in direction `dir`, pushed: a pred of a's shape.
+  Value spelled_compare(Scope& sc, const Op& op, const char* dir, const Value& a, const Value& b) {
+    Shape ps = a.shape;
+    ps.dtype = "pred";
+    Instruction c = spelled(sc, op, "compare", {a, b}, ps);
+    c.attributes.emplace_back("direction", dir);
+    return push(sc, c);
+  }
+
   // chlo ops JAX emits, spelled with HLO ops: is_inf (|x| == inf), is_pos_inf,
   // is_neg_inf, tan (sin / cos); and in f32 (bf16 and f16 converted, the
   // result rounded once), sinh, cosh, the inverse trigonometric and
@@ -1969,34 +1996,16 @@ class Parser {
                         n == "chlo.erf_inv" || n == "chlo.sinh" || n == "chlo.cosh";
     if (x.shape.dtype != "f32" && x.shape.dtype != "bf16" && !(in_f32 && x.shape.dtype == "f16"))
       unsupported(op, fmt::format("{} of {}", n, x.shape.dtype));
-    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
-      Instruction i = make(opc, shape, 0, op);
-      i.name = fresh(sc, op, "chlo");
-      for (const auto& a : args) i.operands.push_back(a.name);
-      return i;
-    };
-    auto splat_of = [&](const char* literal, const Shape& like) {
-      Shape scalar = like;
-      scalar.dims.clear();
-      Instruction c = inst("constant", {}, scalar);
-      c.literal = literal;
-      Instruction b = inst("broadcast", {push(sc, c)}, like);
-      b.attributes.emplace_back("dimensions", "{}");
-      return push(sc, b);
-    };
-    auto splat = [&](const char* literal) { return splat_of(literal, x.shape); };
+    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) { return spelled(sc, op, opc, args, shape); };
+    auto splat = [&](const char* literal) { return spelled_splat(sc, op, literal, x.shape); };
     if (in_f32) {
       Shape fs = x.shape, ps = x.shape;
       fs.dtype = "f32", ps.dtype = "pred";
       const Value v = x.shape.dtype == "f32" ? x : push(sc, inst("convert", {x}, fs));
-      auto k = [&](const char* literal) { return splat_of(literal, fs); };
+      auto k = [&](const char* literal) { return spelled_splat(sc, op, literal, fs); };
       auto un = [&](const char* opc, const Value& a) { return push(sc, inst(opc, {a}, fs)); };
       auto bin = [&](const char* opc, const Value& a, const Value& b) { return push(sc, inst(opc, {a, b}, fs)); };
-      auto cmp = [&](const char* dir, const Value& a, const Value& b) {
-        Instruction c = inst("compare", {a, b}, ps);
-        c.attributes.emplace_back("direction", dir);
-        return push(sc, c);
-      };
+      auto cmp = [&](const char* dir, const Value& a, const Value& b) { return spelled_compare(sc, op, dir, a, b); };
       auto select = [&](const Value& p, const Value& a, const Value& b) { return push(sc, inst("select", {p, a, b}, fs)); };
       const Value one = k("1");
       const auto s = [&] { return un("sqrt", bin("multiply", bin("subtract", one, v), bin("add", one, v))); };
@@ -2128,33 +2137,11 @@ class Parser {
     const Shape& rt = op.result_types[0];
     if ((x.shape.dtype != "f32" && x.shape.dtype != "bf16") || y.shape.dtype != x.shape.dtype || y.shape.dims != x.shape.dims)
       unsupported(op, fmt::format("chlo.next_after of {} and {} (tpuc steps f32 and bf16)", x.shape.dtype, y.shape.dtype));
-    Shape fs = x.shape, is = x.shape, ps = x.shape;
-    fs.dtype = "f32", is.dtype = "s32", ps.dtype = "pred";
-    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) {
-      Instruction i = make(opc, shape, 0, op);
-      i.name = fresh(sc, op, "next_after");
-      for (const auto& a : args) i.operands.push_back(a.name);
-      return push(sc, i);
-    };
-    auto k = [&](const char* literal, const Shape& like) {
-      Shape scalar = like;
-      scalar.dims.clear();
-      Instruction c = make("constant", scalar, 0, op);
-      c.name = fresh(sc, op, "next_after");
-      c.literal = literal;
-      Instruction b = make("broadcast", like, 0, op);
-      b.name = fresh(sc, op, "next_after");
-      b.operands = {push(sc, c).name};
-      b.attributes.emplace_back("dimensions", "{}");
-      return push(sc, b);
-    };
-    auto cmp = [&](const char* dir, const Value& a, const Value& b) {
-      Instruction c = make("compare", ps, 0, op);
-      c.name = fresh(sc, op, "next_after");
-      c.operands = {a.name, b.name};
-      c.attributes.emplace_back("direction", dir);
-      return push(sc, c);
-    };
+    Shape fs = x.shape, is = x.shape;
+    fs.dtype = "f32", is.dtype = "s32";
+    auto inst = [&](const std::string& opc, std::vector<Value> args, const Shape& shape) { return push(sc, spelled(sc, op, opc, args, shape)); };
+    auto k = [&](const char* literal, const Shape& like) { return spelled_splat(sc, op, literal, like); };
+    auto cmp = [&](const char* dir, const Value& a, const Value& b) { return spelled_compare(sc, op, dir, a, b); };
     const bool wide = x.shape.dtype == "f32";
     const Value xf = wide ? x : inst("convert", {x}, fs), yf = wide ? y : inst("convert", {y}, fs);
     const Value bits = inst("bitcast-convert", {xf}, is), step = k(wide ? "1" : "65536", is), zero = k("0", fs);
