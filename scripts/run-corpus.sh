@@ -3,8 +3,10 @@
 # manifest.json) through tpuc and tpusim and prints one line per program:
 # PASS/FAIL, the worst normwise relative error against the reference, cycles.
 #
-#   scripts/run-corpus.sh [--config tiny] [--precision highest] [--tol 1e-5] DIR...
+#   scripts/run-corpus.sh [--config tiny] [--precision highest] [--tol 1e-5] [--no-loops] [--keep DIR] DIR...
 #
+# --no-loops compiles straight-line code (tpuc --no-loops); --keep DIR keeps
+# each program's DIR/NAME/prog.tpu, stats.json and res/ (its outputs).
 # DIR is a program folder or a folder of them. Tolerances (unless --tol):
 # integer outputs exact; f32 1e-5 at --precision highest, 2e-2 otherwise;
 # bf16 outputs 1e-2. Programs whose name ends in _4 (SPMD, 4 devices) run on
@@ -12,19 +14,21 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${TPU_BIN:-$root/build/bin}"
-config=v5e precision="" tol=""
-dirs=()
+config=v5e precision="" tol="" keep=""
+dirs=() tflags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config="$2"; shift 2 ;;
     --precision) precision="$2"; shift 2 ;;
     --tol) tol="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --no-loops) tflags+=(--no-loops); shift ;;
+    --keep) keep="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "run-corpus.sh: unknown flag $1" >&2; exit 2 ;;
     *) dirs+=("$1"); shift ;;
   esac
 done
-[ ${#dirs[@]} -gt 0 ] || { echo "usage: scripts/run-corpus.sh [--config CFG] [--precision P] [--tol X] DIR..." >&2; exit 2; }
+[ ${#dirs[@]} -gt 0 ] || { echo "usage: scripts/run-corpus.sh [--config CFG] [--precision P] [--tol X] [--no-loops] [--keep DIR] DIR..." >&2; exit 2; }
 programs=()
 for d in "${dirs[@]}"; do
   [ -d "$d" ] || { echo "run-corpus.sh: $d is not a folder" >&2; exit 2; }
@@ -34,13 +38,13 @@ done
 for p in "${programs[@]}"; do
   [ -f "$p/manifest.json" ] || { echo "run-corpus.sh: $p has no manifest.json (its arguments' and outputs' files and dtypes)" >&2; exit 2; }
 done
-work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+if [ -n "$keep" ]; then mkdir -p "$keep" && work="$keep"; else work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT; fi
 failed=0
 for p in "${programs[@]}"; do
   name="$(basename "$p")"
   out="$work/$name"; mkdir -p "$out"
   pflag=(); [ -n "$precision" ] && pflag=(--precision "$precision")
-  if ! err=$("$bin/tpuc" "$p/module.hlo" --config "$config" "${pflag[@]}" -o "$out/prog.tpu" 2>&1); then
+  if ! err=$("$bin/tpuc" "$p/module.hlo" --config "$config" "${pflag[@]}" "${tflags[@]}" -o "$out/prog.tpu" 2>&1); then
     printf "FAIL %-20s tpuc: %s\n" "$name" "$err"; failed=1; continue
   fi
   # jax.jit drops unused arguments: map ENTRY parameters to manifest args by

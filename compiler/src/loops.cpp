@@ -12,6 +12,7 @@
 #include "loops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -42,6 +43,10 @@ uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (
 // The share of a stretch of the schedule its loop may take to issue: the
 // scalar unit also loads constants, waits and starts loops.
 constexpr double kScalarShare = 0.85;
+// Where no loop keeps up (the scalar unit is the bottleneck), one whose
+// steps and back edge take at most 1/kMaxOverhead of its body's issue
+// cycles is formed all the same: it costs at most 0.5% of its stretch.
+constexpr double kMaxOverhead = 200;
 constexpr int64_t kMinSaving = 16;  // instructions a loop must save to be worth its registers and branches
 
 bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
@@ -244,7 +249,8 @@ class Reroller {
   bool keeps_up(const std::vector<Node>& seq, const std::vector<double>& pcost, size_t i, size_t p, size_t r, int stepping) const {
     const size_t end = i + r * p;
     const double span = (end < seq.size() ? seq[end].t : seq[end - 1].t + 1) - seq[i].t;
-    return double(r) * (pcost[i + p] - pcost[i] + iteration_cost(stepping)) <= kScalarShare * span;
+    const double body = pcost[i + p] - pcost[i];
+    return double(r) * (body + iteration_cost(stepping)) <= kScalarShare * span || iteration_cost(stepping) * kMaxOverhead <= body;
   }
 
   // A candidate loop: r repeats of the p nodes from a position.
@@ -312,8 +318,15 @@ class Reroller {
         const size_t body = psize[j] - psize[i];
         if (body == 0) continue;
         // A small body is unrolled (each iteration's `loop` and steps cost
-        // scalar issue slots), and more where the loop would not keep up.
-        for (size_t p = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body), u = 0; u < 4; ++u, p *= 2) {
+        // scalar issue slots), and more where the loop would not keep up:
+        // doubled three times, then as far as its iterations' overhead is
+        // at most 1 / kMaxOverhead of its issue cycles (two registers
+        // stepping, a guess the run checks).
+        const size_t p0 = (j - i) * std::max<size_t>(1, (size_t(o_.min_body) + body - 1) / body);
+        const double once = pcost[j] - pcost[i];
+        const size_t p_long = once > 0 ? (j - i) * size_t(std::ceil(kMaxOverhead * iteration_cost(2) / once)) : 0;
+        const size_t periods[] = {p0, 2 * p0, 4 * p0, 8 * p0, std::max(p_long, 16 * p0)};
+        for (size_t p : periods) {
           if (p > size_t(o_.max_period) || i + 2 * p > n) break;
           if (auto it = slow.find(p); it != slow.end() && i < it->second) continue;
           const Run run = try_run(seq, flat, psize, pcost, i, p, slow);
