@@ -320,6 +320,16 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   const auto fits = [&](int64_t n) { return panel_bytes * uint64_t(n * nw) <= p_.t.vmem_bytes / 4; };
   ahead = !steady && fits(3) ? 3 : 2;
   nslots = fits(groups) ? int(std::max<int64_t>(ahead, groups)) : ahead == 3 && fits(4) ? 4 : ahead;
+  // Chunks of A (several batches, say) each load their groups' panels in
+  // turn, so a loop over chunks comes back to the same slots after
+  // nslots / gcd(nslots, groups) chunks: where there are several batches,
+  // of the slot counts that fit, up to one group more, the one with the
+  // shortest such period (two groups and three slots: a period of three
+  // chunks; with four slots, two).
+  const auto chunk_period = [&](int64_t n) { return std::lcm(n / std::gcd(n, groups), S); };
+  if (fits(groups) && Bl >= 4)
+    for (int64_t n = nslots + 1; n <= nslots + groups && fits(n); ++n)
+      if (chunk_period(n) < chunk_period(nslots)) nslots = int(n);
   panel.assign(size_t(nslots), std::vector<uint64_t>(size_t(nw)));
   for (int s = 0; s < nslots; ++s)
     for (int64_t w = 0; w < nw; ++w) {
@@ -599,11 +609,13 @@ void MatmulEmitter::run() {
   // for an A buffer, differs from those after it.
   const int64_t lead = credits ? 1 : 2;
   for (int64_t c = 0; c < std::min<int64_t>(lead, chunks); ++c) chunk_at(c);
-  // A period of chunks returns to the same A buffer, panel slot (a chunk
-  // takes `groups` in turn), accumulator slots and output tiles (taken as
-  // if a chunk gave MXU m items_on[m] items, what the chunks before the
-  // loop gave it: too short a period only fails repeat()'s check).
-  int64_t period = std::lcm(int64_t(abufs), nslots >= groups ? int64_t(1) : nslots / std::gcd(int64_t(nslots), groups));
+  // A period of chunks returns to the same panel slot (a chunk loads
+  // `groups` panels into the slots in turn: with more slots than groups,
+  // the next chunk's start where this one's end), accumulator slots and
+  // output tiles (taken as if a chunk gave MXU m items_on[m] items, what
+  // the chunks before the loop gave it: too short a period only fails
+  // repeat()'s check); the two A buffers toggle from chunk to chunk.
+  int64_t period = nslots / std::gcd(int64_t(nslots), groups);
   for (int64_t given : items_on) period = std::lcm(period, slot_period(given));
   em.items(std::max<int64_t>(0, chunks - lead), 0, period, 1, [&](int64_t i) { chunk_at(lead + i); });
   finish();
