@@ -1,6 +1,8 @@
 // Layout copies (emitter.h).
 #include "emitter.h"
 
+#include <functional>
+
 namespace tpu::compiler::backend {
 
 Emitter::Run Emitter::decompose(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
@@ -23,21 +25,23 @@ void Emitter::view_dma(bool load, const View& v, uint64_t vmem_base, int esz, Co
   std::vector<int64_t> loop_dims;
   for (int d = 0; d < r.first_run_dim; ++d)
     if (d != r.row_dim) loop_dims.push_back(d);
-  std::vector<int64_t> idx(loop_dims.size(), 0);
   const uint64_t rows = r.row_dim >= 0 ? uint64_t(v.dims[r.row_dim]) : 1;
   const uint64_t rowbytes = uint64_t(r.run * esz);
-  for (;;) {
-    int64_t hoff = 0, voff = 0;
-    for (size_t i = 0; i < loop_dims.size(); ++i) hoff += idx[i] * v.strides[loop_dims[i]], voff += idx[i] * lstr[loop_dims[i]];
-    const uint64_t h = v.base + uint64_t(hoff * esz), m = vmem_base + uint64_t(voff * esz);
-    const uint64_t hs = r.row_dim >= 0 ? uint64_t(v.strides[r.row_dim] * esz) : rowbytes;
-    const uint64_t vs = r.row_dim >= 0 ? uint64_t(lstr[r.row_dim] * esz) : rowbytes;
-    if (load) dma_2d(true, m, h, rows, rowbytes, vs, hs, c);
-    else dma_2d(false, h, m, rows, rowbytes, hs, vs, c);
-    int i = int(loop_dims.size()) - 1;
-    while (i >= 0 && ++idx[i] == v.dims[loop_dims[i]]) idx[i--] = 0;
-    if (i < 0) break;
-  }
+  const uint64_t hs = r.row_dim >= 0 ? uint64_t(v.strides[r.row_dim] * esz) : rowbytes;
+  const uint64_t vs = r.row_dim >= 0 ? uint64_t(lstr[r.row_dim] * esz) : rowbytes;
+  // One 2-D transfer for each index of the other dims: a loop nest, each
+  // level a stated loop (repeat) whose addresses step by its strides.
+  const std::function<void(size_t, int64_t, int64_t)> level = [&](size_t i, int64_t hoff, int64_t voff) {
+    if (i == loop_dims.size()) {
+      const uint64_t h = v.base + uint64_t(hoff * esz), m = vmem_base + uint64_t(voff * esz);
+      if (load) dma_2d(true, m, h, rows, rowbytes, vs, hs, c);
+      else dma_2d(false, h, m, rows, rowbytes, hs, vs, c);
+      return;
+    }
+    const int64_t d = loop_dims[i];
+    repeat(v.dims[d], [&](int64_t x) { level(i + 1, hoff + x * v.strides[d], voff + x * lstr[d]); });
+  };
+  level(0, 0, 0);
 }
 
 View Emitter::view_of(int v) const {
