@@ -17,6 +17,8 @@ fori_loop's w scaled by 1/16 so that tanh does not saturate)
                     a fori_loop of N trips over a 128x128 f32 dot with tanh
   while_data        lax.while_loop whose predicate is a tensor: doubles
                     x until its sum exceeds a bound
+  attn12, attn48    attention of 12 or 48 heads, 1024 tokens, 64 a head
+                    (bf16 q, k, v: batched QK^T, softmax in f32, PV)
 """
 import os
 import random
@@ -134,6 +136,41 @@ ENTRY main {{
 """
 
 
+def attention(heads, t=1024, dh=64):
+    return f"""HloModule jit_attention
+
+max {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT m = f32[] maximum(x, y)
+}}
+
+add {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}}
+
+ENTRY main {{
+  q = bf16[{heads},{t},{dh}]{{2,1,0}} parameter(0)
+  k = bf16[{heads},{t},{dh}]{{2,1,0}} parameter(1)
+  v = bf16[{heads},{t},{dh}]{{2,1,0}} parameter(2)
+  s = f32[{heads},{t},{t}]{{2,1,0}} dot(q, k), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+  ninf = f32[] constant(-inf)
+  m = f32[{heads},{t}]{{1,0}} reduce(s, ninf), dimensions={{2}}, to_apply=max
+  mb = f32[{heads},{t},{t}]{{2,1,0}} broadcast(m), dimensions={{0,1}}
+  d = f32[{heads},{t},{t}]{{2,1,0}} subtract(s, mb)
+  e = f32[{heads},{t},{t}]{{2,1,0}} exponential(d)
+  zero = f32[] constant(0)
+  z = f32[{heads},{t}]{{1,0}} reduce(e, zero), dimensions={{2}}, to_apply=add
+  zb = f32[{heads},{t},{t}]{{2,1,0}} broadcast(z), dimensions={{0,1}}
+  pf = f32[{heads},{t},{t}]{{2,1,0}} divide(e, zb)
+  p = bf16[{heads},{t},{t}]{{2,1,0}} convert(pf)
+  ROOT o = f32[{heads},{t},{dh}]{{2,1,0}} dot(p, v), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}
+}}
+"""
+
+
 def write_npy(path, shape, values):
     h = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}," for d in shape)
     h = h.ljust(64 * ((len(h) + 11) // 64 + 1) - 11) + "\n"
@@ -166,6 +203,8 @@ PROGRAMS = {
     "fori5000": lambda: fori(5000),
     "fori20000": lambda: fori(20000),
     "while_data": while_data,
+    "attn12": lambda: attention(12),
+    "attn48": lambda: attention(48),
 }
 
 if __name__ == "__main__":
