@@ -321,11 +321,12 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   ahead = !steady && fits(3) ? 3 : 2;
   nslots = fits(groups) ? int(std::max<int64_t>(ahead, groups)) : ahead == 3 && fits(4) ? 4 : ahead;
   // Chunks of A (several batches, say) each load their groups' panels in
-  // turn, so a loop over chunks comes back to the same slots after
-  // nslots / gcd(nslots, groups) chunks: where there are several batches,
-  // of the slot counts that fit, up to one group more, the one with the
-  // shortest such period (two groups and three slots: a period of three
-  // chunks; with four slots, two).
+  // turn, so a loop over chunks comes back to the same panel slots after
+  // nslots / gcd(nslots, groups) chunks, and to the same accumulator slots
+  // after S at most (run()): where there are several batches, of the slot
+  // counts that fit, up to one group more, the one that makes the two
+  // come back soonest (two groups, four accumulator slots: with three
+  // panel slots after 12 chunks, with four after 4).
   const auto chunk_period = [&](int64_t n) { return std::lcm(n / std::gcd(n, groups), S); };
   if (fits(groups) && Bl >= 4)
     for (int64_t n = nslots + 1; n <= nslots + groups && fits(n); ++n)
