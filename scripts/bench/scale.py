@@ -99,16 +99,21 @@ ENTRY main {{
 """
 
 
+def combiner(name, op):
+    """An f32 reduction's computation, as JAX prints it."""
+    return f"""{name} {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] {op}(x, y)
+}}
+"""
+
+
 def while_data():
     s = "(f32[128,128]{1,0})"
     return f"""HloModule jit_while
 
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-
+{combiner("add", "add")}
 body {{
   p = {s} parameter(0)
   x = f32[128,128]{{1,0}} get-tuple-element(p), index=0
@@ -139,18 +144,8 @@ ENTRY main {{
 def attention(heads, t=1024, dh=64):
     return f"""HloModule jit_attention
 
-max {{
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT m = f32[] maximum(x, y)
-}}
-
-add {{
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}}
-
+{combiner("max", "maximum")}
+{combiner("add", "add")}
 ENTRY main {{
   q = bf16[{heads},{t},{dh}]{{2,1,0}} parameter(0)
   k = bf16[{heads},{t},{dh}]{{2,1,0}} parameter(1)
