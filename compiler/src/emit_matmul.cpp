@@ -615,9 +615,12 @@ void MatmulEmitter::run() {
   // the next chunk's start where this one's end), accumulator slots and
   // output tiles (taken as if a chunk gave MXU m items_on[m] items, what
   // the chunks before the loop gave it: too short a period only fails
-  // repeat()'s check); the two A buffers toggle from chunk to chunk.
-  int64_t period = nslots / std::gcd(int64_t(nslots), groups);
-  for (int64_t given : items_on) period = std::lcm(period, slot_period(given));
+  // repeat()'s check). A ring that comes back every second chunk (the two
+  // A buffers; panels, slots or tiles taken two at a time) toggles from
+  // chunk to chunk, which a loop states: it does not lengthen the period.
+  const auto turn = [](int64_t p) { return p == 2 ? int64_t(1) : p; };
+  int64_t period = turn(nslots / std::gcd(int64_t(nslots), groups));
+  for (int64_t given : items_on) period = std::lcm(period, turn(slot_period(given)));
   em.items(std::max<int64_t>(0, chunks - lead), 0, period, 1, [&](int64_t i) { chunk_at(lead + i); });
   finish();
 }
