@@ -135,6 +135,8 @@ class MatmulEmitter {
   // After how many steps of `given` items each (an MXU's items of a group
   // or a chunk) the accumulator slots (S) and output tiles (2) come back.
   int64_t slot_period(int64_t given) const { return std::lcm(S / std::gcd(S, given), 2 / std::gcd<int64_t>(2, given)); }
+  // The chunks after which n panel slots, taken `groups` a chunk in turn, come back.
+  int64_t panel_period(int64_t n) const { return n / std::gcd(n, groups); }
   // Telling an MXU that DMA data is in: a `signal dma` counts once every
   // transfer before it has landed, without holding up what follows.
   void dma_fence(Counter& c) { signal(kDma, c); }
@@ -327,7 +329,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // counts that fit, up to one group more, the one that makes the two
   // come back soonest (two groups, four accumulator slots: with three
   // panel slots after 12 chunks, with four after 4).
-  const auto chunk_period = [&](int64_t n) { return std::lcm(n / std::gcd(n, groups), S); };
+  const auto chunk_period = [&](int64_t n) { return std::lcm(panel_period(n), S); };
   if (fits(groups) && Bl >= 4)
     for (int64_t n = nslots + 1; n <= nslots + groups && fits(n); ++n)
       if (chunk_period(n) < chunk_period(nslots)) nslots = int(n);
@@ -619,7 +621,7 @@ void MatmulEmitter::run() {
   // A buffers; panels, slots or tiles taken two at a time) toggles from
   // chunk to chunk, which a loop states: it does not lengthen the period.
   const auto turn = [](int64_t p) { return p == 2 ? int64_t(1) : p; };
-  int64_t period = turn(nslots / std::gcd(int64_t(nslots), groups));
+  int64_t period = turn(panel_period(nslots));
   for (int64_t given : items_on) period = std::lcm(period, turn(slot_period(given)));
   em.items(std::max<int64_t>(0, chunks - lead), 0, period, 1, [&](int64_t i) { chunk_at(lead + i); });
   finish();
