@@ -213,8 +213,84 @@ void Emitter::transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape) {
   drain({&ld, &vd, &st});
 }
 
+void Emitter::slice_offset(const Op& o, const std::vector<int64_t>& sizes) {
+  offset_ = true;
+  const int x = o.operands[0];
+  const Type& xt = p_.type(x);
+  const auto strides = row_major(xt.dims);
+  const int64_t esz = dtype_bytes(xt.dtype);
+  const size_t first = o.kind == OpKind::dynamic_update_slice ? 2 : 1;
+  constexpr int acc = kOffsetReg, v = kOffsetReg - 1, t = kOffsetReg - 2;
+  const auto li = [&](int r, int64_t value) {
+    std::vector<isa::Instruction> code;
+    load_constant(code, r, uint64_t(value));
+    for (const isa::Instruction& i : code) push(kSc, now(), i);
+  };
+  // Starts that are constants add up here; the others are read into SMEM
+  // words at its top (the loops' counters are at its bottom), zeroed first
+  // since a start has fewer bytes than a word.
+  int64_t fixed = 0;
+  std::vector<std::pair<size_t, uint64_t>> read;  // (dimension, SMEM address)
+  Counter c = counter();
+  for (size_t d = 0; d < xt.dims.size(); ++d) {
+    const int64_t hi = xt.dims[d] - sizes[d];  // the largest start that fits
+    const int s = o.operands[first + d];
+    if (const auto k = p_.splat(s); k || hi == 0) {
+      fixed += std::clamp<int64_t>(k ? int64_t(*k) : 0, 0, hi) * strides[d] * esz;
+      continue;
+    }
+    const uint64_t smem = p_.t.smem_bytes - 8 * (read.size() + 1);
+    const auto bytes = uint64_t(dtype_bytes(p_.type(s).dtype));
+    push(kSc, now(), ib::STS(0, 0, int64_t(smem)));
+    dma(isa::Opcode::DMA_LDS, {smem, p_.addr[size_t(p_.base[size_t(s)])], bytes}, 1, bytes, c);
+    read.push_back({d, smem});
+  }
+  wait(kSc, c, c.produced);
+  li(acc, fixed);
+  for (const auto& [d, smem] : read) {
+    const DType dt = p_.type(o.operands[first + d]).dtype;
+    push(kSc, now(), ib::LDS(v, 0, int64_t(smem)));
+    if (dt != DType::u32) {  // sign-extended
+      const int64_t shift = 64 - 8 * dtype_bytes(dt);
+      push(kSc, now(), ib::SLLI(v, v, shift));
+      push(kSc, now(), ib::SRAI(v, v, shift));
+    }
+    push(kSc, now(), ib::MAX(v, v, 0));
+    li(t, xt.dims[d] - sizes[d]);
+    push(kSc, now(), ib::MIN(v, v, t));
+    const int64_t stride = strides[d] * esz;
+    if (stride <= std::numeric_limits<int32_t>::max()) {
+      push(kSc, now(), ib::MULI(v, v, stride));
+    } else {
+      li(t, stride);
+      push(kSc, now(), ib::MUL(v, v, t));
+    }
+    push(kSc, now(), ib::ADD(acc, acc, v));
+  }
+}
+
+void Emitter::dynamic_copy(const Kernel& k) {
+  const Op& o = p_.op(k.out);
+  const bool update = o.kind == OpKind::dynamic_update_slice;
+  const Type& xt = p_.type(o.operands[0]);
+  const Type& piece = update ? p_.type(o.operands[1]) : o.type;
+  const uint64_t x = p_.addr[size_t(p_.base[size_t(o.operands[0])])];
+  const auto strides = row_major(xt.dims);
+  // An update written out of place: the operand first, then its piece.
+  if (update && p_.addr[size_t(k.out)] != x) {
+    copy_pairs({{View{p_.addr[size_t(k.out)], xt.dims, strides}, View{x, xt.dims, strides}}}, xt.dtype, ncores_);
+    if (ncores_ > 1) core_barrier();
+  }
+  if (piece.elements() == 0) return;
+  slice_offset(o, piece.dims);
+  const View in_x{kOffset + (update ? p_.addr[size_t(k.out)] : x), piece.dims, strides};
+  const View alone{update ? p_.addr[size_t(p_.base[size_t(o.operands[1])])] : p_.addr[size_t(k.out)], piece.dims, row_major(piece.dims)};
+  copy_pairs({update ? std::pair{in_x, alone} : std::pair{alone, in_x}}, xt.dtype, ncores_);
+}
+
 void Emitter::copy(const Kernel& k) {
   const Op& o = p_.op(k.out);
+  if (o.kind == OpKind::dynamic_slice || o.kind == OpKind::dynamic_update_slice) return dynamic_copy(k);
   if (o.kind == OpKind::transpose && dtype_bytes(o.type.dtype) == 4 && !p_.view[o.operands[0]])
     if (auto shape = swap_transpose(o); shape && (*shape)[1] > 1 && (*shape)[2] > 1)
       return core_ == 0 ? transpose_tiles(k, *shape) : void();  // on core 0

@@ -612,7 +612,16 @@ class Emitter {
     o.kernels = !p_.kernels.empty();
     o.issue_width = m_.core.issue_width;
     o.branch_penalty = m_.core.branch_penalty;
-    return write_loops(code, o, carry_);
+    if (!offset_) return write_loops(code, o, carry_);
+    // A dynamic slice's kernel (dynamic_copy) computes its offset in the
+    // registers from kOffsetReg - 2 up; what the writer keeps in registers
+    // after it may not depend on them.
+    o.registers = kOffsetReg - 3;
+    LoopCode c = write_loops(code, o, carry_);
+    for (int r = 1; r < 32; ++r)
+      if (r > o.registers || is_offset(carry_.val[r])) carry_.valid[r] = false;
+    offset_ = false;
+    return c;
   }
 
   // ---- synchronisation
@@ -747,7 +756,8 @@ class Emitter {
   // group's remaining instructions (its arithmetic and stores), so a VPU
   // with separate load and store slots overlaps them. Only loads of one
   // bank meet other instructions of the other, so the interleaving keeps
-  // every group's meaning.
+  // every group's meaning. An expression too wide for two banks (every
+  // group in the same registers) has its groups one after the other.
   struct Pipeliner {
     Emitter& em;
     std::vector<isa::Instruction> rest;  // the previous group's instructions after its loads
@@ -761,7 +771,7 @@ class Emitter {
       em.capture_ = nullptr;
       size_t h = 0;
       while (h < cur.size() && isa::spec(cur[h].op).vpu_class == isa::VpuClass::Load) ++h;
-      check(cur, h);
+      if (!independent(cur, h)) flush();
       for (size_t i = 0; i < std::max(rest.size(), h); ++i) {
         if (i < rest.size()) em.ins(rest[i]);
         if (i < h) em.ins(cur[i]);
@@ -774,8 +784,8 @@ class Emitter {
       rest.clear();
     }
     // Load i of this group goes ahead of the previous group's instructions
-    // from i + 1 on: it must be independent of each of them.
-    void check(const std::vector<isa::Instruction>& cur, size_t h) const {
+    // from i + 1 on: whether it is independent of each of them.
+    bool independent(const std::vector<isa::Instruction>& cur, size_t h) const {
       std::vector<isa::RegisterUse> after(rest.size() + 1);  // after[j]: rest[j..] together
       for (size_t j = rest.size(); j-- > 0;) {
         const isa::RegisterUse u = isa::register_use(rest[j]);
@@ -783,8 +793,8 @@ class Emitter {
                     u.vwrite | after[j + 1].vwrite};
       }
       for (size_t i = 0; i < h && i + 1 < after.size(); ++i)
-        if (!isa::independent(isa::register_use(cur[i]), after[i + 1]))
-          throw std::logic_error("internal error: software pipelining would reorder dependent instructions");
+        if (!isa::independent(isa::register_use(cur[i]), after[i + 1])) return false;
+      return true;
     }
   };
   void hoist(const Expr& e, const RegPlan& rp, const std::vector<uint64_t>& scalar_vmem);
@@ -1100,6 +1110,13 @@ class Emitter {
   void transpose_tiles(const Kernel& k, std::array<int64_t, 3> shape);
 
   void copy(const Kernel& k);
+  // dynamic-slice and dynamic-update-slice: the piece's place in the
+  // operand read when the kernel runs.
+  void dynamic_copy(const Kernel& k);
+  // Scalar-unit code that leaves in kOffsetReg the byte offset of dynamic
+  // slice o's piece (of `sizes`) in its operand: each start read from HBM,
+  // clamped so that the piece fits, times its dimension's stride.
+  void slice_offset(const Op& o, const std::vector<int64_t>& sizes);
   // Copies box by box through two VMEM stages, every `ways`-th box on this core.
   void copy_pairs(const std::vector<std::pair<View, View>>& pairs, DType dt, int64_t ways);
 
@@ -1120,6 +1137,7 @@ class Emitter {
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   std::vector<Pending> prog_;     // scheduled since the last schedule()
   WriterState carry_;             // the scalar registers as the code so far leaves them
+  bool offset_ = false;           // the kernel being emitted uses kOffsetReg (dynamic_copy)
   bool ghost_ = false;         // running a loop's later iterations through the model only (repeat())
   double max_key_ = 0;         // the latest place in the program so far
   double key_floor_ = 0;       // nothing goes before this place (the end of the last loop)

@@ -455,7 +455,11 @@ class Writer {
       st_.kernel = k, st_.marked = true;
     }
   }
-  void load(int r, uint64_t v) { load_constant(code_.code, r, v); }
+  void load(int r, uint64_t v) {
+    if (!is_offset(v)) return load_constant(code_.code, r, v);
+    load_constant(code_.code, r, v - kOffset);
+    put(isa::build::ADD(r, r, kOffsetReg));
+  }
   // A register holding constant v outside loops: from the cache, else
   // loaded into the least recently used register.
   int reg(uint64_t v) {

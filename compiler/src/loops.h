@@ -35,6 +35,20 @@ inline int64_t after_trips(int64_t step, int64_t i) { return toggles(step) ? (i 
 // The step as it stands i trips later.
 inline int64_t step_after(int64_t step, int64_t i) { return toggles(step) && i % 2 != 0 ? 2 * kToggle - step : step; }
 
+// A bound value kOffset + d stands for d plus what scalar register
+// kOffsetReg holds at run time (the place of a dynamic slice's piece,
+// computed by the kernel that reads it): the writer loads d and adds the
+// register. Other values (addresses, sizes, the steps' negative bases) lie
+// far from kOffset, and so do d's a loop computes from it. A kernel that
+// uses it leaves kOffsetReg and the two below it out of the registers the
+// writer assigns (LoopOptions::registers).
+constexpr uint64_t kOffset = uint64_t(1) << 62;
+constexpr int kOffsetReg = 31;
+inline bool is_offset(uint64_t v) {
+  const auto d = int64_t(v - kOffset);
+  return d > -(int64_t(1) << 60) && d < (int64_t(1) << 60);
+}
+
 // One scheduled instruction. Its operands that hold a scalar value (a DMA's
 // addresses and byte counts, an MXU's rows) are bound: value i of `vals`
 // goes in the scalar register the writer loads or steps for it, operand

@@ -1023,13 +1023,15 @@ class Unroller {
       Op op = src;
       op.operands = std::move(operands);
       for (Function& r : op.regions) r = unroll_loops(r);  // a loop kept: the loops inside it
-      if (op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) {
-        const bool upd = op.kind == OpKind::dynamic_update_slice;
-        std::vector<double> starts;
+      // A dynamic slice whose starts became constants is a slice (or a
+      // pad and select); one with a start computed at run time stays (the
+      // back end reads its starts when it runs).
+      std::vector<double> starts;
+      const bool upd = op.kind == OpKind::dynamic_update_slice;
+      if (op.kind == OpKind::dynamic_slice || upd)
         for (size_t k = upd ? 2 : 1; k < op.operands.size(); ++k)
           if (const auto v = consts_->scalar(op.operands[k])) starts.push_back(*v);
-        if (starts.size() + (upd ? 2 : 1) != op.operands.size())
-          throw Error(fmt::format("{}: unsupported {} with a start index computed at run time", op.loc, op_name(op.kind)));
+      if ((op.kind == OpKind::dynamic_slice || upd) && starts.size() + (upd ? 2 : 1) == op.operands.size()) {
         const std::vector<int64_t> sizes = (upd ? out_.ops[size_t(op.operands[1])].type : op.type).dims;
         map[i] = rewrite::append_fixed_dynamic_slice(out_, op.operands[0], upd ? op.operands[1] : -1, sizes, starts, op.loc);
       } else {
@@ -1043,23 +1045,9 @@ class Unroller {
     return res;
   }
 
-  // Whether g or a loop inside it has a dynamic slice (the back end takes
-  // only those whose starts become constants when the loop is unrolled).
-  static bool dynamic(const Function& g) {
-    for (const Op& op : g.ops) {
-      if (op.kind == OpKind::dynamic_slice || op.kind == OpKind::dynamic_update_slice) return true;
-      for (const Function& r : op.regions)
-        if (dynamic(r)) return true;
-    }
-    return false;
-  }
-
   // The state after the loop's trips, inlined, if it is unrolled: a counted
-  // loop of at most kUnrollTrips trips, or one with dynamic slices (at most
-  // kMaxTrips). Others stay loops (nullopt).
+  // loop of at most kUnrollTrips trips. Others stay loops (nullopt).
   std::optional<std::vector<int>> unroll(const Op& w, std::vector<int> state) {
-    const bool must = dynamic(w.regions[0]) || dynamic(w.regions[1]);
-    const int64_t limit = must ? kMaxTrips : kUnrollTrips;
     const size_t mark = out_.ops.size();
     auto keep = [&]() -> std::optional<std::vector<int>> {
       out_.ops.resize(mark);
@@ -1069,21 +1057,14 @@ class Unroller {
     for (int64_t n = 0;; ++n) {
       const int c = inline_function(w.regions[0], state)[0];
       const std::optional<double> go = consts_->scalar(c);
-      if (!go) {
-        if (!must) return keep();
-        throw Error(fmt::format("{}: unsupported while loop with dynamic slices whose condition is not a compile-time constant (a data-dependent loop)", w.loc));
-      }
+      if (!go) return keep();
       if (*go == 0) return state;
-      if (n == limit) {
-        if (!must) return keep();
-        throw Error(fmt::format("{}: unsupported while loop with dynamic slices of more than {} iterations", w.loc, kMaxTrips));
-      }
+      if (n == kUnrollTrips) return keep();
       state = inline_function(w.regions[1], state);
     }
   }
 
   static constexpr int64_t kUnrollTrips = 8;
-  static constexpr int64_t kMaxTrips = 4096;
   static constexpr size_t kMaxOps = 1000000;
   const Function& in_;
   Function out_;
@@ -1240,8 +1221,12 @@ void check_backend_form(const Function& f) {
       case OpKind::convolution: case OpKind::reduce_window: case OpKind::select_and_scatter: case OpKind::erf:
       case OpKind::sine: case OpKind::cosine: case OpKind::exponential_minus_one: case OpKind::log_plus_one:
       case OpKind::is_finite: case OpKind::round_nearest_afz: case OpKind::remainder: case OpKind::atan2: case OpKind::arg_reduce:
-      case OpKind::gather: case OpKind::scatter: case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
+      case OpKind::gather: case OpKind::scatter:
         refuse("(a pass lowers it)");
+        break;
+      case OpKind::dynamic_slice: case OpKind::dynamic_update_slice:
+        for (size_t k = op.kind == OpKind::dynamic_slice ? 1 : 2; k < op.operands.size(); ++k)
+          if (dtype(k) != DType::s32 && dtype(k) != DType::u32 && dtype(k) != DType::s8) refuse("with a start that is not s8, s32 or u32");
         break;
       case OpKind::dot: {
         const size_t rank = op.type.dims.size();

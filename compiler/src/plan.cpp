@@ -110,7 +110,10 @@ void Plan::classify() {
       if (!ew_user && !(chain[u] && op(int(i)).kind == OpKind::dot) && !(chain[u] && chain[i])) {
         if (o.kind == OpKind::constant && splat(int(i)) && bcast_user) continue;
         // Reduce inits and pad values are immediates in their kernels.
-        const bool immediate = (uo.kind == OpKind::reduce || uo.kind == OpKind::pad) && uo.operands[1] == int(i);
+        // So are a dynamic slice's constant starts.
+        const bool start = (uo.kind == OpKind::dynamic_slice && uo.operands[0] != int(i)) ||
+                           (uo.kind == OpKind::dynamic_update_slice && uo.operands[0] != int(i) && uo.operands[1] != int(i));
+        const bool immediate = ((uo.kind == OpKind::reduce || uo.kind == OpKind::pad) && uo.operands[1] == int(i)) || start;
         if (o.kind == OpKind::constant && splat(int(i)) && immediate && uo.operands[0] != int(i)) continue;
         m = true;
       }
@@ -615,7 +618,10 @@ void Plan::assign_buffers() {
       // Whether this kernel is element-wise and reads x element for
       // element only (it reads each chunk before it stores it), so that v,
       // of x's size, may be written over x.
+      // A dynamic-update-slice writes its piece over its operand x.
+      const bool update = k.kind == KKind::copy && op(v).kind == OpKind::dynamic_update_slice;
       const auto over = [&](int x) {
+        if (update) return x == base[size_t(op(v).operands[0])];
         if (k.kind != KKind::elementwise || type(x).elements() != type(v).elements() ||
             dtype_bytes(type(x).dtype) != dtype_bytes(type(v).dtype))
           return false;
@@ -624,10 +630,13 @@ void Plan::assign_buffers() {
         return true;
       };
       const auto untaken = [&](int b) { return std::find(taken.begin(), taken.end(), b) == taken.end(); };
+      std::vector<int> candidates;  // in place of an input nothing reads after
+      for (const Node& nd : k.expr.nodes)
+        if (nd.leaf == Leaf::input) candidates.push_back(k.inputs[size_t(nd.input)]);
+      if (update) candidates.push_back(base[size_t(op(v).operands[0])]);
       int into = -1;
-      for (const Node& nd : k.expr.nodes) {  // in place of an input nothing reads after
-        if (nd.leaf != Leaf::input) continue;
-        const int x = k.inputs[size_t(nd.input)], b = buf_of[size_t(x)];
+      for (const int x : candidates) {
+        const int b = buf_of[size_t(x)];
         if (b >= 0 && size_t(b) >= nfixed && last_read[size_t(x)] == i && bufs[size_t(b)].last == i && over(x) && untaken(b)) {
           into = b;
           break;

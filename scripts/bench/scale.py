@@ -13,6 +13,7 @@ fori_loop's w scaled by 1/16 so that tanh does not saturate)
                     (one weight; 96 MiB of intermediates)
   ffn12             12 bf16 FFN layers, 4096 tokens, d = 768 -> 3072 -> 768
                     (gelu-free: dot, relu, dot, residual add)
+  ffn12_scan        the same layers as lax.scan over stacked weights
   fori1000, fori5000, fori20000
                     a fori_loop of N trips over a 128x128 f32 dot with tanh
   while_data        lax.while_loop whose predicate is a tensor: doubles
@@ -63,6 +64,60 @@ def ffn12(layers=12, t=4096, d=768, h=3072):
             f"  {'ROOT ' if i == layers - 1 else ''}x{i + 1} = bf16[{t},{d}]{{1,0}} convert(s{i})",
         ]
     return "HloModule jit_ffn\n\nENTRY main {\n" + "\n".join(body) + "\n}\n"
+
+
+def ffn_scan(layers=12, t=4096, d=768, h=3072):
+    """ffn12's layers as lax.scan over stacked weights: layer i reads
+    w1s[i] and w2s[i] by dynamic-slice, as JAX writes a scanned model."""
+    s = f"(s32[], bf16[{t},{d}]{{1,0}}, bf16[{layers},{d},{h}]{{2,1,0}}, bf16[{layers},{h},{d}]{{2,1,0}})"
+    return f"""HloModule jit_ffn_scan
+
+body {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = bf16[{t},{d}]{{1,0}} get-tuple-element(p), index=1
+  w1s = bf16[{layers},{d},{h}]{{2,1,0}} get-tuple-element(p), index=2
+  w2s = bf16[{layers},{h},{d}]{{2,1,0}} get-tuple-element(p), index=3
+  zero = s32[] constant(0)
+  l = s32[] constant({layers})
+  neg = pred[] compare(i, zero), direction=LT
+  wrap = s32[] add(i, l)
+  j = s32[] select(neg, wrap, i)
+  w1s_j = bf16[1,{d},{h}]{{2,1,0}} dynamic-slice(w1s, j, zero, zero), dynamic_slice_sizes={{1,{d},{h}}}
+  w1 = bf16[{d},{h}]{{1,0}} reshape(w1s_j)
+  w2s_j = bf16[1,{h},{d}]{{2,1,0}} dynamic-slice(w2s, j, zero, zero), dynamic_slice_sizes={{1,{h},{d}}}
+  w2 = bf16[{h},{d}]{{1,0}} reshape(w2s_j)
+  a = f32[{t},{h}]{{1,0}} dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  fz = f32[] constant(0)
+  zeros = f32[{t},{h}]{{1,0}} broadcast(fz), dimensions={{}}
+  r = f32[{t},{h}]{{1,0}} maximum(a, zeros)
+  rb = bf16[{t},{h}]{{1,0}} convert(r)
+  o = f32[{t},{d}]{{1,0}} dot(rb, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  xf = f32[{t},{d}]{{1,0}} convert(x)
+  sum = f32[{t},{d}]{{1,0}} add(o, xf)
+  y = bf16[{t},{d}]{{1,0}} convert(sum)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT next = {s} tuple(i2, y, w1s, w2s)
+}}
+
+cond {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({layers})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+ENTRY main {{
+  x = bf16[{t},{d}]{{1,0}} parameter(0)
+  w1s = bf16[{layers},{d},{h}]{{2,1,0}} parameter(1)
+  w2s = bf16[{layers},{h},{d}]{{2,1,0}} parameter(2)
+  zero = s32[] constant(0)
+  init = {s} tuple(zero, x, w1s, w2s)
+  loop = {s} while(init), condition=cond, body=body
+  ROOT out = bf16[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
+}}
+"""
 
 
 def fori(n):
@@ -194,6 +249,7 @@ PROGRAMS = {
     "dot_f32_1024": dot_f32_1024,
     "chain24": chain24,
     "ffn12": ffn12,
+    "ffn12_scan": ffn_scan,
     "fori1000": lambda: fori(1000),
     "fori5000": lambda: fori(5000),
     "fori20000": lambda: fori(20000),
