@@ -154,7 +154,8 @@ void Emitter::loop(size_t idx, const Kernel& k, LoopCode& out) {
   begin_kernel(idx, k);
   const LoopPlan& l = p_.loops[size_t(k.loop)];
   std::vector<std::array<uint64_t, 3>> init;
-  for (size_t j = 0; j < l.state.size(); ++j) init.push_back({l.state[j], p_.addr[size_t(k.inputs[j])], l.bytes[j]});
+  for (size_t j = 0; j < l.state.size(); ++j)
+    if (l.state[j] != p_.addr[size_t(k.inputs[j])]) init.push_back({l.state[j], p_.addr[size_t(k.inputs[j])], l.bytes[j]});
   move_bytes(init);
   if (ncores_ > 1) core_barrier();
   append(out, schedule());
@@ -215,6 +216,7 @@ void Emitter::begin_kernel(size_t idx, const Kernel& k) {
 void Emitter::kernel(size_t idx, const Kernel& k) {
   begin_kernel(idx, k);
   if (p_.type(k.out).elements() == 0) return;
+  if (const std::vector<int> s = p_.slices_read(k); !s.empty()) slice_offset(p_.op(s[0]), p_.type(s[0]).dims);
   switch (k.kind) {
     case KKind::elementwise: elementwise(k); break;
     case KKind::copy: copy(k); break;

@@ -613,10 +613,10 @@ class Emitter {
     o.issue_width = m_.core.issue_width;
     o.branch_penalty = m_.core.branch_penalty;
     if (!offset_) return write_loops(code, o, carry_);
-    // A dynamic slice's kernel (dynamic_copy) computes its offset in the
-    // registers from kOffsetReg - 2 up; what the writer keeps in registers
-    // after it may not depend on them.
-    o.registers = kOffsetReg - 3;
+    // A kernel that reads a dynamic slice computes its offset into
+    // kOffsetReg (slice_offset); what the writer keeps in registers after
+    // it may not depend on it.
+    o.registers = kOffsetReg - 1;
     LoopCode c = write_loops(code, o, carry_);
     for (int r = 1; r < 32; ++r)
       if (r > o.registers || is_offset(carry_.val[r])) carry_.valid[r] = false;

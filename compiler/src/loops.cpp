@@ -535,6 +535,13 @@ class Writer {
     }
     put(insn);
     for (int r : temps) ns->free[size_t(r)] = true;
+    // An instruction the emitter wrote with its own registers (a dynamic
+    // slice's offset code): the constants cached in those are gone.
+    if (s.vals.empty())
+      for (uint32_t w = isa::register_use(insn).swrite; w != 0; w &= w - 1) {
+        if (ns) throw std::logic_error("internal error: a loop's instruction writes a scalar register of its own");
+        st_.valid[__builtin_ctz(w)] = false;
+      }
   }
 
   // Numbers the loops, and files every stepping operand's prefixes and

@@ -40,8 +40,8 @@ inline int64_t step_after(int64_t step, int64_t i) { return toggles(step) && i %
 // computed by the kernel that reads it): the writer loads d and adds the
 // register. Other values (addresses, sizes, the steps' negative bases) lie
 // far from kOffset, and so do d's a loop computes from it. A kernel that
-// uses it leaves kOffsetReg and the two below it out of the registers the
-// writer assigns (LoopOptions::registers).
+// uses it leaves kOffsetReg out of the registers the writer assigns
+// (LoopOptions::registers).
 constexpr uint64_t kOffset = uint64_t(1) << 62;
 constexpr int kOffsetReg = 31;
 inline bool is_offset(uint64_t v) {

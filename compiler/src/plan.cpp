@@ -1,6 +1,8 @@
 // Kernel planning (plan.h).
 #include "plan.h"
 
+#include "loops.h"
+
 namespace tpu::compiler::backend {
 
 namespace {
@@ -52,7 +54,39 @@ Plan::Plan(const Function& fn, const isa::Target& target, const Region* where) :
   for (size_t i = 0; i < n; ++i) base[i] = f.ops[i].kind == OpKind::reshape ? base[f.ops[i].operands[0]] : int(i);
   classify();
   make_kernels();
+  // A kernel reads one sliced value where it lies (one offset register);
+  // any other is copied out by a kernel of its own.
+  for (bool again = true; again;) {
+    again = false;
+    for (const Kernel& k : kernels) {
+      const std::vector<int> s = slices_read(k);
+      for (size_t j = 1; j < s.size(); ++j) sliced[size_t(s[j])] = false, mat[size_t(s[j])] = true, again = true;
+    }
+    if (again) kernels.clear(), loops.clear(), fused_into.assign(n, -1), make_kernels();
+  }
   assign_buffers();
+}
+
+bool Plan::readable_in_place(int v) const {
+  for (int u : users[size_t(v)]) {
+    const Op& uo = op(u);
+    const bool ok = (uo.kind == OpKind::reshape && !result[size_t(u)] && readable_in_place(u)) || uo.kind == OpKind::dot ||
+                    (is_elementwise(uo.kind) && !chain[size_t(u)]) || (uo.kind == OpKind::reduce && uo.operands[0] == v) ||
+                    (leaf_broadcast(u) && !mat[size_t(u)]);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<int> Plan::slices_read(const Kernel& k) const {
+  std::vector<int> s;
+  const auto add = [&](int v) {
+    v = base[size_t(v)];
+    if (sliced[size_t(v)] && std::find(s.begin(), s.end(), v) == s.end()) s.push_back(v);
+  };
+  for (int v : k.inputs) add(v);
+  for (auto [a, w] : k.passes) add(a), add(w);
+  return s;
 }
 
 void Plan::classify() {
@@ -141,6 +175,21 @@ void Plan::classify() {
     for (int u : users[i])
       copies_only &= layout_op(u) || op(u).kind == OpKind::concatenate || (op(u).kind == OpKind::pad && op(u).operands[0] == int(i));
     if (copies_only) view[i] = true, mat[i] = false;
+  }
+  // Dynamic slices of a contiguous piece (a scan's layer of stacked
+  // weights) whose readers load it by DMA are read where they lie.
+  sliced.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = f.ops[i];
+    if (o.kind != OpKind::dynamic_slice || result[i] || users[i].empty()) continue;
+    const Op& x = op(o.operands[0]);
+    if (x.kind == OpKind::dynamic_slice || x.kind == OpKind::dynamic_update_slice || sliced[size_t(base[size_t(o.operands[0])])]) continue;
+    const auto& xd = type(o.operands[0]).dims;
+    size_t d = 0;  // dims of 1 element, one partial, then whole ones
+    while (d < xd.size() && o.type.dims[d] == 1) ++d;
+    bool contiguous = true;
+    for (size_t e = d + 1; e < xd.size(); ++e) contiguous &= o.type.dims[e] == xd[e];
+    if (contiguous && readable_in_place(int(i))) sliced[i] = true, mat[i] = false;
   }
   // Splat constants and leaf broadcasts read only by element-wise ops stay unmaterialised.
   for (size_t i = 0; i < n; ++i) {
@@ -500,6 +549,10 @@ std::vector<int> Plan::reads(const Kernel& k) const {
   std::function<void(int)> add = [&](int v) {
     v = base[size_t(v)];
     if (view[size_t(v)]) return add(op(v).operands[0]);
+    if (sliced[size_t(v)]) {  // its operand and starts
+      for (int a : op(v).operands) add(a);
+      return;
+    }
     if (std::find(r.begin(), r.end(), v) == r.end()) r.push_back(v);
   };
   for (int v : k.inputs) add(v);
@@ -601,9 +654,20 @@ void Plan::assign_buffers() {
       LoopPlan& l = loops[size_t(k.loop)];
       std::vector<std::vector<int>> gtes(w.operands.size());
       for (int u : users[size_t(k.out)]) gtes[size_t(op(u).index)].push_back(u);
+      const Function& body = w.regions[1];
       for (size_t j = 0; j < gtes.size(); ++j) {
         int64_t last = i;
         for (int g : gtes[j]) last = std::max(last, last_read[size_t(g)]);
+        // An element the body passes on unchanged (a scan's stacked
+        // weights) stays where its first value is: the loop reads it
+        // there, and so does what reads it after the loop.
+        const Op& next = body.ops[size_t(body.results[j])];
+        if (const int b = buf_of[size_t(k.inputs[j])]; b >= 0 && next.kind == OpKind::parameter && next.index == int64_t(j)) {
+          for (int g : gtes[j]) buf_of[size_t(g)] = b, bufs[size_t(b)].values.push_back(g);
+          bufs[size_t(b)].last = std::max(bufs[size_t(b)].last, last);
+          state_buf[size_t(k.loop)].push_back(size_t(b));
+          continue;
+        }
         state_buf[size_t(k.loop)].push_back(make_buf(uint64_t(type(w.operands[j]).bytes()), i, last, gtes[j]));
       }
       plan_loop(l, w, std::vector<uint64_t>(gtes.size(), 0), 0);  // its size
@@ -645,9 +709,22 @@ void Plan::assign_buffers() {
       // Inside a loop's body, a result goes straight into its state
       // element's buffer where nothing reads that element after this
       // kernel (else the loop copies it there after the body).
+      // A matmul's epilogue may read that element too (a residual): it
+      // loads each tile of it before it stores that tile of the result.
+      const auto tiles = [&](int x) {
+        if (k.kind != KKind::matmul || v != k.out || type(x).elements() != type(v).elements() ||
+            dtype_bytes(type(x).dtype) != dtype_bytes(type(v).dtype))
+          return false;
+        for (auto [a, w] : k.passes)
+          if (a == x || w == x) return false;
+        for (const Node& nd : k.expr.nodes)
+          if (nd.input >= 0 && k.inputs[size_t(nd.input)] == x && nd.leaf != Leaf::input) return false;
+        return true;
+      };
       if (const int j = into < 0 && region && region->body ? state_result(v) : -1; j >= 0) {
         const int x = params[size_t(j)], b = buf_of[size_t(x)];
-        if ((last_read[size_t(x)] < i || (last_read[size_t(x)] == i && over(x))) && bufs[size_t(b)].values.size() == 1 && untaken(b))
+        if ((last_read[size_t(x)] < i || (last_read[size_t(x)] == i && (over(x) || tiles(x)))) && bufs[size_t(b)].values.size() == 1 &&
+            untaken(b))
           into = b;
       }
       if (into < 0) {
@@ -690,6 +767,11 @@ void Plan::assign_buffers() {
     hbm_used = std::max(hbm_used, b.at + b.size);
     if (i >= nfixed) heap_top = std::max(heap_top, b.at + b.size);
     for (int v : b.values) addr[size_t(v)] = b.at;
+  }
+  for (size_t v = 0; v < n; ++v)
+    if (sliced[v]) addr[v] = kOffset + addr[size_t(base[size_t(op(int(v)).operands[0])])];
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
     // HBM starts zeroed; a buffer stays so until one live before it takes
     // its place (inside a loop, the trips before).
     bool fresh = !region;

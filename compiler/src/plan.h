@@ -199,6 +199,11 @@ struct Plan {
   std::vector<int> base;        // reshape alias root
   std::vector<bool> mat;        // has an HBM buffer of its own
   std::vector<bool> view;       // a layout op read only by copies: folded into their strided views
+  // A dynamic slice whose piece is contiguous in its operand, read where it
+  // lies: its readers (one such slice a kernel) add its offset, computed
+  // when they start (Emitter::slice_offset); addr holds kOffset + the
+  // operand's address.
+  std::vector<bool> sliced;
   std::vector<bool> chain;      // add of dots (a matmul pass sum)
   std::vector<bool> in_chain;   // dot or chain consumed by a chain add
   std::vector<int> fused_into;  // matmul root -> epilogue kernel's output value
@@ -277,6 +282,9 @@ struct Plan {
   void absorb_into_consumers(const std::vector<int>& epilogue_of);
   Kernel kernel_of(int v, const std::vector<int>& epilogue_of);
   std::vector<int> reads(const Kernel& k) const;
+  // The sliced values kernel k reads (at most one once planned).
+  std::vector<int> slices_read(const Kernel& k) const;
+  bool readable_in_place(int v) const;
   void assign_buffers();
   void plan_loop(LoopPlan& l, const Op& w, const std::vector<uint64_t>& state, uint64_t scratch) const;
   int64_t counted_trips(const Op& w) const;
