@@ -278,7 +278,9 @@ void Emitter::dynamic_copy(const Kernel& k) {
   const auto strides = row_major(xt.dims);
   // An update written out of place: the operand first, then its piece.
   if (update && p_.addr[size_t(k.out)] != x) {
+    const uint64_t top = vmem_top_;
     copy_pairs({{View{p_.addr[size_t(k.out)], xt.dims, strides}, View{x, xt.dims, strides}}}, xt.dtype, ncores_);
+    vmem_top_ = top;  // drained
     if (ncores_ > 1) core_barrier();
   }
   if (piece.elements() == 0) return;

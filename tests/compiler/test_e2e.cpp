@@ -1532,6 +1532,70 @@ TEST_CASE("property: element-wise chains with broadcasts") {
   }
 }
 
+// Dynamic slices whose starts are inputs (read when the program runs),
+// some past either end of their dimension (clamped): a slice that is a
+// result (copied out), one read by an element-wise op (read where it lies
+// when its piece is contiguous), an update written over a fresh value (in
+// place) and one over an input (which it copies first); f32, bf16 and s8
+// values, s32, s8 and u32 starts; against the interpreter.
+TEST_CASE("property: dynamic slices and updates at run-time starts") {
+  const uint64_t seed = test::test_seed(808);
+  Gen g(seed);
+  for (const std::string preset : {"tiny", "v5e", "v4"}) {
+    const int64_t D = int64_t(isa::load_target(preset).mxu_dim);
+    for (int iter = 0; iter < 6; ++iter) {
+      const DType dt = DType(g.pick({int64_t(DType::f32), int64_t(DType::bf16), int64_t(DType::s8)}));
+      std::vector<int64_t> dims(size_t(g.range(1, 3)));
+      for (int64_t& d : dims) d = g.pick({1, 3, 5, D, D + 3, 2 * D + 1});
+      Function f;
+      const Type t{dt, dims};
+      const int x = param(f, t);
+      const auto piece = [&] {
+        std::vector<int64_t> p;
+        for (int64_t d : dims) p.push_back(g.range(1, d));
+        return p;
+      };
+      std::vector<int> starts;  // parameters, three per dimension
+      std::vector<DType> start_types;
+      for (size_t k = 0; k < 4 * dims.size(); ++k) {
+        start_types.push_back(DType(g.pick({int64_t(DType::s32), int64_t(DType::s32), int64_t(DType::s8), int64_t(DType::u32)})));
+        starts.push_back(param(f, {start_types.back(), {}}));
+      }
+      const auto slice = [&](int v, int update, const std::vector<int64_t>& sizes, size_t set) {
+        Op op;
+        op.kind = update < 0 ? OpKind::dynamic_slice : OpKind::dynamic_update_slice;
+        op.operands = update < 0 ? std::vector<int>{v} : std::vector<int>{v, update};
+        for (size_t k = 0; k < dims.size(); ++k) op.operands.push_back(starts[set * dims.size() + k]);
+        op.type = update < 0 ? Type{dt, sizes} : t;
+        return f.add(op);
+      };
+      const int a = slice(x, -1, piece(), 0);
+      const std::vector<int64_t> pb = piece();
+      Op twice;
+      twice.kind = OpKind::add, twice.operands = {slice(x, -1, pb, 1), slice(x, -1, pb, 1)};
+      const int b = add_op(f, twice);
+      const std::vector<int64_t> pu = piece();
+      const int u = param(f, {dt, pu});
+      Op fresh;
+      fresh.kind = OpKind::add, fresh.operands = {x, x};
+      const int c = slice(add_op(f, fresh), u, pu, 2);
+      const int d = slice(x, u, pu, 3);
+      f.results = {a, b, c, d};
+      std::vector<Tensor> in;
+      for (int p : f.params()) in.push_back(g.random(f.ops[p].type));
+      std::string where;
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int64_t dim = dims[k % dims.size()];
+        const int64_t lo = start_types[k] == DType::u32 ? 0 : -3;
+        const int64_t hi = start_types[k] == DType::s8 ? std::min<int64_t>(dim + 3, 127) : dim + 3;
+        in[1 + k].v = {double(start_types[k] == DType::u32 && g.range(0, 3) == 0 ? 4294967295 : g.range(lo, hi))};
+        where += fmt::format(" {}", in[1 + k].v[0]);
+      }
+      check_against_interpreter(f, in, preset, 0, fmt::format("seed {} {} starts{}", seed, t.str(), where));
+    }
+  }
+}
+
 // u32 chains (what JAX's PRNG computes, and unsigned comparisons and
 // conversions): exact against the interpreter.
 TEST_CASE("property: u32 bit arithmetic, comparisons and conversions") {
