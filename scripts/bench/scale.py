@@ -6,7 +6,8 @@ XLA HLO text, the way JAX prints them, using only the standard library:
 
 writes DIR/module.hlo and, with --inputs, the while loops' inputs as
 DIR/in0.npy, in1.npy, ... (f32 values in [-1, 1) from a fixed seed; the
-fori_loop's w scaled by 1/16 so that tanh does not saturate)
+fori_loop's w and the scan's ws scaled by 1/16 so that tanh does not
+saturate)
 
   dot_f32_1024      f32[1024,1024] @ f32[1024,1024]
   chain24           24 chained f32[1024,1024] dots, each followed by tanh
@@ -14,6 +15,8 @@ fori_loop's w scaled by 1/16 so that tanh does not saturate)
   ffn12             12 bf16 FFN layers, 4096 tokens, d = 768 -> 3072 -> 768
                     (gelu-free: dot, relu, dot, residual add)
   ffn12_scan        the same layers as lax.scan over stacked weights
+  scan12            lax.scan of 12 layers over stacked f32[128,128]
+                    weights: h = tanh(h @ ws[i])
   fori1000, fori5000, fori20000
                     a fori_loop of N trips over a 128x128 f32 dot with tanh
   while_data        lax.while_loop whose predicate is a tensor: doubles
@@ -116,6 +119,44 @@ ENTRY main {{
   init = {s} tuple(zero, x, w1s, w2s)
   loop = {s} while(init), condition=cond, body=body
   ROOT out = bf16[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
+}}
+"""
+
+
+def scan(layers):
+    """lax.scan over stacked f32 weights: h = tanh(h @ ws[i]), i < layers."""
+    s = f"(s32[], f32[128,128]{{1,0}}, f32[{layers},128,128]{{2,1,0}})"
+    return f"""HloModule jit_scan
+
+body {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  h = f32[128,128]{{1,0}} get-tuple-element(p), index=1
+  ws = f32[{layers},128,128]{{2,1,0}} get-tuple-element(p), index=2
+  zero = s32[] constant(0)
+  w3 = f32[1,128,128]{{2,1,0}} dynamic-slice(ws, i, zero, zero), dynamic_slice_sizes={{1,128,128}}
+  w = f32[128,128]{{1,0}} reshape(w3)
+  d = f32[128,128]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  t = f32[128,128]{{1,0}} tanh(d)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT r = {s} tuple(i2, t, ws)
+}}
+
+cond {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({layers})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+ENTRY main {{
+  h = f32[128,128]{{1,0}} parameter(0)
+  ws = f32[{layers},128,128]{{2,1,0}} parameter(1)
+  zero = s32[] constant(0)
+  init = {s} tuple(zero, h, ws)
+  loop = {s} while(init), condition=cond, body=body
+  ROOT out = f32[128,128]{{1,0}} get-tuple-element(loop), index=1
 }}
 """
 
@@ -231,6 +272,7 @@ def write_npy(path, shape, values):
 # The while loops' inputs: (shape, scale) per parameter.
 INPUTS = {
     "fori": [((128, 128), 1.0), ((128, 128), 1 / 16)],
+    "scan": [((128, 128), 1.0), ((12, 128, 128), 1 / 16)],
     "while_data": [((128, 128), 1.0)],
 }
 
@@ -241,7 +283,9 @@ def write_inputs(name, d):
     if key not in INPUTS:
         sys.exit(f"scale.py: no inputs for {name}")
     for i, (shape, scale) in enumerate(INPUTS[key]):
-        n = shape[0] * shape[1]
+        n = 1
+        for x in shape:
+            n *= x
         write_npy(os.path.join(d, f"in{i}.npy"), shape, [rng.uniform(-1, 1) * scale for _ in range(n)])
 
 
@@ -250,6 +294,7 @@ PROGRAMS = {
     "chain24": chain24,
     "ffn12": ffn12,
     "ffn12_scan": ffn_scan,
+    "scan12": lambda: scan(12),
     "fori1000": lambda: fori(1000),
     "fori5000": lambda: fori(5000),
     "fori20000": lambda: fori(20000),
