@@ -951,8 +951,8 @@ class Importer {
 
 
   // dynamic-slice and dynamic-update-slice with start indices known at
-  // compile time (after loops are unrolled): a slice, or a pad of the update
-  // selected into the operand. Starts are clamped as XLA does.
+  // compile time (after loops are unrolled): a slice, or an update at
+  // constant starts. Starts are clamped as XLA does.
   int dynamic_slice(const Instruction& i, const std::vector<const std::vector<int>*>& tuples, bool update) {
     std::vector<int> in;
     for (auto* t : tuples) {

@@ -1023,9 +1023,9 @@ class Unroller {
       Op op = src;
       op.operands = std::move(operands);
       for (Function& r : op.regions) r = unroll_loops(r);  // a loop kept: the loops inside it
-      // A dynamic slice whose starts became constants is a slice (or a
-      // pad and select); one with a start computed at run time stays (the
-      // back end reads its starts when it runs).
+      // A dynamic slice whose starts became constants is a slice (an
+      // update: at constant starts); one with a start computed at run
+      // time stays (the back end reads its starts when it runs).
       std::vector<double> starts;
       const bool upd = op.kind == OpKind::dynamic_update_slice;
       if (op.kind == OpKind::dynamic_slice || upd)

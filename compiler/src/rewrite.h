@@ -64,30 +64,22 @@ inline int append_slice(Function& f, int x, std::vector<int64_t> lo, std::vector
 
 // dynamic-slice (update < 0) or dynamic-update-slice of x with starts known
 // at compile time, each clamped so that the piece of `sizes` fits (XLA): a
-// slice, or the update padded into place and selected by a padded mask.
+// slice, or an update whose starts are constants (the back end writes the
+// piece alone, in place where it can).
 inline int append_fixed_dynamic_slice(Function& f, int x, int update, const std::vector<int64_t>& sizes, const std::vector<double>& starts,
                                       const std::string& l) {
   const Type xt = f.ops[size_t(x)].type;
   const size_t r = xt.dims.size();
-  std::vector<int64_t> lo(r), hi(r), after(r), none(r, 0);
+  std::vector<int64_t> lo(r), hi(r);
   for (size_t k = 0; k < r; ++k) {
     lo[k] = std::clamp<int64_t>(int64_t(starts[k]), 0, xt.dims[k] - sizes[k]);
     hi[k] = lo[k] + sizes[k];
-    after[k] = xt.dims[k] - hi[k];
   }
   if (update < 0) return append_slice(f, x, lo, hi, l);
-  auto pad = [&](int v, int value, const Type& t) {
-    Op p;
-    p.kind = OpKind::pad, p.operands = {v, value}, p.lo = lo, p.hi = after, p.interior = none, p.type = t, p.loc = l;
-    return f.add(std::move(p));
-  };
-  const Type mt{DType::s32, xt.dims};
-  const int upd = pad(update, append_splat(f, {xt.dtype, {}}, 0, l), xt);
-  const int mask = pad(append_splat(f, {DType::s32, sizes}, 1, l), append_splat(f, {DType::s32, {}}, 0, l), mt);
-  Op inside;
-  inside.kind = OpKind::compare, inside.direction = Direction::NE, inside.operands = {mask, append_splat(f, mt, 0, l)};
-  inside.type = {DType::pred, xt.dims}, inside.loc = l;
-  return append(f, OpKind::select, {f.add(std::move(inside)), upd, x}, xt, l);
+  Op u;
+  u.kind = OpKind::dynamic_update_slice, u.operands = {x, update}, u.type = xt, u.loc = l;
+  for (int64_t s : lo) u.operands.push_back(append_splat(f, {DType::s32, {}}, double(s), l));
+  return f.add(std::move(u));
 }
 
 // Builds a new function; every helper infers the result type.
