@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BIN=${BUILD_DIR:-build}/bin
 TIMEOUT=${TPUC_TIMEOUT:-300}
 CASES=("$@")
-((${#CASES[@]})) || CASES=(dot_f32_1024:tiny chain24:tiny ffn12:v5e ffn12_scan:v5e attn12:v5e attn48:v5e fori1000:v5e fori5000:v5e fori20000:v5e while_data:v5e)
+((${#CASES[@]})) || CASES=(dot_f32_1024:tiny chain24:tiny ffn12:v5e ffn12_scan:v5e gpt2_scan:v5e attn12:v5e attn48:v5e fori1000:v5e fori5000:v5e fori20000:v5e while_data:v5e)
 [[ -x $BIN/tpuc ]] || scripts/setup.sh >/dev/null
 [[ -x /usr/bin/time ]] || { echo "bench-scale.sh: needs GNU time (apt-get install time)" >&2; exit 1; }
 WORK=$(mktemp -d)

@@ -34,6 +34,14 @@ void Emitter::elementwise(const Kernel& k) {
   const int group = std::max(1, rp.unroll / 2);
   int64_t cv = std::min<int64_t>(nvec, std::max<int64_t>(1, int64_t(vmem_budget() / 2 / uint64_t(per_vec + 64)) - 2));
   cv = std::min<int64_t>({cv, 128, ceil_div(nvec, ncores_)});
+  // Chunks of whole rows of the row and column leaves where they hold
+  // some, so that the chunks' offsets into those step by a constant and
+  // their code is alike (a loop, below).
+  int64_t rows_unit = 1;
+  if (e.row_len > 0) rows_unit = std::lcm(rows_unit, e.row_len / std::gcd<int64_t>(e.row_len, L_));
+  for (const Node& nd : e.nodes)
+    if (nd.leaf == Leaf::col) rows_unit = std::lcm(rows_unit, int64_t(nd.value) / std::gcd(int64_t(nd.value), L_));
+  if (cv > rows_unit && cv < nvec) cv = cv / rows_unit * rows_unit;
   const auto mine = share(ceil_div(nvec, cv), 1);  // this core's chunks
   const int64_t c_lo = mine.first, chunks = mine.second - mine.first;
   if (chunks == 0) return drain({&ld, &vd, &st});

@@ -15,6 +15,8 @@ saturate)
   ffn12             12 bf16 FFN layers, 4096 tokens, d = 768 -> 3072 -> 768
                     (gelu-free: dot, relu, dot, residual add)
   ffn12_scan        the same layers as lax.scan over stacked weights
+  gpt2_scan         12 GPT-2 transformer layers (1024 tokens, d = 768, 12
+                    heads, 4d FFN with GELU) as lax.scan over stacked weights
   scan12            lax.scan of 12 layers over stacked f32[128,128]
                     weights: h = tanh(h @ ws[i])
   fori1000, fori5000, fori20000
@@ -119,6 +121,107 @@ ENTRY main {{
   init = {s} tuple(zero, x, w1s, w2s)
   loop = {s} while(init), condition=cond, body=body
   ROOT out = bf16[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
+}}
+"""
+
+
+def gpt2_scan(layers=12, t=1024, d=768, heads=12):
+    """GPT-2-sized transformer layers as lax.scan over stacked weights:
+    layernorm, fused QKV projection, multi-head softmax attention (no mask),
+    output projection, residual, layernorm, a 4d FFN with the tanh GELU,
+    residual. bf16 matmuls with f32 results, f32 elsewhere."""
+    dh, f = d // heads, 4 * d
+    s = (f"(s32[], f32[{t},{d}]{{1,0}}, bf16[{layers},{d},{3 * d}]{{2,1,0}}, bf16[{layers},{d},{d}]{{2,1,0}}, "
+         f"bf16[{layers},{d},{f}]{{2,1,0}}, bf16[{layers},{f},{d}]{{2,1,0}})")
+    lines = [f"p = {s} parameter(0)", "i = s32[] get-tuple-element(p), index=0",
+             f"x = f32[{t},{d}]{{1,0}} get-tuple-element(p), index=1"]
+    stacked = [("wqkv", d, 3 * d), ("wo", d, d), ("w1", d, f), ("w2", f, d)]
+    for n, (name, rows, cols) in enumerate(stacked):
+        lines.append(f"{name}s = bf16[{layers},{rows},{cols}]{{2,1,0}} get-tuple-element(p), index={n + 2}")
+    lines += ["zero = s32[] constant(0)", "fzero = f32[] constant(0)", "ninf = f32[] constant(-inf)"]
+    for name, rows, cols in stacked:
+        lines += [f"{name}_3 = bf16[1,{rows},{cols}]{{2,1,0}} dynamic-slice({name}s, i, zero, zero), dynamic_slice_sizes={{1,{rows},{cols}}}",
+                  f"{name} = bf16[{rows},{cols}]{{1,0}} reshape({name}_3)"]
+
+    def splat(name, v, dims):
+        shape = ",".join(str(x) for x in dims)
+        layout = ",".join(str(k) for k in reversed(range(len(dims))))
+        lines.extend([f"{name}_0 = f32[] constant({v})", f"{name} = f32[{shape}]{{{layout}}} broadcast({name}_0), dimensions={{}}"])
+
+    def layernorm(x, out):
+        splat(f"{out}_invd", 1 / d, [t])
+        splat(f"{out}_eps", 1e-5, [t])
+        lines.extend([
+            f"{out}_sum = f32[{t}]{{0}} reduce({x}, fzero), dimensions={{1}}, to_apply=add",
+            f"{out}_mean = f32[{t}]{{0}} multiply({out}_sum, {out}_invd)",
+            f"{out}_meanb = f32[{t},{d}]{{1,0}} broadcast({out}_mean), dimensions={{0}}",
+            f"{out}_c = f32[{t},{d}]{{1,0}} subtract({x}, {out}_meanb)",
+            f"{out}_sq = f32[{t},{d}]{{1,0}} multiply({out}_c, {out}_c)",
+            f"{out}_ssum = f32[{t}]{{0}} reduce({out}_sq, fzero), dimensions={{1}}, to_apply=add",
+            f"{out}_var = f32[{t}]{{0}} multiply({out}_ssum, {out}_invd)",
+            f"{out}_vare = f32[{t}]{{0}} add({out}_var, {out}_eps)",
+            f"{out}_r = f32[{t}]{{0}} rsqrt({out}_vare)",
+            f"{out}_rb = f32[{t},{d}]{{1,0}} broadcast({out}_r), dimensions={{0}}",
+            f"{out}_n = f32[{t},{d}]{{1,0}} multiply({out}_c, {out}_rb)",
+            f"{out} = bf16[{t},{d}]{{1,0}} convert({out}_n)"])
+
+    layernorm("x", "h1")
+    lines += [f"qkv = f32[{t},{3 * d}]{{1,0}} dot(h1, wqkv), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+              f"qkvb = bf16[{t},{3 * d}]{{1,0}} convert(qkv)"]
+    for n, name in enumerate("qkv"):
+        lines += [f"{name}_s = bf16[{t},{d}]{{1,0}} slice(qkvb), slice={{[0:{t}], [{n * d}:{(n + 1) * d}]}}",
+                  f"{name}_r = bf16[{t},{heads},{dh}]{{2,1,0}} reshape({name}_s)",
+                  f"{name}h = bf16[{heads},{t},{dh}]{{2,1,0}} transpose({name}_r), dimensions={{1,0,2}}"]
+    hs = f"{heads},{t},{t}]{{2,1,0}}"
+    splat("scale", dh ** -0.5, [heads, t, t])
+    lines += [f"sc = f32[{hs} dot(qh, kh), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}",
+              f"ss = f32[{hs} multiply(sc, scale)",
+              f"m = f32[{heads},{t}]{{1,0}} reduce(ss, ninf), dimensions={{2}}, to_apply=max",
+              f"mb = f32[{hs} broadcast(m), dimensions={{0,1}}",
+              f"sd = f32[{hs} subtract(ss, mb)", f"e = f32[{hs} exponential(sd)",
+              f"z = f32[{heads},{t}]{{1,0}} reduce(e, fzero), dimensions={{2}}, to_apply=add",
+              f"zb = f32[{hs} broadcast(z), dimensions={{0,1}}",
+              f"pr = f32[{hs} divide(e, zb)", f"pb = bf16[{hs} convert(pr)",
+              f"o = f32[{heads},{t},{dh}]{{2,1,0}} dot(pb, vh), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}",
+              f"ot = f32[{t},{heads},{dh}]{{2,1,0}} transpose(o), dimensions={{1,0,2}}",
+              f"or = f32[{t},{d}]{{1,0}} reshape(ot)", f"ob = bf16[{t},{d}]{{1,0}} convert(or)",
+              f"a = f32[{t},{d}]{{1,0}} dot(ob, wo), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+              f"x1 = f32[{t},{d}]{{1,0}} add(x, a)"]
+    layernorm("x1", "h2")
+    for name, v in (("c0", 0.044715), ("c1", 0.7978845608), ("half", 0.5), ("one", 1.0)):
+        splat(name, v, [t, f])
+    ff = f"f32[{t},{f}]{{1,0}}"
+    lines += [f"u = {ff} dot(h2, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+              f"u2 = {ff} multiply(u, u)", f"u3 = {ff} multiply(u2, u)", f"u3c = {ff} multiply(u3, c0)",
+              f"inner = {ff} add(u, u3c)", f"innerc = {ff} multiply(inner, c1)", f"th = {ff} tanh(innerc)",
+              f"th1 = {ff} add(th, one)", f"uh = {ff} multiply(u, half)", f"gl = {ff} multiply(uh, th1)",
+              f"glb = bf16[{t},{f}]{{1,0}} convert(gl)",
+              f"y = f32[{t},{d}]{{1,0}} dot(glb, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+              f"x2 = f32[{t},{d}]{{1,0}} add(x1, y)",
+              "one_i = s32[] constant(1)", "i2 = s32[] add(i, one_i)",
+              f"ROOT next = {s} tuple(i2, x2, wqkvs, wos, w1s, w2s)"]
+    body = "".join(f"  {line}\n" for line in lines)
+    params = "".join(f"  {name}s = bf16[{layers},{rows},{cols}]{{2,1,0}} parameter({n + 1})\n" for n, (name, rows, cols) in enumerate(stacked))
+    return f"""HloModule jit_gpt2_scan
+
+{combiner("add", "add")}
+{combiner("max", "maximum")}
+body {{
+{body}}}
+
+cond {{
+  p = {s} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({layers})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[{t},{d}]{{1,0}} parameter(0)
+{params}  zero = s32[] constant(0)
+  init = {s} tuple(zero, x, wqkvs, wos, w1s, w2s)
+  loop = {s} while(init), condition=cond, body=body
+  ROOT out = f32[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
 }}
 """
 
@@ -295,6 +398,7 @@ PROGRAMS = {
     "ffn12": ffn12,
     "ffn12_scan": ffn_scan,
     "scan12": lambda: scan(12),
+    "gpt2_scan": gpt2_scan,
     "fori1000": lambda: fori(1000),
     "fori5000": lambda: fori(5000),
     "fori20000": lambda: fori(20000),
