@@ -71,58 +71,61 @@ def ffn12(layers=12, t=4096, d=768, h=3072):
     return "HloModule jit_ffn\n\nENTRY main {\n" + "\n".join(body) + "\n}\n"
 
 
-def ffn_scan(layers=12, t=4096, d=768, h=3072):
-    """ffn12's layers as lax.scan over stacked weights: layer i reads
-    w1s[i] and w2s[i] by dynamic-slice, as JAX writes a scanned model."""
-    s = f"(s32[], bf16[{t},{d}]{{1,0}}, bf16[{layers},{d},{h}]{{2,1,0}}, bf16[{layers},{h},{d}]{{2,1,0}})"
-    return f"""HloModule jit_ffn_scan
+def counted_loop(module, trips, carried, body, out, extra=""):
+    """A while loop of `trips` trips as JAX prints a fori_loop or a scan:
+    its state is an s32 counter and `carried` [(name, type)], which are
+    also the ENTRY's parameters in order; `body` the lines computing the
+    next state [names in the order of carried]; the result is carried
+    element `out`. `extra`: computations the body calls (reductions)."""
+    lines, nexts = body
+    s = "(s32[], " + ", ".join(t for _, t in carried) + ")"
+    state = "".join(f"  {n} = {t} get-tuple-element(p), index={k + 1}\n" for k, (n, t) in enumerate(carried))
+    steps = "".join(f"  {line}\n" for line in lines)
+    params = "".join(f"  {n} = {t} parameter({k})\n" for k, (n, t) in enumerate(carried))
+    return f"""HloModule {module}
 
-body {{
+{extra}body {{
   p = {s} parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  x = bf16[{t},{d}]{{1,0}} get-tuple-element(p), index=1
-  w1s = bf16[{layers},{d},{h}]{{2,1,0}} get-tuple-element(p), index=2
-  w2s = bf16[{layers},{h},{d}]{{2,1,0}} get-tuple-element(p), index=3
-  zero = s32[] constant(0)
-  l = s32[] constant({layers})
-  neg = pred[] compare(i, zero), direction=LT
-  wrap = s32[] add(i, l)
-  j = s32[] select(neg, wrap, i)
-  w1s_j = bf16[1,{d},{h}]{{2,1,0}} dynamic-slice(w1s, j, zero, zero), dynamic_slice_sizes={{1,{d},{h}}}
-  w1 = bf16[{d},{h}]{{1,0}} reshape(w1s_j)
-  w2s_j = bf16[1,{h},{d}]{{2,1,0}} dynamic-slice(w2s, j, zero, zero), dynamic_slice_sizes={{1,{h},{d}}}
-  w2 = bf16[{h},{d}]{{1,0}} reshape(w2s_j)
-  a = f32[{t},{h}]{{1,0}} dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  fz = f32[] constant(0)
-  zeros = f32[{t},{h}]{{1,0}} broadcast(fz), dimensions={{}}
-  r = f32[{t},{h}]{{1,0}} maximum(a, zeros)
-  rb = bf16[{t},{h}]{{1,0}} convert(r)
-  o = f32[{t},{d}]{{1,0}} dot(rb, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  xf = f32[{t},{d}]{{1,0}} convert(x)
-  sum = f32[{t},{d}]{{1,0}} add(o, xf)
-  y = bf16[{t},{d}]{{1,0}} convert(sum)
-  one = s32[] constant(1)
-  i2 = s32[] add(i, one)
-  ROOT next = {s} tuple(i2, y, w1s, w2s)
+{state}{steps}  one_trip = s32[] constant(1)
+  i_next = s32[] add(i, one_trip)
+  ROOT next = {s} tuple(i_next, {", ".join(nexts)})
 }}
 
 cond {{
   p = {s} parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({layers})
+  n = s32[] constant({trips})
   ROOT lt = pred[] compare(i, n), direction=LT
 }}
 
 ENTRY main {{
-  x = bf16[{t},{d}]{{1,0}} parameter(0)
-  w1s = bf16[{layers},{d},{h}]{{2,1,0}} parameter(1)
-  w2s = bf16[{layers},{h},{d}]{{2,1,0}} parameter(2)
-  zero = s32[] constant(0)
-  init = {s} tuple(zero, x, w1s, w2s)
+{params}  zero = s32[] constant(0)
+  init = {s} tuple(zero, {", ".join(n for n, _ in carried)})
   loop = {s} while(init), condition=cond, body=body
-  ROOT out = bf16[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
+  ROOT out = {carried[out][1]} get-tuple-element(loop), index={out + 1}
 }}
 """
+
+
+def ffn_scan(layers=12, t=4096, d=768, h=3072):
+    """ffn12's layers as lax.scan over stacked weights: layer i reads
+    w1s[i] and w2s[i] by dynamic-slice (the index normalised as JAX does)."""
+    carried = [("x", f"bf16[{t},{d}]{{1,0}}"), ("w1s", f"bf16[{layers},{d},{h}]{{2,1,0}}"), ("w2s", f"bf16[{layers},{h},{d}]{{2,1,0}}")]
+    lines = [
+        "zero = s32[] constant(0)", f"l = s32[] constant({layers})", "neg = pred[] compare(i, zero), direction=LT",
+        "wrap = s32[] add(i, l)", "j = s32[] select(neg, wrap, i)",
+        f"w1s_j = bf16[1,{d},{h}]{{2,1,0}} dynamic-slice(w1s, j, zero, zero), dynamic_slice_sizes={{1,{d},{h}}}",
+        f"w1 = bf16[{d},{h}]{{1,0}} reshape(w1s_j)",
+        f"w2s_j = bf16[1,{h},{d}]{{2,1,0}} dynamic-slice(w2s, j, zero, zero), dynamic_slice_sizes={{1,{h},{d}}}",
+        f"w2 = bf16[{h},{d}]{{1,0}} reshape(w2s_j)",
+        f"a = f32[{t},{h}]{{1,0}} dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+        "fz = f32[] constant(0)", f"zeros = f32[{t},{h}]{{1,0}} broadcast(fz), dimensions={{}}",
+        f"r = f32[{t},{h}]{{1,0}} maximum(a, zeros)", f"rb = bf16[{t},{h}]{{1,0}} convert(r)",
+        f"o = f32[{t},{d}]{{1,0}} dot(rb, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+        f"xf = f32[{t},{d}]{{1,0}} convert(x)", f"sum = f32[{t},{d}]{{1,0}} add(o, xf)", f"y = bf16[{t},{d}]{{1,0}} convert(sum)",
+    ]
+    return counted_loop("jit_ffn_scan", layers, carried, (lines, ["y", "w1s", "w2s"]), 0)
 
 
 def gpt2_scan(layers=12, t=1024, d=768, heads=12):
@@ -131,13 +134,9 @@ def gpt2_scan(layers=12, t=1024, d=768, heads=12):
     output projection, residual, layernorm, a 4d FFN with the tanh GELU,
     residual. bf16 matmuls with f32 results, f32 elsewhere."""
     dh, f = d // heads, 4 * d
-    s = (f"(s32[], f32[{t},{d}]{{1,0}}, bf16[{layers},{d},{3 * d}]{{2,1,0}}, bf16[{layers},{d},{d}]{{2,1,0}}, "
-         f"bf16[{layers},{d},{f}]{{2,1,0}}, bf16[{layers},{f},{d}]{{2,1,0}})")
-    lines = [f"p = {s} parameter(0)", "i = s32[] get-tuple-element(p), index=0",
-             f"x = f32[{t},{d}]{{1,0}} get-tuple-element(p), index=1"]
     stacked = [("wqkv", d, 3 * d), ("wo", d, d), ("w1", d, f), ("w2", f, d)]
-    for n, (name, rows, cols) in enumerate(stacked):
-        lines.append(f"{name}s = bf16[{layers},{rows},{cols}]{{2,1,0}} get-tuple-element(p), index={n + 2}")
+    carried = [("x", f"f32[{t},{d}]{{1,0}}")] + [(f"{n}s", f"bf16[{layers},{r},{c}]{{2,1,0}}") for n, r, c in stacked]
+    lines = []
     lines += ["zero = s32[] constant(0)", "fzero = f32[] constant(0)", "ninf = f32[] constant(-inf)"]
     for name, rows, cols in stacked:
         lines += [f"{name}_3 = bf16[1,{rows},{cols}]{{2,1,0}} dynamic-slice({name}s, i, zero, zero), dynamic_slice_sizes={{1,{rows},{cols}}}",
@@ -197,105 +196,26 @@ def gpt2_scan(layers=12, t=1024, d=768, heads=12):
               f"th1 = {ff} add(th, one)", f"uh = {ff} multiply(u, half)", f"gl = {ff} multiply(uh, th1)",
               f"glb = bf16[{t},{f}]{{1,0}} convert(gl)",
               f"y = f32[{t},{d}]{{1,0}} dot(glb, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
-              f"x2 = f32[{t},{d}]{{1,0}} add(x1, y)",
-              "one_i = s32[] constant(1)", "i2 = s32[] add(i, one_i)",
-              f"ROOT next = {s} tuple(i2, x2, wqkvs, wos, w1s, w2s)"]
-    body = "".join(f"  {line}\n" for line in lines)
-    params = "".join(f"  {name}s = bf16[{layers},{rows},{cols}]{{2,1,0}} parameter({n + 1})\n" for n, (name, rows, cols) in enumerate(stacked))
-    return f"""HloModule jit_gpt2_scan
-
-{combiner("add", "add")}
-{combiner("max", "maximum")}
-body {{
-{body}}}
-
-cond {{
-  p = {s} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({layers})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-
-ENTRY main {{
-  x = f32[{t},{d}]{{1,0}} parameter(0)
-{params}  zero = s32[] constant(0)
-  init = {s} tuple(zero, x, wqkvs, wos, w1s, w2s)
-  loop = {s} while(init), condition=cond, body=body
-  ROOT out = f32[{t},{d}]{{1,0}} get-tuple-element(loop), index=1
-}}
-"""
+              f"x2 = f32[{t},{d}]{{1,0}} add(x1, y)"]
+    return counted_loop("jit_gpt2_scan", layers, carried, (lines, ["x2"] + [n for n, _ in carried[1:]]), 0,
+                        combiner("add", "add") + "\n" + combiner("max", "maximum") + "\n")
 
 
-def scan(layers):
-    """lax.scan over stacked f32 weights: h = tanh(h @ ws[i]), i < layers."""
-    s = f"(s32[], f32[128,128]{{1,0}}, f32[{layers},128,128]{{2,1,0}})"
-    return f"""HloModule jit_scan
-
-body {{
-  p = {s} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  h = f32[128,128]{{1,0}} get-tuple-element(p), index=1
-  ws = f32[{layers},128,128]{{2,1,0}} get-tuple-element(p), index=2
-  zero = s32[] constant(0)
-  w3 = f32[1,128,128]{{2,1,0}} dynamic-slice(ws, i, zero, zero), dynamic_slice_sizes={{1,128,128}}
-  w = f32[128,128]{{1,0}} reshape(w3)
-  d = f32[128,128]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  t = f32[128,128]{{1,0}} tanh(d)
-  one = s32[] constant(1)
-  i2 = s32[] add(i, one)
-  ROOT r = {s} tuple(i2, t, ws)
-}}
-
-cond {{
-  p = {s} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({layers})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-
-ENTRY main {{
-  h = f32[128,128]{{1,0}} parameter(0)
-  ws = f32[{layers},128,128]{{2,1,0}} parameter(1)
-  zero = s32[] constant(0)
-  init = {s} tuple(zero, h, ws)
-  loop = {s} while(init), condition=cond, body=body
-  ROOT out = f32[128,128]{{1,0}} get-tuple-element(loop), index=1
-}}
-"""
-
-
-def fori(n):
-    s = "(s32[], f32[128,128]{1,0}, f32[128,128]{1,0})"
-    return f"""HloModule jit_fori
-
-body {{
-  p = {s} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  x = f32[128,128]{{1,0}} get-tuple-element(p), index=1
-  w = f32[128,128]{{1,0}} get-tuple-element(p), index=2
-  d = f32[128,128]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  t = f32[128,128]{{1,0}} tanh(d)
-  one = s32[] constant(1)
-  i2 = s32[] add(i, one)
-  ROOT r = {s} tuple(i2, t, w)
-}}
-
-cond {{
-  p = {s} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({n})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-
-ENTRY main {{
-  x = f32[128,128]{{1,0}} parameter(0)
-  w = f32[128,128]{{1,0}} parameter(1)
-  zero = s32[] constant(0)
-  init = {s} tuple(zero, x, w)
-  loop = {s} while(init), condition=cond, body=body
-  ROOT out = f32[128,128]{{1,0}} get-tuple-element(loop), index=1
-}}
-"""
+def tanh_loop(trips, stacked):
+    """h = tanh(h @ w) for `trips` trips: a fori_loop over one weight, or
+    (stacked) a scan over stacked weights that reads ws[i] in trip i."""
+    if not stacked:
+        carried = [("x", "f32[128,128]{1,0}"), ("w", "f32[128,128]{1,0}")]
+        return counted_loop("jit_fori", trips, carried, ([
+            "d = f32[128,128]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+            "t = f32[128,128]{1,0} tanh(d)"], ["t", "w"]), 0)
+    carried = [("h", "f32[128,128]{1,0}"), ("ws", f"f32[{trips},128,128]{{2,1,0}}")]
+    return counted_loop("jit_scan", trips, carried, ([
+        "zero = s32[] constant(0)",
+        "w3 = f32[1,128,128]{2,1,0} dynamic-slice(ws, i, zero, zero), dynamic_slice_sizes={1,128,128}",
+        "w = f32[128,128]{1,0} reshape(w3)",
+        "d = f32[128,128]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "t = f32[128,128]{1,0} tanh(d)"], ["t", "ws"]), 0)
 
 
 def combiner(name, op):
@@ -397,11 +317,11 @@ PROGRAMS = {
     "chain24": chain24,
     "ffn12": ffn12,
     "ffn12_scan": ffn_scan,
-    "scan12": lambda: scan(12),
+    "scan12": lambda: tanh_loop(12, True),
     "gpt2_scan": gpt2_scan,
-    "fori1000": lambda: fori(1000),
-    "fori5000": lambda: fori(5000),
-    "fori20000": lambda: fori(20000),
+    "fori1000": lambda: tanh_loop(1000, False),
+    "fori5000": lambda: tanh_loop(5000, False),
+    "fori20000": lambda: tanh_loop(20000, False),
     "while_data": while_data,
     "attn12": lambda: attention(12),
     "attn48": lambda: attention(48),
