@@ -390,7 +390,7 @@ TEST_CASE("hlo programs beyond the corpus match the interpreter") {
 // body once per trip from one copy of their code. Each program of
 // tests/compiler/while (work hoisted out of the body, results written
 // straight into the state, a scan over stacked weights, dynamic slices
-// whose starts the loop computes) on tiny, v5e and v4 against the
+// whose starts the loop computes, a ring buffer) on tiny, v5e and v4 against the
 // interpreter; loops of n trips for n = -1, 0, 1, 9, 40 and, over dynamic
 // slices, 0, 1, 9; the fori_loop's code is the same size for 1,000 and
 // 20,000 trips, under 2,000 instructions, with no condition to run, and the
@@ -399,7 +399,7 @@ TEST_CASE("while loops: counted, data-dependent, nested, swapping, zero- and one
   const uint64_t seed = test::test_seed(2026);
   Gen g(seed);
   const std::string dir = std::string(TPU_SOURCE_DIR) + "/tests/compiler/while/";
-  for (const std::string name : {"fori", "data_dependent", "swap", "nested", "trips", "invariant", "scan", "dynamic_slices"}) {
+  for (const std::string name : {"fori", "data_dependent", "swap", "nested", "trips", "invariant", "scan", "dynamic_slices", "ring"}) {
     const Function f = compiler::load_module(dir + name + ".mlir");
     std::vector<Tensor> in;
     for (size_t p = 0; p < f.params().size(); ++p) in.push_back(g.random(f.param_global_type(p)));
