@@ -1137,7 +1137,7 @@ class Emitter {
   const double kDmaBytesPerCycle, kDmaLatency, kDmaBurst, kDmaBurstsPerCycle;
   std::vector<Pending> prog_;     // scheduled since the last schedule()
   WriterState carry_;             // the scalar registers as the code so far leaves them
-  bool offset_ = false;           // the kernel being emitted uses kOffsetReg (dynamic_copy)
+  bool offset_ = false;           // the kernel being emitted uses kOffsetReg (slice_offset)
   bool ghost_ = false;         // running a loop's later iterations through the model only (repeat())
   double max_key_ = 0;         // the latest place in the program so far
   double key_floor_ = 0;       // nothing goes before this place (the end of the last loop)
