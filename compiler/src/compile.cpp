@@ -39,11 +39,12 @@ Compiled compile(const ir::Function& f, const CompileOptions& options) {
   c.lowered.checks = f.checks;  // passes keep the results' order
   // An SPMD program runs on a system of its devices' count (docs/system.md).
   isa::MachineConfig machine = options.machine;
-  if (f.devices > 1 && uint64_t(f.devices) != machine.target.chips) {
-    machine.target.chips = uint64_t(f.devices);
+  const int64_t devices = c.lowered.devices;  // spmd-partition sets it for a sharded program
+  if (devices > 1 && uint64_t(devices) != machine.target.chips) {
+    machine.target.chips = uint64_t(devices);
     const auto s = machine.ici_shape();
     if (uint64_t(s[0]) * s[1] * s[2] != machine.target.chips)
-      throw Error(fmt::format("the program runs on {} devices; the config's ICI topology {} has {} chips", f.devices,
+      throw Error(fmt::format("the program runs on {} devices; the config's ICI topology {} has {} chips", devices,
                               isa::topology_text(s), uint64_t(s[0]) * s[1] * s[2]));
   }
   Backend backend(c.lowered, machine, options.loops);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 
 #include "rewrite.h"
@@ -83,6 +84,7 @@ class Importer {
         f_.result_tiles.resize(f_.results.size());
         f_.result_tiles[r] = it->second;
       }
+    if (f_.devices == 1) shardings(params);
     f_.checks = m_.checks;
     for (const auto& c : f_.checks)
       if (std::max(c.actual, c.expected) >= f_.results.size())
@@ -208,6 +210,91 @@ class Importer {
       }
     }
     return leaves;
+  }
+
+  // jax.jit with in/out shardings over a mesh (no manual computation): the
+  // global program, with the tiles its parameters and results are to be
+  // split into (Function::partitions; the spmd-partition pass splits it).
+  // Shardy's attribute first, then XLA's sharding={...}.
+  void shardings(const std::vector<const Instruction*>& params) {
+    int64_t devices = 1;
+    for (const auto& [name, n] : mesh_) devices *= n;
+    std::vector<std::vector<int64_t>> ps;
+    for (const Instruction* p : params) ps.push_back(sharding_tiles(*p, devices));
+    std::vector<std::vector<int64_t>> rs(f_.results.size());
+    for (size_t r = 0; r < rs.size(); ++r)
+      if (auto it = result_sharding_.find(f_.results[r]); it != result_sharding_.end()) rs[r] = it->second;
+    auto any = [](const std::vector<std::vector<int64_t>>& v) {
+      return std::any_of(v.begin(), v.end(), [](const auto& t) { return !t.empty(); });
+    };
+    if (devices <= 1) {  // no Shardy mesh: XLA's device count
+      for (const auto& t : ps) devices = std::max(devices, std::accumulate(t.begin(), t.end(), int64_t(1), std::multiplies<>()));
+      if (devices <= 1) return;
+    }
+    if (!any(ps) && !any(rs) && mesh_.empty()) return;
+    f_.partitions = devices;
+    if (any(ps)) f_.param_sharding = std::move(ps);
+    if (any(rs)) f_.result_sharding = std::move(rs);
+  }
+
+  // The tiles a parameter's sharding (or a FuncResultSharding's) splits the value into over `devices` devices
+  // (none: replicated). tpuc splits one dimension over every device of the
+  // mesh; a split over some of its axes (partly replicated) or over
+  // several dimensions stops with a one-line error.
+  std::vector<int64_t> sharding_tiles(const Instruction& i, int64_t devices) {
+    std::vector<int64_t> tiles;
+    const Type t = i.shape.tuple ? Type{} : tensor_type(i.shape, i);
+    std::string text;  // the frontend attributes, without the escapes of quotes
+    if (const std::string* fa = i.attribute("frontend_attributes"))
+      for (char c : *fa)
+        if (c != '\\') text += c;
+    const size_t at = text.find("xla.sdy.sharding");
+    if (at != std::string::npos && !mesh_.empty()) {
+      const size_t open = text.find('[', text.find("<@", at));
+      if (open == std::string::npos) malformed(i, "xla.sdy.sharding without dimensions");
+      size_t q = open + 1;
+      for (;;) {
+        while (q < text.size() && (text[q] == ' ' || text[q] == ',')) ++q;
+        if (q >= text.size()) malformed(i, "unterminated xla.sdy.sharding");
+        if (text[q] == ']') break;
+        if (text[q] != '{') malformed(i, fmt::format("xla.sdy.sharding: {} where a dimension's axes belong", text[q]));
+        const size_t close = text.find('}', q);
+        if (close == std::string::npos) malformed(i, "unterminated xla.sdy.sharding");
+        int64_t n = 1;
+        const std::string axes = text.substr(q + 1, close - q - 1);
+        for (size_t a = axes.find('"'); a != std::string::npos; a = axes.find('"', a)) {
+          const size_t b = axes.find('"', a + 1);
+          if (b == std::string::npos) malformed(i, "xla.sdy.sharding: unterminated axis name");
+          const std::string name = axes.substr(a + 1, b - a - 1);
+          if (b + 1 < axes.size() && axes[b + 1] == ':') unsupported(i, fmt::format("a sharding over part of mesh axis {}", name));
+          auto m = std::find_if(mesh_.begin(), mesh_.end(), [&](const auto& x) { return x.first == name; });
+          if (m == mesh_.end()) malformed(i, fmt::format("xla.sdy.sharding names axis {}, which the mesh lacks", name));
+          n *= m->second;
+          a = b + 1;
+        }
+        tiles.push_back(n);
+        q = close + 1;
+      }
+    } else if (const std::string* sh = i.attribute("sharding"); sh && *sh != "{replicated}") {
+      const size_t d = sh->find("devices=["), le = sh->find("]<=[");
+      if (d == std::string::npos || le == std::string::npos || sh->find('T', le) != std::string::npos ||
+          sh->find("last_tile_dim_replicate") != std::string::npos || sh->find("maximal") != std::string::npos)
+        unsupported(i, fmt::format("sharding {} (tpuc splits one dimension over every device)", *sh));
+      tiles = hlo::parse_int_list("{" + sh->substr(d + 9, le - d - 9) + "}", i);
+      if (devices <= 1) devices = hlo::parse_int_list("{" + sh->substr(le + 4, sh->find(']', le + 4) - le - 4) + "}", i).at(0);
+    }
+    int64_t n = 1, split = 0;
+    for (int64_t x : tiles) n *= x, split += x > 1;
+    if (n == 1) return {};
+    if (tiles.size() != t.dims.size()) malformed(i, fmt::format("a sharding of {} dimensions for {}", tiles.size(), t.str()));
+    if (n != devices || split > 1)
+      unsupported(i, fmt::format("sharding [{}] of {} over {} devices: tpuc splits one dimension over every device (a value partly "
+                                 "replicated or split over several dimensions is not partitioned yet)",
+                                 fmt::join(tiles, ","), t.str(), devices));
+    for (size_t k = 0; k < tiles.size(); ++k)
+      if (t.dims[k] % tiles[k])
+        unsupported(i, fmt::format("sharding [{}] of {}: dimension {} does not divide into {}", fmt::join(tiles, ","), t.str(), k, tiles[k]));
+    return tiles;
   }
 
   // The mesh axes each dimension of each value is split over, from a
@@ -648,6 +735,11 @@ class Importer {
         // Sharding annotations: identity on one device.
         std::vector<int> leaves;
         for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
+        if (t.find("FuncResultSharding") != std::string::npos && leaves.size() == 1 && f_.devices == 1) {
+          int64_t devices = 1;
+          for (const auto& [name, n] : mesh_) devices *= n;
+          if (auto tiles = sharding_tiles(i, devices); !tiles.empty()) result_sharding_[leaves[0]] = tiles;
+        }
         std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
         if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
         for (size_t k = 0; k < shapes.size(); ++k)
@@ -1002,10 +1094,12 @@ class Importer {
     Function outer = std::move(f_);
     auto outer_consts = std::move(consts_);
     auto outer_tiles = std::move(global_tiles_);
+    auto outer_sharding = std::move(result_sharding_);
     f_ = Function{};
     f_.devices = outer.devices;
     consts_ = std::make_unique<ConstantFolder>(f_);
     global_tiles_.clear();
+    result_sharding_.clear();
     std::vector<int> params;
     for (size_t k = 0; k < state.size(); ++k) {
       Op p;
@@ -1017,12 +1111,12 @@ class Importer {
     try {
       results = computation(c, {params});
     } catch (...) {
-      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), result_sharding_ = std::move(outer_sharding);
       throw;
     }
     f_.results = results;
     Function g = std::move(f_);
-    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), result_sharding_ = std::move(outer_sharding);
     return g;
   }
 
@@ -1688,6 +1782,7 @@ class Importer {
   const hlo::Module& m_;
   std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
   std::map<int, std::vector<int64_t>> global_tiles_;  // values LocalToGlobalShape made global: their tiles
+  std::map<int, std::vector<int64_t>> result_sharding_;  // values FuncResultSharding gives a sharding: its tiles
   std::string file_;
   Function f_;
   // Values the program computes from constants only (loop conditions,

@@ -713,6 +713,28 @@ void verify(const Function& f) {
   };
   check_tiles(f.param_tiles, p, "parameter");
   check_tiles(f.result_tiles, f.results, "result");
+  if (f.partitions < 1 || f.partitions > 4096) throw Error(fmt::format("<ir>: {} partitions (1 to 4096)", f.partitions));
+  if (f.partitions > 1 && f.devices > 1) throw Error("<ir>: a function is either partitioned (devices) or to be partitioned (partitions)");
+  if (f.partitions == 1 && (!f.param_sharding.empty() || !f.result_sharding.empty()))
+    throw Error("<ir>: shardings without partitions");
+  auto check_sharding = [&](const std::vector<std::vector<int64_t>>& tiles, const std::vector<int>& values, const char* what) {
+    if (tiles.size() > values.size()) throw Error(fmt::format("<ir>: shardings for {} {}s, the function has {}", tiles.size(), what, values.size()));
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      if (tiles[i].empty()) continue;
+      const Type& t = f.ops[size_t(values[i])].type;
+      bool ok = tiles[i].size() == t.dims.size();
+      int64_t n = 1;
+      for (size_t d = 0; ok && d < t.dims.size(); ++d) {
+        ok = tiles[i][d] >= 1 && t.dims[d] % tiles[i][d] == 0;
+        n *= ok ? tiles[i][d] : 1;
+      }
+      if (!ok || n != f.partitions)
+        throw Error(fmt::format("<ir>: {} {} ({}) has sharding [{}]: one per dimension, dividing it, {} in all", what, i, t.str(),
+                                fmt::join(tiles[i], ","), f.partitions));
+    }
+  };
+  check_sharding(f.param_sharding, p, "parameter");
+  check_sharding(f.result_sharding, f.results, "result");
 }
 
 // ---------------------------------------------------------------- printer
@@ -731,7 +753,9 @@ std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt
 }  // namespace
 
 std::string print(const Function& f) {
-  std::string s = f.devices > 1 ? fmt::format("func @{} {{devices={}}} {{\n", f.name, f.devices) : fmt::format("func @{} {{\n", f.name);
+  std::string s = f.devices > 1      ? fmt::format("func @{} {{devices={}}} {{\n", f.name, f.devices)
+                  : f.partitions > 1 ? fmt::format("func @{} {{partitions={}}} {{\n", f.name, f.partitions)
+                                     : fmt::format("func @{} {{\n", f.name);
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
     std::vector<std::string> operands, attrs;
@@ -743,6 +767,8 @@ std::string print(const Function& f) {
         if (size_t(op.index) < f.param_names.size() && !f.param_names[op.index].empty())
           a("name", "\"" + f.param_names[op.index] + "\"");
         if (size_t(op.index) < f.param_tiles.size() && !f.param_tiles[op.index].empty()) a("tiles", list(f.param_tiles[op.index]));
+        if (size_t(op.index) < f.param_sharding.size() && !f.param_sharding[op.index].empty())
+          a("sharding", list(f.param_sharding[op.index]));
         break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
@@ -838,7 +864,9 @@ std::string print(const Function& f) {
   std::vector<std::string> rs;
   for (size_t i = 0; i < f.results.size(); ++i) {
     const bool tiled = i < f.result_tiles.size() && !f.result_tiles[i].empty();
-    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : ""));
+    const bool sharded = i < f.result_sharding.size() && !f.result_sharding[i].empty();
+    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : "") +
+                 (sharded ? fmt::format(" {{sharding={}}}", list(f.result_sharding[i])) : ""));
   }
   s += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
   return s;
@@ -876,6 +904,13 @@ class Parser {
       if (f.devices < 1 || f.devices > 4096) fail("devices out of range");
       expect('}');
       expect('{');
+    } else if (peek_word("partitions")) {  // {partitions=N} {
+      word("partitions");
+      expect('=');
+      f.partitions = integer();
+      if (f.partitions < 1 || f.partitions > 4096) fail("partitions out of range");
+      expect('}');
+      expect('{');
     }
     for (;;) {
       skip();
@@ -884,10 +919,12 @@ class Parser {
         do {
           f.results.push_back(value(f));
           if (accept('{')) {
-            word("tiles");
+            const bool tiles = peek_word("tiles");
+            word(tiles ? "tiles" : "sharding");
             expect('=');
-            f.result_tiles.resize(f.results.size());
-            f.result_tiles.back() = int_list();
+            auto& to = tiles ? f.result_tiles : f.result_sharding;
+            to.resize(f.results.size());
+            to.back() = int_list();
             expect('}');
           }
         } while (accept(','));
@@ -1075,6 +1112,9 @@ class Parser {
     } else if (key == "tiles") {
       if (size_t(op.index) >= f.param_tiles.size()) f.param_tiles.resize(op.index + 1);
       f.param_tiles[op.index] = int_list();
+    } else if (key == "sharding") {
+      if (size_t(op.index) >= f.param_sharding.size()) f.param_sharding.resize(op.index + 1);
+      f.param_sharding[op.index] = int_list();
     } else if (key == "groups" || key == "pairs") {
       expect('[');
       do {

@@ -1264,6 +1264,7 @@ void check_backend_form(const Function& f) {
 
 std::vector<Pass> ir_pipeline(std::optional<Precision> precision) {
   return {
+      {"spmd-partition", spmd_partition, false},
       {"unroll-loops", unroll_loops, false},
       {"lower-gather-scatter", lower_gather_scatter},
       {"fold-empty", fold_empty},

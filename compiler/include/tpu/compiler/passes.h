@@ -100,6 +100,11 @@ ir::Function canonicalize_dot(const ir::Function& f);
 // dot's own precision.
 ir::Function split_f32_dots(const ir::Function& f, std::optional<ir::Precision> override);
 
+// A global program with shardings (Function::partitions) -> every device's
+// program on local shapes, with the collectives that keep its values
+// (docs/compiler.md, "Automatic SPMD partitioning"). Others pass unchanged.
+ir::Function spmd_partition(const ir::Function& f);
+
 struct Pass {
   std::string name;
   std::function<ir::Function(const ir::Function&)> run;
