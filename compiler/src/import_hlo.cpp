@@ -212,32 +212,29 @@ class Importer {
     return leaves;
   }
 
-  // jax.jit with in/out shardings over a mesh (no manual computation): the
-  // global program, with the tiles its parameters and results are to be
-  // split into (Function::partitions; the spmd-partition pass splits it).
-  // Shardy's attribute first, then XLA's sharding={...}.
+  // jax.jit with in_shardings over a mesh (no manual computation): the
+  // global program, with the tiles its parameters are split into
+  // (Function::partitions; the spmd-partition pass splits it). Shardy's
+  // attribute first, then XLA's sharding={...}. Results keep the layout
+  // their computation gives them (tpusim writes the global arrays either way).
   void shardings(const std::vector<const Instruction*>& params) {
     int64_t devices = 1;
     for (const auto& [name, n] : mesh_) devices *= n;
+    if (!mesh_.empty() && devices == 1) return;
     std::vector<std::vector<int64_t>> ps;
-    for (const Instruction* p : params) ps.push_back(sharding_tiles(*p, devices));
-    std::vector<std::vector<int64_t>> rs(f_.results.size());
-    for (size_t r = 0; r < rs.size(); ++r)
-      if (auto it = result_sharding_.find(f_.results[r]); it != result_sharding_.end()) rs[r] = it->second;
-    auto any = [](const std::vector<std::vector<int64_t>>& v) {
-      return std::any_of(v.begin(), v.end(), [](const auto& t) { return !t.empty(); });
-    };
-    if (devices <= 1) {  // no Shardy mesh: XLA's device count
-      for (const auto& t : ps) devices = std::max(devices, std::accumulate(t.begin(), t.end(), int64_t(1), std::multiplies<>()));
-      if (devices <= 1) return;
+    bool split = false;
+    for (const Instruction* p : params) {
+      ps.push_back(sharding_tiles(*p, devices));
+      split |= !ps.back().empty();
+      if (mesh_.empty())  // no Shardy mesh: XLA's device count
+        devices = std::max(devices, std::accumulate(ps.back().begin(), ps.back().end(), int64_t(1), std::multiplies<>()));
     }
-    if (!any(ps) && !any(rs) && mesh_.empty()) return;
+    if (devices <= 1) return;
     f_.partitions = devices;
-    if (any(ps)) f_.param_sharding = std::move(ps);
-    if (any(rs)) f_.result_sharding = std::move(rs);
+    if (split) f_.param_sharding = std::move(ps);
   }
 
-  // The tiles a parameter's sharding (or a FuncResultSharding's) splits the value into over `devices` devices
+  // The tiles a parameter's sharding splits the value into over `devices` devices
   // (none: replicated). tpuc splits one dimension over every device of the
   // mesh; a split over some of its axes (partly replicated) or over
   // several dimensions stops with a one-line error.
@@ -275,10 +272,10 @@ class Importer {
         tiles.push_back(n);
         q = close + 1;
       }
-    } else if (const std::string* sh = i.attribute("sharding"); sh && *sh != "{replicated}") {
+    } else if (const std::string* sh = i.attribute("sharding"); sh && *sh != "{replicated}" && sh->find("maximal") == std::string::npos) {
       const size_t d = sh->find("devices=["), le = sh->find("]<=[");
       if (d == std::string::npos || le == std::string::npos || sh->find('T', le) != std::string::npos ||
-          sh->find("last_tile_dim_replicate") != std::string::npos || sh->find("maximal") != std::string::npos)
+          sh->find("last_tile_dim_replicate") != std::string::npos)
         unsupported(i, fmt::format("sharding {} (tpuc splits one dimension over every device)", *sh));
       tiles = hlo::parse_int_list("{" + sh->substr(d + 9, le - d - 9) + "}", i);
       if (devices <= 1) devices = hlo::parse_int_list("{" + sh->substr(le + 4, sh->find(']', le + 4) - le - 4) + "}", i).at(0);
@@ -735,11 +732,6 @@ class Importer {
         // Sharding annotations: identity on one device.
         std::vector<int> leaves;
         for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
-        if (t.find("FuncResultSharding") != std::string::npos && leaves.size() == 1 && f_.devices == 1) {
-          int64_t devices = 1;
-          for (const auto& [name, n] : mesh_) devices *= n;
-          if (auto tiles = sharding_tiles(i, devices); !tiles.empty()) result_sharding_[leaves[0]] = tiles;
-        }
         std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
         if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
         for (size_t k = 0; k < shapes.size(); ++k)
@@ -1094,12 +1086,10 @@ class Importer {
     Function outer = std::move(f_);
     auto outer_consts = std::move(consts_);
     auto outer_tiles = std::move(global_tiles_);
-    auto outer_sharding = std::move(result_sharding_);
     f_ = Function{};
     f_.devices = outer.devices;
     consts_ = std::make_unique<ConstantFolder>(f_);
     global_tiles_.clear();
-    result_sharding_.clear();
     std::vector<int> params;
     for (size_t k = 0; k < state.size(); ++k) {
       Op p;
@@ -1111,12 +1101,12 @@ class Importer {
     try {
       results = computation(c, {params});
     } catch (...) {
-      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), result_sharding_ = std::move(outer_sharding);
+      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
       throw;
     }
     f_.results = results;
     Function g = std::move(f_);
-    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), result_sharding_ = std::move(outer_sharding);
+    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
     return g;
   }
 
@@ -1782,7 +1772,6 @@ class Importer {
   const hlo::Module& m_;
   std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
   std::map<int, std::vector<int64_t>> global_tiles_;  // values LocalToGlobalShape made global: their tiles
-  std::map<int, std::vector<int64_t>> result_sharding_;  // values FuncResultSharding gives a sharding: its tiles
   std::string file_;
   Function f_;
   // Values the program computes from constants only (loop conditions,

@@ -715,26 +715,23 @@ void verify(const Function& f) {
   check_tiles(f.result_tiles, f.results, "result");
   if (f.partitions < 1 || f.partitions > 4096) throw Error(fmt::format("<ir>: {} partitions (1 to 4096)", f.partitions));
   if (f.partitions > 1 && f.devices > 1) throw Error("<ir>: a function is either partitioned (devices) or to be partitioned (partitions)");
-  if (f.partitions == 1 && (!f.param_sharding.empty() || !f.result_sharding.empty()))
-    throw Error("<ir>: shardings without partitions");
-  auto check_sharding = [&](const std::vector<std::vector<int64_t>>& tiles, const std::vector<int>& values, const char* what) {
-    if (tiles.size() > values.size()) throw Error(fmt::format("<ir>: shardings for {} {}s, the function has {}", tiles.size(), what, values.size()));
-    for (size_t i = 0; i < tiles.size(); ++i) {
-      if (tiles[i].empty()) continue;
-      const Type& t = f.ops[size_t(values[i])].type;
-      bool ok = tiles[i].size() == t.dims.size();
-      int64_t n = 1;
-      for (size_t d = 0; ok && d < t.dims.size(); ++d) {
-        ok = tiles[i][d] >= 1 && t.dims[d] % tiles[i][d] == 0;
-        n *= ok ? tiles[i][d] : 1;
-      }
-      if (!ok || n != f.partitions)
-        throw Error(fmt::format("<ir>: {} {} ({}) has sharding [{}]: one per dimension, dividing it, {} in all", what, i, t.str(),
-                                fmt::join(tiles[i], ","), f.partitions));
+  if (f.partitions == 1 && !f.param_sharding.empty()) throw Error("<ir>: shardings without partitions");
+  if (f.param_sharding.size() > p.size())
+    throw Error(fmt::format("<ir>: shardings for {} parameters, the function has {}", f.param_sharding.size(), p.size()));
+  for (size_t i = 0; i < f.param_sharding.size(); ++i) {
+    const auto& tiles = f.param_sharding[i];
+    if (tiles.empty()) continue;
+    const Type& t = f.ops[size_t(p[i])].type;
+    bool ok = tiles.size() == t.dims.size();
+    int64_t n = 1;
+    for (size_t d = 0; ok && d < t.dims.size(); ++d) {
+      ok = tiles[d] >= 1 && t.dims[d] % tiles[d] == 0;
+      n *= ok ? tiles[d] : 1;
     }
-  };
-  check_sharding(f.param_sharding, p, "parameter");
-  check_sharding(f.result_sharding, f.results, "result");
+    if (!ok || n != f.partitions)
+      throw Error(fmt::format("<ir>: parameter {} ({}) has sharding [{}]: one per dimension, dividing it, {} in all", i, t.str(),
+                              fmt::join(tiles, ","), f.partitions));
+  }
 }
 
 // ---------------------------------------------------------------- printer
@@ -864,9 +861,7 @@ std::string print(const Function& f) {
   std::vector<std::string> rs;
   for (size_t i = 0; i < f.results.size(); ++i) {
     const bool tiled = i < f.result_tiles.size() && !f.result_tiles[i].empty();
-    const bool sharded = i < f.result_sharding.size() && !f.result_sharding[i].empty();
-    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : "") +
-                 (sharded ? fmt::format(" {{sharding={}}}", list(f.result_sharding[i])) : ""));
+    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : ""));
   }
   s += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
   return s;
@@ -919,12 +914,10 @@ class Parser {
         do {
           f.results.push_back(value(f));
           if (accept('{')) {
-            const bool tiles = peek_word("tiles");
-            word(tiles ? "tiles" : "sharding");
+            word("tiles");
             expect('=');
-            auto& to = tiles ? f.result_tiles : f.result_sharding;
-            to.resize(f.results.size());
-            to.back() = int_list();
+            f.result_tiles.resize(f.results.size());
+            f.result_tiles.back() = int_list();
             expect('}');
           }
         } while (accept(','));

@@ -1,5 +1,5 @@
 // spmd-partition (passes.h): a global program with shardings (jax.jit's
-// in/out shardings over a mesh: Function::partitions) becomes every
+// in_shardings over a mesh: Function::partitions) becomes every
 // device's program on local shapes, with the collectives that keep it
 // equal to the global one. docs/compiler.md, "Automatic SPMD partitioning".
 //

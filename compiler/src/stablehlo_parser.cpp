@@ -744,9 +744,14 @@ class Parser {
         expect(':');
         Shape t = type();
         ws();
-        if (peek() == '{') dict();
+        Attr attrs;
+        if (peek() == '{') attrs = dict();
         opt_loc();
         add_parameter(*scope, v, t, n++, aat);
+        // A jax.jit in_sharding, as XLA's HLO text carries it.
+        if (const Attr* sh = attrs.field("sdy.sharding"); sh && sh->kind == Attr::dialect)
+          scope->comp.instructions.back().attributes.emplace_back("frontend_attributes",
+                                                                 fmt::format("{{xla.sdy.sharding=\"{}<{}>\"}}", sh->name, sh->text));
       } while (accept(','));
       expect(')');
     }

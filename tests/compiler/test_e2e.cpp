@@ -551,7 +551,7 @@ TEST_CASE("buffers: intermediates share HBM by liveness, element-wise results go
 // (jax.jit's in/out shardings) match the interpreter of their global program
 // on 4 chips (tiny, v5e, v4) and 8 (v5e), and the same programs written with
 // shard_map (tests/compiler/spmd): the same values, within 10% of their
-// cycles.
+// cycles. The Megatron MLP's StableHLO form gives the same run.
 TEST_CASE("spmd: programs with shardings only match their global program and their shard_map forms") {
   const std::string dir = std::string(TPU_SOURCE_DIR) + "/tests/compiler/";
   const uint64_t seed = test::test_seed(3535);
@@ -576,6 +576,11 @@ TEST_CASE("spmd: programs with shardings only match their global program and the
         CHECK(rel_error(a.outputs[i], m.outputs[i]) <= 1e-5);
       }
       CHECK(double(a.cycles) <= 1.1 * double(m.cycles));
+      if (name == "megatron") {  // the StableHLO form (as_text()) compiles to the same program
+        const Outcome s = compile_and_run(compiler::load_module(dir + "spmd/megatron.mlir"), preset, ir::Precision::highest, in);
+        CHECK(s.cycles == a.cycles);
+        CHECK(s.outputs[0].v == a.outputs[0].v);
+      }
     }
     // The same program on a mesh of 8.
     std::string t8 = text;

@@ -135,10 +135,10 @@ struct Function {
   // Automatic SPMD (jax.jit with shardings): the global program, to run on
   // `partitions` devices once the spmd-partition pass has made it every
   // device's program. Until then it is one device's program on global
-  // shapes (what the interpreter runs), and param_sharding / result_sharding
-  // give the tiles each parameter / result is split into (none: replicated).
+  // shapes (what the interpreter runs), and param_sharding gives the tiles
+  // each parameter is split into (none: whole on every device).
   int64_t partitions = 1;
-  std::vector<std::vector<int64_t>> param_sharding, result_sharding;  // by parameter and result number
+  std::vector<std::vector<int64_t>> param_sharding;  // by parameter number
   // Checks between two results (StableHLO check.expect_*), written to the
   // .tpu; not printed in IR text, and kept across passes by compile().
   std::vector<isa::Check> checks;
