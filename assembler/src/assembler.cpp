@@ -650,8 +650,23 @@ class Assembler {
       p.expect(Tok::RBrack, "']'");
       if (sym.tiles.size() != sym.dims.size())
         Parser::fail(kw, fmt::format("{} tiles for {} dimensions", sym.tiles.size(), sym.dims.size()));
-      if (sym.tile_count() != program_.target.chips)
+      if (p.accept(Tok::Comma)) {  // `tile_of [t0, t1, ...]`: the tile each chip holds (partly replicated)
+        const Token& kw2 = p.expect(Tok::Ident, "'tile_of'");
+        if (kw2.text != "tile_of") Parser::fail(kw2, fmt::format("expected 'tile_of [...]' after the tiles, not '{}'", kw2.text));
+        p.expect(Tok::LBrack, "'[' after 'tile_of'");
+        do {
+          const Token& t = p.peek();
+          const int64_t v = p.expr();
+          if (v < 0 || uint64_t(v) >= sym.tile_count()) Parser::fail(t, fmt::format("tile {}: 0 to {}", v, sym.tile_count() - 1));
+          if (sym.tile_of.size() == program_.target.chips) Parser::fail(t, fmt::format("more than the {} chips", program_.target.chips));
+          sym.tile_of.push_back(uint32_t(v));
+        } while (p.accept(Tok::Comma));
+        p.expect(Tok::RBrack, "']'");
+        if (sym.tile_of.size() != program_.target.chips)
+          Parser::fail(kw2, fmt::format("tile_of for {} chips, the target has {} (target.chips)", sym.tile_of.size(), program_.target.chips));
+      } else if (sym.tile_count() != program_.target.chips) {
         Parser::fail(kw, fmt::format("{} tiles, but the target has {} chip(s) (target.chips)", sym.tile_count(), program_.target.chips));
+      }
     }
     p.expect_end();
     if (addr < 0) Parser::fail(at, fmt::format("address {} is negative", addr));

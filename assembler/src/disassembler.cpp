@@ -25,7 +25,8 @@ std::string disassemble(const isa::Program& p, const std::vector<Note>& notes) {
   for (const auto& s : p.symbols) {
     out += fmt::format("{} {}, {}[{}], {:#x}", isa::symbol_kind_directive(s.kind), s.name, isa::dtype_name(s.dtype),
                        fmt::join(s.dims, ", "), s.hbm_addr);
-    out += s.tiles.empty() ? "\n" : fmt::format(", tiles [{}]\n", fmt::join(s.tiles, ", "));
+    out += s.tiles.empty() ? "" : fmt::format(", tiles [{}]", fmt::join(s.tiles, ", "));
+    out += s.tile_of.empty() ? "\n" : fmt::format(", tile_of [{}]\n", fmt::join(s.tile_of, ", "));
   }
   const auto outs = p.outputs();
   for (const auto& c : p.checks) out += check_directive(c, outs[c.actual]->name, outs[c.expected]->name) + "\n";

@@ -82,7 +82,11 @@ class Importer {
     for (size_t r = 0; r < f_.results.size(); ++r)  // results made global by LocalToGlobalShape
       if (auto it = global_tiles_.find(f_.results[r]); it != global_tiles_.end()) {
         f_.result_tiles.resize(f_.results.size());
-        f_.result_tiles[r] = it->second;
+        f_.result_tiles[r] = it->second.first;
+        if (!it->second.second.empty()) {
+          f_.result_tile_of.resize(f_.results.size());
+          f_.result_tile_of[r] = it->second.second;
+        }
       }
     if (f_.devices == 1) shardings(params);
     f_.checks = m_.checks;
@@ -176,7 +180,8 @@ class Importer {
     for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
     std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
     if (shapes.size() != leaves.size()) malformed(i, "changes the number of values");
-    const std::vector<std::vector<std::string>> axes = sharding_axes(i, to_local ? "xla.sdy.in_shardings" : "xla.sdy.out_shardings");
+    const char* key = to_local ? "xla.sdy.in_shardings" : "xla.sdy.out_shardings";
+    const std::string text = frontend_text(i);
     for (size_t k = 0; k < shapes.size(); ++k) {
       const Type to = tensor_type(shapes[k], i), from = f_.ops[size_t(leaves[k])].type;
       const Type& global = to_local ? from : to;
@@ -190,139 +195,150 @@ class Importer {
         tiles.push_back(global.dims[d] / local.dims[d]);
         n *= tiles.back();
       }
-      std::vector<std::string> order;
-      if (k < axes.size())
-        for (const auto& dim : axes[k]) order.push_back(dim);
-      std::vector<std::string> mesh_order;
-      for (const auto& [name, sz] : mesh_) mesh_order.push_back(name);
-      if (n != devices || (!axes.empty() && order != mesh_order))
-        unsupported(i, fmt::format("multi-device program: {} split {} over {} of the mesh's {} devices (tpuc splits over every device, "
-                                   "in mesh order)",
-                                   global.str(), fmt::format("[{}]", fmt::join(tiles, ",")), n, devices));
+      // The mesh axes each dimension is split over (Shardy's attribute), and
+      // the tile each device holds; without the attribute, every device its own.
+      std::vector<int64_t> tile_of;
+      if (size_t open = value_sharding(text, key, k); open != std::string::npos) {
+        std::vector<int64_t> mesh;
+        for (const auto& [name, sz] : mesh_) mesh.push_back(sz);
+        const std::vector<int64_t> masks = sdy_masks(i, text, open);
+        if (mesh_tiles(mesh, masks) != tiles)
+          malformed(i, fmt::format("{} as tiles [{}] of {} disagrees with its sharding", local.str(), fmt::join(tiles, ","), global.str()));
+        tile_of = mesh_tile_of(mesh, masks);
+      } else if (n != devices) {
+        unsupported(i, fmt::format("multi-device program: {} split [{}] over {} of the mesh's {} devices without a Shardy sharding to say which",
+                                   global.str(), fmt::join(tiles, ","), n, devices));
+      }
       if (to_local) {
         Op& p = f_.ops[size_t(leaves[k])];
         if (p.kind != OpKind::parameter) unsupported(i, "multi-device program: a computed value split over the devices");
         p.type = local;
         if (f_.param_tiles.size() <= size_t(p.index)) f_.param_tiles.resize(size_t(p.index) + 1);
         f_.param_tiles[size_t(p.index)] = tiles;
+        if (!tile_of.empty()) {
+          if (f_.param_tile_of.size() <= size_t(p.index)) f_.param_tile_of.resize(size_t(p.index) + 1);
+          f_.param_tile_of[size_t(p.index)] = tile_of;
+        }
       } else {
-        global_tiles_[leaves[k]] = tiles;
+        global_tiles_[leaves[k]] = {tiles, tile_of};
       }
     }
     return leaves;
   }
 
   // jax.jit with in_shardings over a mesh (no manual computation): the
-  // global program, with the tiles its parameters are split into
-  // (Function::partitions; the spmd-partition pass splits it). Shardy's
-  // attribute first, then XLA's sharding={...}. Results keep the layout
+  // global program on its mesh, with the mesh axes each parameter's
+  // dimensions are split over (Function::mesh, param_sharding; the
+  // spmd-partition pass splits it). Shardy's attribute first, then XLA's
+  // sharding={devices=[..]<=[N]} over a mesh of N. Results keep the layout
   // their computation gives them (tpusim writes the global arrays either way).
   void shardings(const std::vector<const Instruction*>& params) {
-    int64_t devices = 1;
-    for (const auto& [name, n] : mesh_) devices *= n;
-    if (!mesh_.empty() && devices == 1) return;
+    std::vector<int64_t> mesh;
+    for (const auto& [name, n] : mesh_) mesh.push_back(n);
     std::vector<std::vector<int64_t>> ps;
     bool split = false;
     for (const Instruction* p : params) {
-      ps.push_back(sharding_tiles(*p, devices));
+      ps.push_back(sharding_masks(*p, mesh));
       split |= !ps.back().empty();
-      if (mesh_.empty())  // no Shardy mesh: XLA's device count
-        devices = std::max(devices, std::accumulate(ps.back().begin(), ps.back().end(), int64_t(1), std::multiplies<>()));
     }
+    int64_t devices = 1;
+    for (int64_t n : mesh) devices *= n;
     if (devices <= 1) return;
-    f_.partitions = devices;
+    f_.mesh = mesh;
     if (split) f_.param_sharding = std::move(ps);
   }
 
-  // The tiles a parameter's sharding splits the value into over `devices` devices
-  // (none: replicated). tpuc splits one dimension over every device of the
-  // mesh; a split over some of its axes (partly replicated) or over
-  // several dimensions stops with a one-line error.
-  std::vector<int64_t> sharding_tiles(const Instruction& i, int64_t devices) {
-    std::vector<int64_t> tiles;
-    const Type t = i.shape.tuple ? Type{} : tensor_type(i.shape, i);
-    std::string text;  // the frontend attributes, without the escapes of quotes
+  // Frontend attributes without the escapes of quotes inside them.
+  static std::string frontend_text(const Instruction& i) {
+    std::string text;
     if (const std::string* fa = i.attribute("frontend_attributes"))
       for (char c : *fa)
         if (c != '\\') text += c;
-    const size_t at = text.find("xla.sdy.sharding");
-    if (at != std::string::npos && !mesh_.empty()) {
-      const size_t open = text.find('[', text.find("<@", at));
-      if (open == std::string::npos) malformed(i, "xla.sdy.sharding without dimensions");
-      size_t q = open + 1;
-      for (;;) {
-        while (q < text.size() && (text[q] == ' ' || text[q] == ',')) ++q;
-        if (q >= text.size()) malformed(i, "unterminated xla.sdy.sharding");
-        if (text[q] == ']') break;
-        if (text[q] != '{') malformed(i, fmt::format("xla.sdy.sharding: {} where a dimension's axes belong", text[q]));
-        const size_t close = text.find('}', q);
-        if (close == std::string::npos) malformed(i, "unterminated xla.sdy.sharding");
-        int64_t n = 1;
-        const std::string axes = text.substr(q + 1, close - q - 1);
-        for (size_t a = axes.find('"'); a != std::string::npos; a = axes.find('"', a)) {
-          const size_t b = axes.find('"', a + 1);
-          if (b == std::string::npos) malformed(i, "xla.sdy.sharding: unterminated axis name");
-          const std::string name = axes.substr(a + 1, b - a - 1);
-          if (b + 1 < axes.size() && axes[b + 1] == ':') unsupported(i, fmt::format("a sharding over part of mesh axis {}", name));
-          auto m = std::find_if(mesh_.begin(), mesh_.end(), [&](const auto& x) { return x.first == name; });
-          if (m == mesh_.end()) malformed(i, fmt::format("xla.sdy.sharding names axis {}, which the mesh lacks", name));
-          n *= m->second;
-          a = b + 1;
-        }
-        tiles.push_back(n);
-        q = close + 1;
-      }
-    } else if (const std::string* sh = i.attribute("sharding"); sh && *sh != "{replicated}" && sh->find("maximal") == std::string::npos) {
-      const size_t d = sh->find("devices=["), le = sh->find("]<=[");
-      if (d == std::string::npos || le == std::string::npos || sh->find('T', le) != std::string::npos ||
-          sh->find("last_tile_dim_replicate") != std::string::npos)
-        unsupported(i, fmt::format("sharding {} (tpuc splits one dimension over every device)", *sh));
-      tiles = hlo::parse_int_list("{" + sh->substr(d + 9, le - d - 9) + "}", i);
-      if (devices <= 1) devices = hlo::parse_int_list("{" + sh->substr(le + 4, sh->find(']', le + 4) - le - 4) + "}", i).at(0);
-    }
-    int64_t n = 1, split = 0;
-    for (int64_t x : tiles) n *= x, split += x > 1;
-    if (n == 1) return {};
-    if (tiles.size() != t.dims.size()) malformed(i, fmt::format("a sharding of {} dimensions for {}", tiles.size(), t.str()));
-    if (n != devices || split > 1)
-      unsupported(i, fmt::format("sharding [{}] of {} over {} devices: tpuc splits one dimension over every device (a value partly "
-                                 "replicated or split over several dimensions is not partitioned yet)",
-                                 fmt::join(tiles, ","), t.str(), devices));
-    for (size_t k = 0; k < tiles.size(); ++k)
-      if (t.dims[k] % tiles[k])
-        unsupported(i, fmt::format("sharding [{}] of {}: dimension {} does not divide into {}", fmt::join(tiles, ","), t.str(), k, tiles[k]));
-    return tiles;
+    return text;
   }
 
-  // The mesh axes each dimension of each value is split over, from a
-  // sharding_per_value attribute: "<@mesh, [{\"i\"}, {}]>" per value, in
-  // dimension order (empty when the attribute is absent).
-  std::vector<std::vector<std::string>> sharding_axes(const Instruction& i, const char* key) const {
-    std::vector<std::vector<std::string>> values;
-    std::string text;  // without the escapes of quotes inside the attribute
-    for (const auto& [k, v] : i.attributes)
-      if (k == "frontend_attributes")
-        for (char c : v)
-          if (c != '\\') text += c;
-    const std::string* a = &text;
-    if (text.empty()) return values;
-    const size_t at = a->find(key);
-    if (at == std::string::npos) return values;
-    for (size_t p = a->find("<@", at); p != std::string::npos; p = a->find("<@", p + 2)) {
-      const size_t open = a->find('[', p), close = a->find("]>", p);
-      if (open == std::string::npos || close == std::string::npos) break;
-      std::vector<std::string> names;
-      const std::string dims = a->substr(open, close - open);
-      for (size_t q = dims.find('"'); q != std::string::npos; q = dims.find('"', q)) {
-        const size_t q2 = dims.find('"', q + 1);
-        if (q2 == std::string::npos) break;
-        names.push_back(dims.substr(q + 1, q2 - q - 1));
-        q = q2 + 1;
+  // Per dimension, the mesh axes (a mask: bit a for axis a) a Shardy
+  // sharding splits it over: `[{"x"}, {}, {"y", "z"}]`, read from
+  // text[open] (its '[').
+  std::vector<int64_t> sdy_masks(const Instruction& i, const std::string& text, size_t open) const {
+    if (open == std::string::npos) malformed(i, "a Shardy sharding without dimensions");
+    std::vector<int64_t> masks;
+    size_t q = open + 1;
+    for (;;) {
+      while (q < text.size() && (text[q] == ' ' || text[q] == ',')) ++q;
+      if (q >= text.size()) malformed(i, "unterminated Shardy sharding");
+      if (text[q] == ']') return masks;
+      if (text[q] != '{') malformed(i, fmt::format("Shardy sharding: {} where a dimension's axes belong", text[q]));
+      const size_t close = text.find('}', q);
+      if (close == std::string::npos) malformed(i, "unterminated Shardy sharding");
+      int64_t mask = 0, last = -1;
+      const std::string axes = text.substr(q + 1, close - q - 1);
+      for (size_t a = axes.find('"'); a != std::string::npos; a = axes.find('"', a)) {
+        const size_t b = axes.find('"', a + 1);
+        if (b == std::string::npos) malformed(i, "Shardy sharding: unterminated axis name");
+        const std::string name = axes.substr(a + 1, b - a - 1);
+        if (b + 1 < axes.size() && axes[b + 1] == ':') unsupported(i, fmt::format("a sharding over part of mesh axis {}", name));
+        const auto m = std::find_if(mesh_.begin(), mesh_.end(), [&](const auto& x) { return x.first == name; });
+        if (m == mesh_.end()) malformed(i, fmt::format("a sharding names axis {}, which the mesh lacks", name));
+        const int64_t ax = m - mesh_.begin();
+        if (ax <= last) unsupported(i, fmt::format("a dimension split over mesh axes out of the mesh's order ({})", axes));
+        last = ax, mask |= int64_t(1) << ax;
+        a = b + 1;
       }
-      values.push_back(names);
-      if (a->find("]>]>", p) == close) break;  // the last value
+      masks.push_back(mask);
+      q = close + 1;
     }
-    return values;
+  }
+
+  // The mesh axes (a mask per dimension: bit a for axis a) a parameter's
+  // sharding splits each dimension over; none: whole on every device.
+  // Without a Shardy mesh, XLA's `devices=[...]<=[N]` split of one
+  // dimension sets `mesh` to [N].
+  std::vector<int64_t> sharding_masks(const Instruction& i, std::vector<int64_t>& mesh) {
+    std::vector<int64_t> masks;
+    const Type t = i.shape.tuple ? Type{} : tensor_type(i.shape, i);
+    const std::string text = frontend_text(i);
+    const size_t at = text.find("xla.sdy.sharding");
+    if (at != std::string::npos && !mesh_.empty()) {
+      masks = sdy_masks(i, text, text.find('[', text.find("<@", at)));
+    } else if (const std::string* sh = i.attribute("sharding"); sh && *sh != "{replicated}" && sh->find("maximal") == std::string::npos) {
+      const size_t d = sh->find("devices=["), le = sh->find("]<=[");
+      if (!mesh_.empty() || d == std::string::npos || le == std::string::npos || sh->find('T', le) != std::string::npos ||
+          sh->find("last_tile_dim_replicate") != std::string::npos)
+        unsupported(i, fmt::format("sharding {} without Shardy's xla.sdy.sharding (tpuc reads XLA's form for one split dimension)", *sh));
+      const std::vector<int64_t> tiles = hlo::parse_int_list("{" + sh->substr(d + 9, le - d - 9) + "}", i);
+      const int64_t n = hlo::parse_int_list("{" + sh->substr(le + 4, sh->find(']', le + 4) - le - 4) + "}", i).at(0);
+      if (mesh.empty()) mesh = {n};
+      if (mesh != std::vector<int64_t>{n}) unsupported(i, fmt::format("sharding {} over another device count than {}", *sh, mesh[0]));
+      int64_t split = 0;
+      for (int64_t x : tiles) {
+        masks.push_back(x > 1 ? 1 : 0);
+        split += x > 1;
+        if (x > 1 && x != n) unsupported(i, fmt::format("sharding {} (tpuc reads XLA's form for one dimension over every device)", *sh));
+      }
+      if (split > 1) unsupported(i, fmt::format("sharding {} (tpuc reads XLA's form for one split dimension)", *sh));
+    }
+    if (std::all_of(masks.begin(), masks.end(), [](int64_t m) { return m == 0; })) return {};
+    if (masks.size() != t.dims.size()) malformed(i, fmt::format("a sharding of {} dimensions for {}", masks.size(), t.str()));
+    for (size_t k = 0; k < masks.size(); ++k) {
+      int64_t n = 1;
+      for (size_t a = 0; a < mesh.size(); ++a)
+        if (masks[k] >> a & 1) n *= mesh[a];
+      if (t.dims[k] % n) unsupported(i, fmt::format("sharding of {}: dimension {} does not divide into {}", t.str(), k, n));
+    }
+    return masks;
+  }
+
+  // Where value k's dimensions start ('[') in a sharding_per_value
+  // attribute `key`: "<@mesh, [{\"i\"}, {}]>" per value; npos without one.
+  static size_t value_sharding(const std::string& text, const char* key, size_t k) {
+    size_t p = text.find(key);
+    if (p == std::string::npos) return p;
+    for (size_t v = 0; v <= k; ++v) {
+      p = text.find("<@", p + 1);
+      if (p == std::string::npos) return p;
+    }
+    return text.find('[', p);
   }
 
   // replica_groups of a collective as lists of devices: {{0,1},{2,3}},
@@ -736,7 +752,7 @@ class Importer {
         if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
         for (size_t k = 0; k < shapes.size(); ++k)
           if (auto g = global_tiles_.find(leaves[k]);
-              tensor_type(shapes[k], i) != (g == global_tiles_.end() ? f_.ops[leaves[k]].type : tiled_type(f_.ops[leaves[k]].type, g->second)))
+              tensor_type(shapes[k], i) != (g == global_tiles_.end() ? f_.ops[leaves[k]].type : tiled_type(f_.ops[leaves[k]].type, g->second.first)))
             unsupported(i, fmt::format("multi-device program: custom-call {} changes {} to {} (the multi-chip work adds SPMD)",
                                        t, f_.ops[leaves[k]].type.str(), shapes[k].to_string()));
         return leaves;
@@ -1689,7 +1705,7 @@ class Importer {
                                values.size()));
     for (size_t k = 0; k < want.size(); ++k) {
       Type got = f_.ops[values[k]].type;
-      if (auto it = global_tiles_.find(values[k]); it != global_tiles_.end()) got = tiled_type(got, it->second);  // made global
+      if (auto it = global_tiles_.find(values[k]); it != global_tiles_.end()) got = tiled_type(got, it->second.first);  // made global
       if (want[k]->dtype != dtype_name(got.dtype) || want[k]->dims != got.dims)
         malformed(i, fmt::format("its shape {} does not match the {} computed{}", want[k]->to_string(), got.str(),
                                  want.size() > 1 ? fmt::format(" (tuple element {})", k) : std::string()));
@@ -1771,7 +1787,8 @@ class Importer {
 
   const hlo::Module& m_;
   std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
-  std::map<int, std::vector<int64_t>> global_tiles_;  // values LocalToGlobalShape made global: their tiles
+  // Values LocalToGlobalShape made global: their tiles, and the tile each device holds (none: tile d).
+  std::map<int, std::pair<std::vector<int64_t>, std::vector<int64_t>>> global_tiles_;
   std::string file_;
   Function f_;
   // Values the program computes from constants only (loop conditions,

@@ -738,7 +738,7 @@ std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>&
       } else {
         const Type& lt = f.ops[size_t(params[k])].type;
         local[size_t(d)].push_back(Tensor{lt, std::vector<double>(size_t(lt.elements()))});
-        move_tile(g, local[size_t(d)].back(), tiles, d, true);
+        move_tile(g, local[size_t(d)].back(), tiles, tile_index(f.param_tile_of, k, d), true);
       }
     }
   }
@@ -752,7 +752,7 @@ std::vector<Tensor> interpret_spmd(const Function& f, const std::vector<Tensor>&
     }
     const Type gt = f.result_global_type(r);
     Tensor g{gt, std::vector<double>(size_t(gt.elements()))};
-    for (int64_t d = 0; d < n; ++d) move_tile(g, res[size_t(d)][r], tiles, d, false);
+    for (int64_t d = 0; d < n; ++d) move_tile(g, res[size_t(d)][r], tiles, tile_index(f.result_tile_of, r, d), false);
     out.push_back(std::move(g));
   }
   return out;

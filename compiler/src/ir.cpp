@@ -609,6 +609,42 @@ Type infer_type(const Function& f, const Op& op) {
   bad(op, "is not a known operation");
 }
 
+namespace {
+int64_t axes_count(const std::vector<int64_t>& mesh, int64_t mask) {
+  int64_t n = 1;
+  for (size_t a = 0; a < mesh.size(); ++a)
+    if (mask >> a & 1) n *= mesh[a];
+  return n;
+}
+}  // namespace
+
+std::vector<int64_t> mesh_tiles(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks) {
+  std::vector<int64_t> t;
+  for (int64_t m : masks) t.push_back(axes_count(mesh, m));
+  return t;
+}
+
+std::vector<int64_t> mesh_tile_of(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks) {
+  const int64_t n = axes_count(mesh, (int64_t(1) << mesh.size()) - 1);
+  std::vector<int64_t> of;
+  bool identity = true;
+  for (int64_t d = 0; d < n; ++d) {
+    // d's coordinate along each axis, then its place along each dimension's axes.
+    std::vector<int64_t> coord(mesh.size());
+    for (size_t a = mesh.size(), r = size_t(d); a-- > 0; r /= size_t(mesh[a])) coord[a] = int64_t(r % size_t(mesh[a]));
+    int64_t t = 0;
+    for (int64_t m : masks) {
+      int64_t i = 0;
+      for (size_t a = 0; a < mesh.size(); ++a)
+        if (m >> a & 1) i = i * mesh[a] + coord[a];
+      t = t * axes_count(mesh, m) + i;
+    }
+    of.push_back(t);
+    identity &= t == d;
+  }
+  return identity ? std::vector<int64_t>{} : of;
+}
+
 Type tiled_type(const Type& local, const std::vector<int64_t>& tiles) {
   Type t = local;
   for (size_t d = 0; d < tiles.size() && d < t.dims.size(); ++d) t.dims[d] *= tiles[d];
@@ -643,7 +679,7 @@ void verify_loop(const Function& f, const Op& op, size_t i) {
     for (size_t k = 0; k < params.size(); ++k)
       if (g.ops[size_t(params[k])].type != state[k])
         bad(op, fmt::format("(%{}) {} parameter {} is {}, the state's value is {}", i, what, k, g.ops[size_t(params[k])].type.str(), state[k].str()));
-    if (g.devices != f.devices || !g.param_tiles.empty() || !g.result_tiles.empty())
+    if (g.devices != f.devices || !g.param_tiles.empty() || !g.result_tiles.empty() || !g.param_tile_of.empty() || !g.result_tile_of.empty())
       bad(op, fmt::format("(%{}) {} must run on the loop's {} device(s), untiled", i, what, f.devices));
     std::vector<Type> out;
     for (int v : g.results) out.push_back(g.ops[size_t(v)].type);
@@ -698,39 +734,58 @@ void verify(const Function& f) {
   for (size_t i = 0; i < p.size(); ++i)
     if (p[i] < 0) throw Error(fmt::format("<ir>: parameter {} is missing", i));
   if (f.devices < 1 || f.devices > 4096) throw Error(fmt::format("<ir>: {} devices (1 to 4096)", f.devices));
-  auto check_tiles = [&](const std::vector<std::vector<int64_t>>& tiles, const std::vector<int>& values, const char* what) {
+  auto check_tiles = [&](const std::vector<std::vector<int64_t>>& tiles, const std::vector<std::vector<int64_t>>& tile_of,
+                         const std::vector<int>& values, const char* what) {
     if (tiles.size() > values.size()) throw Error(fmt::format("<ir>: tiles for {} {}s, the function has {}", tiles.size(), what, values.size()));
+    if (tile_of.size() > tiles.size()) throw Error(fmt::format("<ir>: tile_of for {} {}s, tiles for {}", tile_of.size(), what, tiles.size()));
     for (size_t i = 0; i < tiles.size(); ++i) {
-      if (tiles[i].empty()) continue;
+      const bool mapped = i < tile_of.size() && !tile_of[i].empty();
+      if (tiles[i].empty()) {
+        if (mapped) throw Error(fmt::format("<ir>: {} {} has tile_of without tiles", what, i));
+        continue;
+      }
       const Type& t = f.ops[size_t(values[i])].type;
       int64_t n = 1;
       for (int64_t x : tiles[i]) n *= std::max<int64_t>(x, 1);
-      if (tiles[i].size() != t.dims.size() || n != f.devices ||
+      if (tiles[i].size() != t.dims.size() || (mapped ? n > f.devices : n != f.devices) ||
           std::any_of(tiles[i].begin(), tiles[i].end(), [](int64_t x) { return x < 1; }))
         throw Error(fmt::format("<ir>: {} {} ({}) has tiles [{}]: one per dimension, {} in all", what, i, t.str(), fmt::join(tiles[i], ","),
                                 f.devices));
+      if (!mapped) continue;
+      std::vector<bool> held(size_t(n), false);
+      for (int64_t x : tile_of[i]) {
+        if (x < 0 || x >= n) throw Error(fmt::format("<ir>: {} {} has tile {} of {}", what, i, x, n));
+        held[size_t(x)] = true;
+      }
+      if (int64_t(tile_of[i].size()) != f.devices || std::find(held.begin(), held.end(), false) != held.end())
+        throw Error(fmt::format("<ir>: {} {}'s tile_of must give each of the {} devices a tile and each tile a device", what, i, f.devices));
     }
   };
-  check_tiles(f.param_tiles, p, "parameter");
-  check_tiles(f.result_tiles, f.results, "result");
-  if (f.partitions < 1 || f.partitions > 4096) throw Error(fmt::format("<ir>: {} partitions (1 to 4096)", f.partitions));
-  if (f.partitions > 1 && f.devices > 1) throw Error("<ir>: a function is either partitioned (devices) or to be partitioned (partitions)");
-  if (f.partitions == 1 && !f.param_sharding.empty()) throw Error("<ir>: shardings without partitions");
+  check_tiles(f.param_tiles, f.param_tile_of, p, "parameter");
+  check_tiles(f.result_tiles, f.result_tile_of, f.results, "result");
+  if (f.mesh.size() > 16 || std::any_of(f.mesh.begin(), f.mesh.end(), [](int64_t x) { return x < 1 || x > 4096; }) ||
+      f.partitions() > 4096)
+    throw Error(fmt::format("<ir>: mesh [{}]: at most 16 axes and 4096 devices", fmt::join(f.mesh, ",")));
+  if (!f.mesh.empty() && f.devices > 1) throw Error("<ir>: a function is either partitioned (devices) or to be partitioned (mesh)");
+  if (f.mesh.empty() && !f.param_sharding.empty()) throw Error("<ir>: shardings without a mesh");
   if (f.param_sharding.size() > p.size())
     throw Error(fmt::format("<ir>: shardings for {} parameters, the function has {}", f.param_sharding.size(), p.size()));
   for (size_t i = 0; i < f.param_sharding.size(); ++i) {
-    const auto& tiles = f.param_sharding[i];
-    if (tiles.empty()) continue;
+    const auto& masks = f.param_sharding[i];
+    if (masks.empty()) continue;
     const Type& t = f.ops[size_t(p[i])].type;
-    bool ok = tiles.size() == t.dims.size();
-    int64_t n = 1;
+    bool ok = masks.size() == t.dims.size();
+    int64_t used = 0;
     for (size_t d = 0; ok && d < t.dims.size(); ++d) {
-      ok = tiles[d] >= 1 && t.dims[d] % tiles[d] == 0;
-      n *= ok ? tiles[d] : 1;
+      int64_t n = 1;
+      for (size_t x = 0; x < f.mesh.size(); ++x)
+        if (masks[d] >> x & 1) n *= f.mesh[x];
+      ok = masks[d] >= 0 && masks[d] < (int64_t(1) << f.mesh.size()) && !(used & masks[d]) && t.dims[d] % n == 0;
+      used |= masks[d];
     }
-    if (!ok || n != f.partitions)
-      throw Error(fmt::format("<ir>: parameter {} ({}) has sharding [{}]: one per dimension, dividing it, {} in all", i, t.str(),
-                              fmt::join(tiles, ","), f.partitions));
+    if (!ok)
+      throw Error(fmt::format("<ir>: parameter {} ({}) has sharding [{}]: a mask of mesh axes per dimension, each axis once, dividing it",
+                              i, t.str(), fmt::join(masks, ",")));
   }
 }
 
@@ -751,7 +806,7 @@ std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt
 
 std::string print(const Function& f) {
   std::string s = f.devices > 1      ? fmt::format("func @{} {{devices={}}} {{\n", f.name, f.devices)
-                  : f.partitions > 1 ? fmt::format("func @{} {{partitions={}}} {{\n", f.name, f.partitions)
+                  : !f.mesh.empty() ? fmt::format("func @{} {{mesh={}}} {{\n", f.name, list(f.mesh))
                                      : fmt::format("func @{} {{\n", f.name);
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = f.ops[i];
@@ -764,6 +819,8 @@ std::string print(const Function& f) {
         if (size_t(op.index) < f.param_names.size() && !f.param_names[op.index].empty())
           a("name", "\"" + f.param_names[op.index] + "\"");
         if (size_t(op.index) < f.param_tiles.size() && !f.param_tiles[op.index].empty()) a("tiles", list(f.param_tiles[op.index]));
+        if (size_t(op.index) < f.param_tile_of.size() && !f.param_tile_of[op.index].empty())
+          a("tile_of", list(f.param_tile_of[op.index]));
         if (size_t(op.index) < f.param_sharding.size() && !f.param_sharding[op.index].empty())
           a("sharding", list(f.param_sharding[op.index]));
         break;
@@ -861,7 +918,10 @@ std::string print(const Function& f) {
   std::vector<std::string> rs;
   for (size_t i = 0; i < f.results.size(); ++i) {
     const bool tiled = i < f.result_tiles.size() && !f.result_tiles[i].empty();
-    rs.push_back(fmt::format("%{}", f.results[i]) + (tiled ? fmt::format(" {{tiles={}}}", list(f.result_tiles[i])) : ""));
+    const bool mapped = i < f.result_tile_of.size() && !f.result_tile_of[i].empty();
+    rs.push_back(fmt::format("%{}", f.results[i]) + (!tiled ? ""
+                                                     : mapped ? fmt::format(" {{tiles={}, tile_of={}}}", list(f.result_tiles[i]), list(f.result_tile_of[i]))
+                                                              : fmt::format(" {{tiles={}}}", list(f.result_tiles[i]))));
   }
   s += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
   return s;
@@ -899,11 +959,10 @@ class Parser {
       if (f.devices < 1 || f.devices > 4096) fail("devices out of range");
       expect('}');
       expect('{');
-    } else if (peek_word("partitions")) {  // {partitions=N} {
-      word("partitions");
+    } else if (peek_word("mesh")) {  // {mesh=[2,4]} {
+      word("mesh");
       expect('=');
-      f.partitions = integer();
-      if (f.partitions < 1 || f.partitions > 4096) fail("partitions out of range");
+      f.mesh = int_list();
       expect('}');
       expect('{');
     }
@@ -918,6 +977,12 @@ class Parser {
             expect('=');
             f.result_tiles.resize(f.results.size());
             f.result_tiles.back() = int_list();
+            if (accept(',')) {
+              word("tile_of");
+              expect('=');
+              f.result_tile_of.resize(f.results.size());
+              f.result_tile_of.back() = int_list();
+            }
             expect('}');
           }
         } while (accept(','));
@@ -1105,6 +1170,9 @@ class Parser {
     } else if (key == "tiles") {
       if (size_t(op.index) >= f.param_tiles.size()) f.param_tiles.resize(op.index + 1);
       f.param_tiles[op.index] = int_list();
+    } else if (key == "tile_of") {
+      if (size_t(op.index) >= f.param_tile_of.size()) f.param_tile_of.resize(op.index + 1);
+      f.param_tile_of[op.index] = int_list();
     } else if (key == "sharding") {
       if (size_t(op.index) >= f.param_sharding.size()) f.param_sharding.resize(op.index + 1);
       f.param_sharding[op.index] = int_list();

@@ -1,25 +1,26 @@
 // spmd-partition (passes.h): a global program with shardings (jax.jit's
-// in_shardings over a mesh: Function::partitions) becomes every
-// device's program on local shapes, with the collectives that keep it
-// equal to the global one. docs/compiler.md, "Automatic SPMD partitioning".
+// in_shardings over a mesh: Function::mesh) becomes every device's program
+// on local shapes, with the collectives that keep it equal to the global
+// one. docs/compiler.md, "Automatic SPMD partitioning".
 //
-// A value is split along one dimension over every device, whole on every
-// device, or partial: each device holds a term of an add-sum (a dot or a
-// reduction over a split dimension) whose all-reduce waits until a consumer
-// needs the value whole (all-reduce) or split (reduce-scatter). Ops go in
-// program order, each taking the layout its operands allow:
-//   - element-wise ops keep their operands' split; an operand whole on every
-//     device that a broadcast, a splat constant or an iota makes (and
-//     element-wise ops of those) is remade split on each device; scaling,
-//     negating or adding partial sums keeps them partial;
-//   - broadcast, transpose and reshape move the split with its dimension
+// A value's layout gives, for each dimension, the mesh axes it is split
+// over (whole along the axes it does not name), and the axes over which it
+// is partial: each device holds a term of an add-sum (a dot or a reduction
+// over a split dimension) whose all-reduce waits until a consumer needs the
+// value whole (all-reduce) or split (reduce-scatter). Ops go in program
+// order, each taking the layout its operands allow:
+//   - element-wise ops take the layout of an operand the others can follow;
+//     a value a broadcast, a splat constant or an iota makes (and
+//     element-wise ops and transposes of those) is remade in any layout on
+//     each device; negating, scaling or adding partial sums keeps them
+//     partial;
+//   - broadcast, transpose and reshape move each split with its dimension
 //     (a reshape where the dimensions before it keep their product);
-//   - a dot split on a matching contracting dimension of both operands is
-//     partial; split on a batch dimension of both, or on a free dimension of
-//     one whose other operand is whole (all-gathered if it was split), its
-//     result is split there;
-//   - a reduction over the split dimension is partial (add) or all-reduced
-//     (multiply, maximum, minimum);
+//   - a dot's contracting and batch dimensions take one layout on both
+//     operands (the split one where the other can follow, else whole); split
+//     contracting dimensions make the result partial over their axes;
+//   - a reduction over split dimensions is partial (add) or all-reduced
+//     (maximum, minimum, multiply);
 //   - every other op runs on whole operands (all-gathered), as on one chip.
 // Results keep the layout they have (tpusim writes the global array either
 // way).
@@ -36,8 +37,28 @@ using namespace ir;
 
 namespace {
 
-constexpr int64_t kWhole = -1;    // every device holds the whole value
-constexpr int64_t kPartial = -2;  // every device holds a term of its sum
+using Mask = int64_t;  // mesh axes: bit a for axis a
+
+struct Layout {
+  std::vector<Mask> dims;  // by dimension: the axes it is split over
+  Mask partial = 0;        // the axes over which each device holds a term of the sum
+  bool operator==(const Layout& o) const { return dims == o.dims && partial == o.partial; }
+  bool operator<(const Layout& o) const { return std::tie(dims, partial) < std::tie(o.dims, o.partial); }
+  Mask used() const {
+    Mask m = partial;
+    for (Mask d : dims) m |= d;
+    return m;
+  }
+  // Each axis at most once.
+  bool valid() const {
+    Mask m = partial;
+    for (Mask d : dims) {
+      if (m & d) return false;
+      m |= d;
+    }
+    return true;
+  }
+};
 
 void set_devices(Function& f, int64_t n) {
   f.devices = n;
@@ -47,113 +68,177 @@ void set_devices(Function& f, int64_t n) {
 
 class Partitioner {
  public:
-  explicit Partitioner(const Function& f) : f_(f), n_(f.partitions) {}
+  explicit Partitioner(const Function& f) : f_(f), mesh_(f.mesh), n_(f.partitions()) {}
 
   Function run() {
     g_.name = f_.name;
     g_.param_names = f_.param_names;
     g_.checks = f_.checks;
     g_.devices = n_;
-    for (int64_t d = 0; d < n_; ++d) all_.push_back(d);
     map_.resize(f_.ops.size(), -1);
     for (size_t i = 0; i < f_.ops.size(); ++i) map_[i] = op(f_.ops[i]);
     for (size_t r = 0; r < f_.results.size(); ++r) {
       int v = map_[f_.results[r]];
-      if (split_[v] == kPartial) v = to(v, kWhole, "a result");
+      if (layout_[v].partial) {
+        Layout l = layout_[v];
+        l.partial = 0;
+        v = to(v, l, "a result");
+      }
       g_.results.push_back(v);
-      if (split_[v] >= 0) {
+      if (layout_[v].used()) {
         g_.result_tiles.resize(f_.results.size());
-        g_.result_tiles[r] = tiles(g_.ops[v].type.dims.size(), split_[v]);
+        g_.result_tile_of.resize(f_.results.size());
+        g_.result_tiles[r] = tiles(layout_[v]);
+        g_.result_tile_of[r] = tile_of(layout_[v]);
       }
     }
     return std::move(g_);
   }
 
  private:
-  std::vector<int64_t> tiles(size_t rank, int64_t split) const {
-    std::vector<int64_t> t(rank, 1);
-    t[size_t(split)] = n_;
+  // ---- the mesh
+  int64_t coord(int64_t d, size_t a) const {
+    int64_t stride = 1;
+    for (size_t b = a + 1; b < mesh_.size(); ++b) stride *= mesh_[b];
+    return d / stride % mesh_[a];
+  }
+  int64_t count(Mask m) const {
+    int64_t n = 1;
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (m >> a & 1) n *= mesh_[a];
+    return n;
+  }
+  // Device d's place along the axes of m (the first the most significant).
+  int64_t index(int64_t d, Mask m) const {
+    int64_t i = 0;
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (m >> a & 1) i = i * mesh_[a] + coord(d, a);
+    return i;
+  }
+  // The devices that differ only along the axes of m, each group in index order.
+  std::vector<std::vector<int64_t>> groups(Mask m) const {
+    std::map<int64_t, std::vector<int64_t>> by_rest;
+    const Mask rest = ((Mask(1) << mesh_.size()) - 1) & ~m;
+    for (int64_t d = 0; d < n_; ++d) by_rest[index(d, rest)].push_back(d);
+    std::vector<std::vector<int64_t>> gs;
+    for (auto& [k, g] : by_rest) {
+      std::sort(g.begin(), g.end(), [&](int64_t a, int64_t b) { return index(a, m) < index(b, m); });
+      gs.push_back(g);
+    }
+    return gs;
+  }
+  std::vector<int64_t> tiles(const Layout& l) const { return mesh_tiles(mesh_, l.dims); }
+  std::vector<int64_t> tile_of(const Layout& l) const { return mesh_tile_of(mesh_, l.dims); }
+  Type local(Type t, const Layout& l) const {
+    for (size_t k = 0; k < l.dims.size(); ++k) t.dims[k] /= count(l.dims[k]);
     return t;
   }
-  Type local(Type t, int64_t split) const {
-    if (split >= 0) t.dims[size_t(split)] /= n_;
-    return t;
+  bool fits(const Type& global, const Layout& l) const {
+    if (!l.valid() || l.dims.size() != global.dims.size()) return false;
+    for (size_t k = 0; k < l.dims.size(); ++k)
+      if (global.dims[k] % count(l.dims[k])) return false;
+    return true;
   }
-  bool divides(const Type& t, int64_t d) const { return d >= 0 && size_t(d) < t.dims.size() && t.dims[d] % n_ == 0 && t.dims[d] >= n_; }
-  int add(Op op, int64_t split) {
-    const int v = g_.add(std::move(op));
-    split_.push_back(split);
-    return v;
-  }
-  // The global type of value v of g_.
   Type global(int v) const {
     Type t = g_.ops[v].type;
-    if (split_[v] >= 0) t.dims[size_t(split_[v])] *= n_;
+    for (size_t k = 0; k < layout_[v].dims.size(); ++k) t.dims[k] *= count(layout_[v].dims[k]);
     return t;
   }
-  Op collective(OpKind k, int v, const std::string& why) {
+  static Layout whole(size_t rank) { return Layout{std::vector<Mask>(rank, 0), 0}; }
+
+  int add(Op op, Layout l) {
+    const int v = g_.add(std::move(op));
+    layout_.push_back(std::move(l));
+    return v;
+  }
+  int collective(OpKind k, int v, Mask axes, Layout out, const std::string& why) {
     Op c;
-    c.kind = k, c.operands = {v}, c.groups = {all_};
+    c.kind = k, c.operands = {v}, c.groups = groups(axes);
     c.loc = g_.ops[v].loc + " [spmd: " + why + "]";
-    return c;
+    c.type = local(global(v), out);
+    return add(std::move(c), std::move(out));
   }
 
-  // Value v of g_ laid out as `want` (a dimension or kWhole); -1 where that
-  // takes more than a collective or remaking it on each device.
-  int to(int v, int64_t want, const std::string& why) {
-    const int64_t s = split_[v];
-    if (s == want) return v;
+  // Value v of g_ in layout `want`; -1 where that takes more than
+  // collectives and remaking it on each device.
+  int to(int v, const Layout& want, const std::string& why) {
+    const Layout& have = layout_[v];
+    if (have == want) return v;
+    if (!fits(global(v), want)) return -1;
     if (auto it = moved_.find({v, want}); it != moved_.end()) return it->second;
-    int out = -1;
-    if (s == kPartial) {
-      if (want == kWhole) {
-        Op c = collective(OpKind::all_reduce, v, "all-reduce: " + why + " needs the sum");
-        c.combiner = Combiner::add, c.type = g_.ops[v].type;
-        out = add(std::move(c), kWhole);
-      } else if (divides(g_.ops[v].type, want)) {
-        Op c = collective(OpKind::reduce_scatter, v, fmt::format("reduce-scatter: {} needs the sum split along dimension {}", why, want));
-        c.combiner = Combiner::add, c.index = want, c.type = local(g_.ops[v].type, want);
-        out = add(std::move(c), want);
-      }
-    } else if (want == kWhole) {
-      Op c = collective(OpKind::all_gather, v, "all-gather: " + why + " needs it whole");
-      c.index = s, c.type = global(v);
-      out = add(std::move(c), kWhole);
-    } else {
-      out = remake(v, want, why);
-    }
+    int out = want.partial ? -1 : remake(v, want, why);
+    if (out < 0) out = move(v, want, why);
     if (out >= 0) moved_[{v, want}] = out;
     return out;
   }
 
-  // Value v (whole, or split along another dimension) made split along
-  // `want` on each device from what it is computed from: broadcasts, splat
-  // constants, iotas along another dimension and element-wise ops of those.
-  // -1 otherwise.
-  int remake(int v, int64_t want, const std::string& why) {
+  // Collectives from v's layout to `want`: partial sums reduce-scattered
+  // into a dimension `want` splits over the same axes, or all-reduced;
+  // splits `want` lacks all-gathered. -1 where `want` splits a dimension v
+  // holds whole.
+  int move(int v, const Layout& want, const std::string& why) {
+    Layout l = layout_[v];
+    if (l.partial && l.partial != want.partial) {
+      if (want.partial) return -1;
+      size_t k = 0;
+      while (k < l.dims.size() && !(l.dims[k] == 0 && want.dims[k] == l.partial)) ++k;
+      Layout next = l;
+      next.partial = 0;
+      if (k < l.dims.size() && global(v).dims[k] % count(l.partial) == 0) {
+        next.dims[k] = l.partial;
+        v = collective(OpKind::reduce_scatter, v, l.partial, next, fmt::format("reduce-scatter: {} needs the sum split along dimension {}", why, k));
+        g_.ops[v].index = int64_t(k), g_.ops[v].combiner = Combiner::add;
+      } else {
+        v = collective(OpKind::all_reduce, v, l.partial, next, "all-reduce: " + why + " needs the sum");
+        g_.ops[v].combiner = Combiner::add;
+      }
+      l = next;
+    }
+    for (size_t k = 0; k < l.dims.size(); ++k) {
+      if (l.dims[k] == 0 || l.dims[k] == want.dims[k]) continue;
+      Layout next = l;
+      next.dims[k] = 0;
+      v = collective(OpKind::all_gather, v, l.dims[k], next, fmt::format("all-gather: {} needs dimension {} whole", why, k));
+      g_.ops[v].index = int64_t(k);
+      l = next;
+    }
+    return l == want ? v : -1;
+  }
+
+  // Value v made in layout `want` on each device from what it is computed
+  // from: broadcasts, splat constants, iotas along a whole dimension, and
+  // element-wise ops and transposes of those. -1 otherwise.
+  int remake(int v, const Layout& want, const std::string& why) {
     Op op = g_.ops[v];  // a copy: adding ops moves g_.ops
-    const Op src = op;
-    const Type global_type = global(v);
-    if (!divides(global_type, want)) return -1;
-    op.type = local(global_type, want);
-    switch (src.kind) {
+    const Type type = global(v);
+    op.type = local(type, want);
+    switch (op.kind) {
       case OpKind::constant:
-        if (src.literal.size() != 1 || src.opaque) return -1;
+        if (op.literal.size() != 1 || op.opaque) return -1;
         return add(std::move(op), want);
       case OpKind::iota:
-        if (src.index == want) return -1;
+        if (want.dims[size_t(op.index)]) return -1;
         return add(std::move(op), want);
       case OpKind::broadcast: {
-        const auto at = std::find(src.dims.begin(), src.dims.end(), want);
-        const int x = to(src.operands[0], at != src.dims.end() ? at - src.dims.begin() : kWhole, why);
+        Layout from = whole(op.dims.size());
+        for (size_t i = 0; i < op.dims.size(); ++i) from.dims[i] = want.dims[size_t(op.dims[i])];
+        const int x = to(op.operands[0], from, why);
+        if (x < 0) return -1;
+        op.operands[0] = x;
+        return add(std::move(op), want);
+      }
+      case OpKind::transpose: {
+        Layout from = whole(op.dims.size());
+        for (size_t i = 0; i < op.dims.size(); ++i) from.dims[size_t(op.dims[i])] = want.dims[i];
+        const int x = to(op.operands[0], from, why);
         if (x < 0) return -1;
         op.operands[0] = x;
         return add(std::move(op), want);
       }
       default:
-        if (!is_elementwise(src.kind)) return -1;
+        if (!is_elementwise(op.kind)) return -1;
         for (int& o : op.operands) {
-          if (g_.ops[o].type.dims.size() != global_type.dims.size()) continue;  // a scalar bound of clamp
+          if (g_.ops[o].type.dims.size() != type.dims.size()) continue;  // a scalar bound of clamp
           o = to(o, want, why);
           if (o < 0) return -1;
         }
@@ -161,7 +246,11 @@ class Partitioner {
     }
   }
 
-  int whole(int v, const std::string& why) { return to(v, kWhole, why); }
+  Layout resolved(int v) const {  // v's layout without its pending sum
+    Layout l = layout_[v];
+    l.partial = 0;
+    return l;
+  }
 
   int op(const Op& in) {
     Op op = in;
@@ -169,187 +258,226 @@ class Partitioner {
     const std::string what = fmt::format("{} ({})", op_name(in.kind), in.loc);
     switch (in.kind) {
       case OpKind::parameter: {
-        const int64_t p = in.index;
-        int64_t s = kWhole;
-        if (size_t(p) < f_.param_sharding.size() && !f_.param_sharding[p].empty())
-          for (size_t d = 0; d < f_.param_sharding[p].size(); ++d)
-            if (f_.param_sharding[p][d] > 1) s = int64_t(d);
-        if (s >= 0) {
-          g_.param_tiles.resize(std::max(g_.param_tiles.size(), size_t(p) + 1));
-          g_.param_tiles[p] = f_.param_sharding[p];
+        const size_t p = size_t(in.index);
+        Layout l = whole(in.type.dims.size());
+        if (p < f_.param_sharding.size() && !f_.param_sharding[p].empty()) l.dims = f_.param_sharding[p];
+        if (l.used()) {
+          g_.param_tiles.resize(std::max(g_.param_tiles.size(), p + 1));
+          g_.param_tile_of.resize(std::max(g_.param_tile_of.size(), p + 1));
+          g_.param_tiles[p] = tiles(l);
+          g_.param_tile_of[p] = tile_of(l);
         }
-        op.type = local(in.type, s);
-        return add(std::move(op), s);
+        op.type = local(in.type, l);
+        return add(std::move(op), l);
       }
-      case OpKind::broadcast: {
-        const int64_t s = split_[op.operands[0]];
-        if (s == kPartial) op.operands[0] = whole(op.operands[0], what);
-        const int64_t out = s >= 0 ? in.dims[s] : kWhole;
-        op.type = local(in.type, out);
-        return add(std::move(op), out);
+      case OpKind::broadcast: {  // linear: a partial sum stays one
+        const Layout& x = layout_[op.operands[0]];
+        Layout l = whole(in.type.dims.size());
+        l.partial = x.partial;
+        for (size_t i = 0; i < in.dims.size(); ++i) l.dims[size_t(in.dims[i])] = x.dims[i];
+        op.type = local(in.type, l);
+        return add(std::move(op), l);
       }
       case OpKind::transpose: {
-        const int64_t s = split_[op.operands[0]];
-        if (s == kPartial) return add_whole(std::move(op), what);  // a partial sum moves as any value would; kept simple
-        const int64_t out = s >= 0 ? std::find(in.dims.begin(), in.dims.end(), s) - in.dims.begin() : kWhole;
-        op.type = local(in.type, out);
-        return add(std::move(op), out);
+        const Layout& x = layout_[op.operands[0]];
+        Layout l = whole(in.type.dims.size());
+        l.partial = x.partial;
+        for (size_t i = 0; i < in.dims.size(); ++i) l.dims[i] = x.dims[size_t(in.dims[i])];
+        op.type = local(in.type, l);
+        return add(std::move(op), l);
       }
-      case OpKind::reshape: {
-        const int64_t s = split_[op.operands[0]];
-        if (s < 0) return add_whole(std::move(op), what);
-        const Type& from = f_.ops[in.operands[0]].type;
-        int64_t before = 1;
-        for (int64_t d = 0; d < s; ++d) before *= from.dims[d];
-        int64_t p = 1;
-        for (size_t e = 0; e < in.type.dims.size(); p *= in.type.dims[e], ++e)
-          if (p == before && in.type.dims[e] > 1 && divides(in.type, int64_t(e))) {
-            op.type = local(in.type, int64_t(e));
-            return add(std::move(op), int64_t(e));
-          }
-        return add_whole(std::move(op), what);
-      }
+      case OpKind::reshape: return reshape(in, std::move(op), what);
       case OpKind::dot: return dot(in, std::move(op), what);
-      case OpKind::reduce: {
-        const int x = op.operands[0];
-        const int64_t s = split_[x];
-        if (s >= 0 && split_[op.operands[1]] == kWhole) {
-          const auto at = std::find(in.dims.begin(), in.dims.end(), s);
-          if (at == in.dims.end()) {  // the split dimension is kept
-            const int64_t out = s - std::count_if(in.dims.begin(), in.dims.end(), [&](int64_t d) { return d < s; });
-            op.type = local(in.type, out);
-            return add(std::move(op), out);
-          }
-          const DType dt = in.type.dtype;
-          const bool combinable = dt == DType::f32 || dt == DType::bf16 || dt == DType::f16 || dt == DType::s32;
-          if (combinable && in.combiner == Combiner::add && is_identity(op.operands[1], 0)) return add(std::move(op), kPartial);
-          const bool idempotent = in.combiner == Combiner::maximum || in.combiner == Combiner::minimum;
-          if (combinable && (idempotent || (in.combiner == Combiner::multiply && is_identity(op.operands[1], 1)))) {
-            op.type = in.type;  // each device's reduction of its part, then theirs
-            const int part = add(std::move(op), kWhole);
-            Op c = collective(OpKind::all_reduce, part, fmt::format("all-reduce ({}): the reduction crosses the split dimension", combiner_name(in.combiner)));
-            c.combiner = in.combiner, c.type = in.type;
-            return add(std::move(c), kWhole);
-          }
-        }
-        return add_whole(std::move(op), what);
-      }
+      case OpKind::reduce: return reduce(in, std::move(op), what);
       default:
         if (is_elementwise(in.kind)) return elementwise(in, std::move(op), what);
         return add_whole(std::move(op), what);
     }
   }
 
-  bool is_identity(int v, double x) const {
-    const Op& o = g_.ops[v];
-    return o.kind == OpKind::constant && o.literal.size() == 1 && o.literal[0] == x;
-  }
-
   // The op on whole operands, as on one chip.
   int add_whole(Op op, const std::string& what) {
-    for (int& o : op.operands) o = whole(o, what);
-    if (!op.regions.empty())
-      for (Function& r : op.regions) set_devices(r, n_);
-    return add(std::move(op), kWhole);
+    for (int& o : op.operands) o = to(o, whole(g_.ops[o].type.dims.size()), what);
+    for (Function& r : op.regions) set_devices(r, n_);
+    const size_t rank = op.type.dims.size();
+    return add(std::move(op), whole(rank));
+  }
+
+  int reshape(const Op& in, Op op, const std::string& what) {
+    const Layout& x = layout_[op.operands[0]];
+    const Type& from = f_.ops[in.operands[0]].type;
+    Layout l = whole(in.type.dims.size());
+    l.partial = x.partial;
+    for (size_t k = 0; k < x.dims.size(); ++k) {
+      if (!x.dims[k]) continue;
+      int64_t before = 1, p = 1;
+      for (size_t d = 0; d < k; ++d) before *= from.dims[d];
+      size_t e = 0;
+      while (e < in.type.dims.size() && !(p == before && in.type.dims[e] > 1 && in.type.dims[e] % count(x.dims[k]) == 0)) p *= in.type.dims[e++];
+      if (e == in.type.dims.size()) return add_whole(std::move(op), what);
+      l.dims[e] = x.dims[k];
+    }
+    op.type = local(in.type, l);
+    return add(std::move(op), l);
+  }
+
+  int reduce(const Op& in, Op op, const std::string& what) {
+    int& x = op.operands[0];
+    if (layout_[x].partial || layout_[op.operands[1]].used()) return add_whole(std::move(op), what);
+    const Layout& lx = layout_[x];
+    Mask crossed = 0;
+    Layout l;
+    for (size_t d = 0; d < lx.dims.size(); ++d) {
+      if (std::find(in.dims.begin(), in.dims.end(), int64_t(d)) != in.dims.end()) crossed |= lx.dims[d];
+      else l.dims.push_back(lx.dims[d]);
+    }
+    auto identity = [&](double v) {
+      const Op& o = g_.ops[op.operands[1]];
+      return o.kind == OpKind::constant && o.literal.size() == 1 && o.literal[0] == v;
+    };
+    const DType dt = in.type.dtype;
+    const bool combinable = dt == DType::f32 || dt == DType::bf16 || dt == DType::f16 || dt == DType::s32;
+    if (crossed && combinable && in.combiner == Combiner::add && identity(0)) {
+      l.partial = crossed;
+    } else if (crossed && combinable &&
+               (in.combiner == Combiner::maximum || in.combiner == Combiner::minimum || (in.combiner == Combiner::multiply && identity(1)))) {
+      op.type = local(in.type, l);
+      Layout part = l;
+      part.partial = crossed;  // not a sum: combined at once
+      const int v = add(std::move(op), part);
+      Layout out = l;
+      const int c = collective(OpKind::all_reduce, v, crossed, out,
+                               fmt::format("all-reduce ({}): the reduction crosses split dimensions", combiner_name(in.combiner)));
+      g_.ops[c].combiner = in.combiner;
+      return c;
+    } else if (crossed) {
+      return add_whole(std::move(op), what);
+    }
+    op.type = local(in.type, l);
+    return add(std::move(op), l);
   }
 
   int elementwise(const Op& in, Op op, const std::string& what) {
     const size_t rank = in.type.dims.size();
-    auto full = [&](int o) { return g_.ops[o].type.dims.size() == rank || split_[o] != kWhole; };
+    auto full = [&](int o) { return g_.ops[o].type.dims.size() == rank; };
     // Partial sums stay partial through linear ops: -p, p * w, p / w, p + q.
-    int partials = 0, splits = 0;
-    for (int o : op.operands) partials += split_[o] == kPartial, splits += split_[o] >= 0;
-    if (partials > 0 && splits == 0) {
-      const bool ok = (in.kind == OpKind::negate && partials == 1) ||
-                      ((in.kind == OpKind::add || in.kind == OpKind::subtract) && partials == int(op.operands.size())) ||
-                      (in.kind == OpKind::multiply && partials == 1) ||
-                      (in.kind == OpKind::divide && partials == 1 && split_[op.operands[0]] == kPartial);
-      if (ok && is_float(in.type.dtype)) {
-        op.type = in.type;
-        return add(std::move(op), kPartial);
+    int partials = 0, others = 0;
+    for (int o : op.operands) {
+      if (layout_[o].partial) ++partials;
+      else if (full(o)) others += layout_[o].used() != 0;
+    }
+    if (partials && !others && is_float(in.type.dtype)) {
+      Layout l;
+      for (int o : op.operands)
+        if (layout_[o].partial) l = layout_[o];
+      bool same = true;
+      for (int o : op.operands) same &= !layout_[o].partial || layout_[o] == l;
+      const bool linear = (in.kind == OpKind::negate && partials == 1) ||
+                          ((in.kind == OpKind::add || in.kind == OpKind::subtract) && partials == int(op.operands.size())) ||
+                          (in.kind == OpKind::multiply && partials == 1) ||
+                          (in.kind == OpKind::divide && partials == 1 && layout_[op.operands[0]].partial);
+      if (same && linear) {
+        std::vector<int> ops = op.operands;
+        bool ok = true;
+        for (int& o : ops)
+          if (full(o) && !layout_[o].partial) {
+            Layout w = l;
+            w.partial = 0;
+            ok &= (o = to(o, w, what)) >= 0;
+          }
+        if (ok) {
+          op.operands = ops;
+          op.type = local(in.type, l);
+          return add(std::move(op), l);
+        }
       }
     }
-    // Split where an operand is split (the first that the others can follow).
-    for (int o : op.operands) {
-      const int64_t s = split_[o];
-      if (s < 0 || !full(o)) continue;
+    // The layout of an operand the others can follow (split ones first).
+    std::vector<Layout> candidates;
+    for (int o : op.operands)
+      if (full(o) && layout_[o].used()) candidates.push_back(resolved(o));
+    for (const Layout& c : candidates) {
       std::vector<int> ops = op.operands;
       bool ok = true;
       for (int& x : ops)
-        if (full(x) && (x = to(x, s, what)) < 0) ok = false;
+        if (full(x) && (x = to(x, c, what)) < 0) ok = false;
       if (!ok) continue;
       op.operands = ops;
-      op.type = local(in.type, s);
-      return add(std::move(op), s);
+      op.type = local(in.type, c);
+      return add(std::move(op), c);
     }
     return add_whole(std::move(op), what);
-  }
-
-  // Where dimension d of a dot's operand lands in its result: batch
-  // dimensions first, then the lhs's free ones, then the rhs's.
-  static int64_t out_dim(const Op& in, bool rhs, int64_t d, size_t lhs_rank) {
-    const auto& batch = rhs ? in.rhs_batch : in.lhs_batch;
-    const auto& contract = rhs ? in.rhs_contract : in.lhs_contract;
-    if (auto at = std::find(batch.begin(), batch.end(), d); at != batch.end()) return at - batch.begin();
-    int64_t out = int64_t(batch.size());
-    if (rhs) out += int64_t(lhs_rank - in.lhs_batch.size() - in.lhs_contract.size());
-    for (int64_t k = 0; k < d; ++k)
-      if (std::find(batch.begin(), batch.end(), k) == batch.end() && std::find(contract.begin(), contract.end(), k) == contract.end()) ++out;
-    return out;
   }
 
   int dot(const Op& in, Op op, const std::string& what) {
     int& l = op.operands[0];
     int& r = op.operands[1];
-    const size_t lrank = g_.ops[l].type.dims.size();
-    if (split_[l] == kPartial) l = whole(l, what);
-    if (split_[r] == kPartial) r = whole(r, what);
-    auto emit = [&](int64_t out) {
-      op.type = infer_type(g_, op);
-      return add(std::move(op), out);
-    };
-    auto pos = [](const std::vector<int64_t>& v, int64_t x) { return int64_t(std::find(v.begin(), v.end(), x) - v.begin()); };
-    // Split on matching contracting (partial sums) or batch dimensions.
-    for (const bool batch : {false, true})
-      for (const bool from_rhs : {false, true}) {
-        const auto& mine = from_rhs ? (batch ? in.rhs_batch : in.rhs_contract) : (batch ? in.lhs_batch : in.lhs_contract);
-        const auto& theirs = from_rhs ? (batch ? in.lhs_batch : in.lhs_contract) : (batch ? in.rhs_batch : in.rhs_contract);
-        const int64_t s = split_[from_rhs ? r : l];
-        const int64_t p = s >= 0 ? pos(mine, s) : int64_t(mine.size());
-        if (p >= int64_t(mine.size())) continue;
-        int& other = from_rhs ? l : r;
-        const int o = to(other, theirs[p], what);
-        if (o < 0) continue;
-        other = o;
-        return emit(batch ? p : kPartial);
+    if (layout_[l].partial) l = to(l, resolved(l), what);
+    if (layout_[r].partial) r = to(r, resolved(r), what);
+    // Matching dimensions (contracting and batch) take one layout on both
+    // operands: the lhs's split, the rhs's, or whole.
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (size_t i = 0; i < in.lhs_contract.size(); ++i) pairs.push_back({in.lhs_contract[i], in.rhs_contract[i]});
+    for (size_t i = 0; i < in.lhs_batch.size(); ++i) pairs.push_back({in.lhs_batch[i], in.rhs_batch[i]});
+    for (const auto& [a, b] : pairs) {
+      const Mask ml = layout_[l].dims[size_t(a)], mr = layout_[r].dims[size_t(b)];
+      if (ml == mr) continue;
+      std::vector<Mask> tries;  // split ones first
+      if (ml) tries.push_back(ml);
+      if (mr) tries.push_back(mr);
+      tries.push_back(0);
+      bool done = false;
+      for (const Mask m : tries) {
+        if (done) break;
+        Layout wl = layout_[l], wr = layout_[r];
+        wl.dims[size_t(a)] = m, wr.dims[size_t(b)] = m;
+        const int nl = to(l, wl, what);
+        if (nl < 0) continue;
+        const int nr = to(r, wr, what);
+        if (nr < 0) continue;
+        l = nl, r = nr, done = true;
       }
-    // Split on a free dimension of one operand, the other whole.
-    for (const bool from_rhs : {false, true}) {
-      const int64_t s = split_[from_rhs ? r : l];
-      const auto& batch = from_rhs ? in.rhs_batch : in.lhs_batch;
-      const auto& contract = from_rhs ? in.rhs_contract : in.lhs_contract;
-      if (s < 0 || pos(batch, s) < int64_t(batch.size()) || pos(contract, s) < int64_t(contract.size())) continue;
-      int& other = from_rhs ? l : r;
-      other = whole(other, what);
-      return emit(out_dim(in, from_rhs, s, lrank));
     }
-    l = whole(l, what), r = whole(r, what);
-    return emit(kWhole);
+    // Free dimensions of the rhs split over axes the lhs already uses: whole.
+    Layout wr = layout_[r];
+    bool changed = false;
+    for (size_t d = 0; d < wr.dims.size(); ++d) {
+      const bool free = std::find(in.rhs_contract.begin(), in.rhs_contract.end(), int64_t(d)) == in.rhs_contract.end() &&
+                        std::find(in.rhs_batch.begin(), in.rhs_batch.end(), int64_t(d)) == in.rhs_batch.end();
+      if (free && (wr.dims[d] & layout_[l].used())) wr.dims[d] = 0, changed = true;
+    }
+    if (changed) r = to(r, wr, what);
+    // The result: batch dimensions, the lhs's free ones, the rhs's.
+    const Layout& ll = layout_[l];
+    const Layout& lr = layout_[r];
+    Layout out;
+    for (int64_t b : in.lhs_batch) out.dims.push_back(ll.dims[size_t(b)]);
+    for (size_t d = 0; d < ll.dims.size(); ++d)
+      if (std::find(in.lhs_contract.begin(), in.lhs_contract.end(), int64_t(d)) == in.lhs_contract.end() &&
+          std::find(in.lhs_batch.begin(), in.lhs_batch.end(), int64_t(d)) == in.lhs_batch.end())
+        out.dims.push_back(ll.dims[d]);
+    for (size_t d = 0; d < lr.dims.size(); ++d)
+      if (std::find(in.rhs_contract.begin(), in.rhs_contract.end(), int64_t(d)) == in.rhs_contract.end() &&
+          std::find(in.rhs_batch.begin(), in.rhs_batch.end(), int64_t(d)) == in.rhs_batch.end())
+        out.dims.push_back(lr.dims[d]);
+    for (int64_t c : in.lhs_contract) out.partial |= ll.dims[size_t(c)];
+    op.type = infer_type(g_, op);
+    return add(std::move(op), out);
   }
 
   const Function& f_;
+  const std::vector<int64_t> mesh_;
   const int64_t n_;
   Function g_;
-  std::vector<int64_t> all_;
-  std::vector<int> map_;             // f_'s op -> its value in g_
-  std::vector<int64_t> split_;       // by value of g_: the split dimension, kWhole or kPartial
-  std::map<std::pair<int, int64_t>, int> moved_;  // (value, layout) -> the value in that layout
+  std::vector<int> map_;        // f_'s op -> its value in g_
+  std::vector<Layout> layout_;  // by value of g_
+  std::map<std::pair<int, Layout>, int> moved_;  // (value, layout) -> the value in that layout
 };
 
 }  // namespace
 
 Function spmd_partition(const Function& f) {
-  if (f.partitions <= 1) return f;
+  if (f.mesh.empty()) return f;
   return Partitioner(f).run();
 }
 

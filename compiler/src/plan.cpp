@@ -534,11 +534,15 @@ Kernel Plan::kernel_of(int v, const std::vector<int>& epilogue_of) {
 }
 
 isa::TensorSymbol tensor_symbol(isa::SymbolKind kind, std::string name, const Type& t, uint64_t addr,
-                                const std::vector<int64_t>& tiles = {}) {
+                                const std::vector<std::vector<int64_t>>& tiles = {}, const std::vector<std::vector<int64_t>>& tile_of = {},
+                                size_t k = 0) {
   isa::TensorSymbol s;
   s.kind = kind, s.name = std::move(name), s.dtype = isa_dtype(t.dtype), s.hbm_addr = addr;
   for (int64_t d : t.dims) s.dims.push_back(uint64_t(d));
-  for (int64_t d : tiles) s.tiles.push_back(uint64_t(d));
+  if (k < tiles.size())
+    for (int64_t d : tiles[k]) s.tiles.push_back(uint64_t(d));
+  if (k < tile_of.size())
+    for (int64_t d : tile_of[k]) s.tile_of.push_back(uint32_t(d));
   return s;
 }
 
@@ -604,8 +608,7 @@ void Plan::assign_buffers() {
     }
     fixed(params[p]);
     const std::string name = clean_name(p < f.param_names.size() && !f.param_names[p].empty() ? f.param_names[p] : fmt::format("arg{}", p), used);
-    symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]],
-                                    p < f.param_tiles.size() ? f.param_tiles[p] : std::vector<int64_t>{}));
+    symbols.push_back(tensor_symbol(isa::SymbolKind::Input, name, f.param_global_type(p), addr[params[p]], f.param_tiles, f.param_tile_of, p));
   }
   for (size_t i = 0; i < n; ++i) {
     const Op& o = f.ops[i];
@@ -793,7 +796,7 @@ void Plan::assign_buffers() {
     const int v = base[f.results[r]];
     if (addr[v] == ~uint64_t(0)) throw Error(fmt::format("internal error: result {} has no buffer", r));
     symbols.push_back(tensor_symbol(isa::SymbolKind::Output, clean_name(fmt::format("out{}", r), used), f.result_global_type(r), addr[v],
-                                    r < f.result_tiles.size() ? f.result_tiles[r] : std::vector<int64_t>{}));
+                                    f.result_tiles, f.result_tile_of, r));
   }
   if (hbm_used <= t.hbm_bytes) return;
   // Too large: name the values live where the most bytes are.

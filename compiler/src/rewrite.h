@@ -213,6 +213,8 @@ inline void copy_signature(const Function& in, Function& out) {
   out.devices = in.devices;
   out.param_tiles = in.param_tiles;
   out.result_tiles = in.result_tiles;
+  out.param_tile_of = in.param_tile_of;
+  out.result_tile_of = in.result_tile_of;
 }
 
 // Runs `expand` on every op; it returns the new value or -1 to copy the op.

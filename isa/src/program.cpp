@@ -23,12 +23,13 @@ constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
          uint32_t(uint8_t(s[3])) << 24;
 }
-enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kTile, kHeap, kMaxSections };
+enum Section : size_t { kTrgt, kCode, kData, kSyms, kChks, kKern, kTile, kHeap, kTmap, kMaxSections };
 constexpr size_t kRequiredSections = 4;
-constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"), tag("KERN"), tag("TILE"), tag("HEAP")};
-constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN", "TILE", "HEAP"};
+constexpr uint32_t kSectionTags[] = {tag("TRGT"), tag("CODE"), tag("DATA"), tag("SYMS"), tag("CHKS"),
+                                     tag("KERN"), tag("TILE"), tag("HEAP"), tag("TMAP")};
+constexpr const char* kSectionNames[] = {"TRGT", "CODE", "DATA", "SYMS", "CHKS", "KERN", "TILE", "HEAP", "TMAP"};
 // The first minor version that may hold each section.
-constexpr uint16_t kSectionMinor[] = {0, 0, 0, 0, 1, 1, 2, 3};
+constexpr uint16_t kSectionMinor[] = {0, 0, 0, 0, 1, 1, 2, 3, 4};
 constexpr const char* kCheckKindNames[kNumCheckKinds] = {"expect_eq", "expect_almost_eq", "expect_close"};
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kSectionEntryBytes = 24;
@@ -174,8 +175,20 @@ void check_symbols_and_data(const Program& p, const std::function<void(const std
       for (size_t i = 0; i < s.tiles.size(); ++i)
         if (s.tiles[i] == 0 || s.dims[i] % s.tiles[i] != 0)
           fail(fmt::format("symbol '{}': {} tiles do not divide dimension {} of {}", s.name, s.tiles[i], i, s.dims[i]));
-      if (s.tile_count() != p.target.chips)
+      if (s.tile_of.empty() && s.tile_count() != p.target.chips)
         fail(fmt::format("symbol '{}' has {} tiles, the target has {} chip(s)", s.name, s.tile_count(), p.target.chips));
+      if (!s.tile_of.empty()) {
+        if (s.tile_of.size() != p.target.chips)
+          fail(fmt::format("symbol '{}' maps {} chips to tiles, the target has {}", s.name, s.tile_of.size(), p.target.chips));
+        std::vector<bool> held(s.tile_count() < (uint64_t(1) << 20) ? s.tile_count() : 0);
+        for (uint32_t t : s.tile_of) {
+          if (t >= held.size()) fail(fmt::format("symbol '{}': tile {} of {}", s.name, t, s.tile_count()));
+          held[t] = true;
+        }
+        if (std::find(held.begin(), held.end(), false) != held.end()) fail(fmt::format("symbol '{}': a tile no chip holds", s.name));
+      }
+    } else if (!s.tile_of.empty()) {
+      fail(fmt::format("symbol '{}' maps chips to tiles but has none", s.name));
     }
     uint64_t bytes = s.local_bytes();
     if (!range_fits(s.hbm_addr, bytes, p.target.hbm_bytes))
@@ -382,6 +395,7 @@ void copy_tile(const TensorSymbol& s, uint64_t chip, const uint8_t* from, uint8_
   const std::vector<uint64_t> local = s.local_dims();
   // The tile's coordinates (row-major over tiles) and its first element.
   std::vector<uint64_t> at(rank, 0);
+  chip = s.tile_index(chip);
   for (size_t i = rank; i-- > 0;) {
     at[i] = chip % s.tiles[i] * local[i];
     chip /= s.tiles[i];
@@ -442,6 +456,7 @@ std::vector<uint8_t> save(const Program& p) {
   const bool tiled = std::any_of(p.symbols.begin(), p.symbols.end(), [](const TensorSymbol& s) { return !s.tiles.empty(); });
   if (tiled) present.push_back(kTile);
   if (p.hbm_peak != 0) present.push_back(kHeap);
+  if (std::any_of(p.symbols.begin(), p.symbols.end(), [](const TensorSymbol& s) { return !s.tile_of.empty(); })) present.push_back(kTmap);
   const size_t sections = present.size();
   w.u16(kProgramVersionMajor);
   w.u16(kSectionMinor[present.back()]);
@@ -507,6 +522,17 @@ std::vector<uint8_t> save(const Program& p) {
         break;
       }
       case kHeap: w.u64(p.hbm_peak); break;
+      case kTmap: {
+        uint32_t n = 0;
+        for (const auto& s : p.symbols) n += s.tile_of.empty() ? 0 : 1;
+        w.u32(n);
+        for (size_t k = 0; k < p.symbols.size(); ++k) {
+          if (p.symbols[k].tile_of.empty()) continue;
+          w.u32(uint32_t(k));
+          for (uint32_t t : p.symbols[k].tile_of) w.u32(t);
+        }
+        break;
+      }
     }
     w.patch_u64(table + i * kSectionEntryBytes + 8, begin);
     w.patch_u64(table + i * kSectionEntryBytes + 16, w.size() - begin);
@@ -637,6 +663,20 @@ Program load(const uint8_t* bytes, size_t size) {
       for (uint8_t d = 0; d < rank; ++d) p.symbols[k].tiles.push_back(tr.u64());
     }
     tr.expect_end();
+  }
+  if (has[kTmap]) {
+    Reader mr(bytes, begin[kTmap], end[kTmap], "TMAP");
+    const uint32_t n = mr.u32();
+    if (n == 0 || n > p.symbols.size()) mr.fail(fmt::format("{} mapped symbols: 1 to {}", n, p.symbols.size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      const size_t at = mr.pos();
+      const uint32_t k = mr.u32();
+      if (k >= p.symbols.size() || p.symbols[k].tiles.empty() || !p.symbols[k].tile_of.empty())
+        mr.fail(fmt::format("entry {} names symbol {}: not a tiled one of the {} symbols, or twice", i, k, p.symbols.size()), at);
+      if (mr.remaining() / 4 < p.target.chips) mr.fail(fmt::format("symbol '{}' maps fewer than {} chips", p.symbols[k].name, p.target.chips), at);
+      for (uint64_t c = 0; c < p.target.chips; ++c) p.symbols[k].tile_of.push_back(mr.u32());
+    }
+    mr.expect_end();
   }
   check_symbols_and_data(p, [&](const std::string& m) { throw Error(m); });
 

@@ -33,9 +33,9 @@ Program sample_program() {
   p.code = {encode(add), encode(halt)};
   p.data.push_back({0x1000, {1, 2, 3, 4, 5}});
   p.data.push_back({0x2000, std::vector<uint8_t>(100, 7)});
-  p.symbols.push_back({SymbolKind::Input, "x", Dtype::f32, {8, 8}, 0x0, {}});
-  p.symbols.push_back({SymbolKind::Output, "y", Dtype::bf16, {8}, 0x100, {}});
-  p.symbols.push_back({SymbolKind::Constant, "w", Dtype::s8, {}, 0x1000, {}});
+  p.symbols.push_back({SymbolKind::Input, "x", Dtype::f32, {8, 8}, 0x0, {}, {}});
+  p.symbols.push_back({SymbolKind::Output, "y", Dtype::bf16, {8}, 0x100, {}, {}});
+  p.symbols.push_back({SymbolKind::Constant, "w", Dtype::s8, {}, 0x1000, {}, {}});
   return p;
 }
 
@@ -131,7 +131,7 @@ TEST_CASE("the loader names what is wrong", "[program]") {
 TEST_CASE("checks: version 1.1 with a CHKS section, 1.0 without", "[program]") {
   Program p = sample_program();
   CHECK(save(p)[10] == 0);  // no checks: version 1.0, byte for byte as before
-  p.symbols.push_back({SymbolKind::Output, "y_ref", Dtype::bf16, {8}, 0x200, {}});
+  p.symbols.push_back({SymbolKind::Output, "y_ref", Dtype::bf16, {8}, 0x200, {}, {}});
   p.checks.push_back({CheckKind::expect_close, 0, 1, 0, 0, 3});
   p.checks.push_back({CheckKind::expect_almost_eq, 1, 0, 1e-3, 0, 0});
   const auto bytes = save(p);
@@ -220,6 +220,37 @@ TEST_CASE("tiles: version 1.2 with a TILE section splits tensors over the chips"
   CHECK_THROWS_WITH(load(bytes.data(), bytes.size()), Catch::Contains("a TILE section needs version 1.2"));
 }
 
+// TMAP (version 1.4): chips that hold the same tile (a value split over
+// some axes of a mesh, whole along the others).
+TEST_CASE("tiles: version 1.4 with a TMAP section gives several chips one tile", "[program]") {
+  Program p = sample_program();
+  p.target.chips = 4;
+  p.symbols[0].tiles = {2, 1};         // x f32[8, 8]: rows 0..3 and 4..7
+  p.symbols[0].tile_of = {0, 0, 1, 1};  // chips 0 and 1 hold the first, 2 and 3 the second
+  auto bytes = save(p);
+  CHECK(bytes[10] == 4);  // minor version
+  const Program q = load(bytes.data(), bytes.size());
+  CHECK(q == p);
+  CHECK(save(q) == bytes);
+  std::vector<float> x(64), t(32);
+  for (size_t k = 0; k < 64; ++k) x[k] = float(k);
+  for (uint64_t chip = 0; chip < 4; ++chip) {
+    copy_tile(p.symbols[0], chip, reinterpret_cast<const uint8_t*>(x.data()), reinterpret_cast<uint8_t*>(t.data()), true);
+    CHECK(t[0] == x[chip / 2 * 32]);
+    CHECK(t[31] == x[chip / 2 * 32 + 31]);
+  }
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK_THROWS_AS(load(bytes.data(), n), tpu::Error);
+  Program bad = p;
+  bad.symbols[0].tile_of = {0, 0, 0, 0};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x': a tile no chip holds"));
+  bad.symbols[0].tile_of = {0, 1, 2, 1};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x': tile 2 of 2"));
+  bad.symbols[0].tile_of = {0, 1};
+  CHECK_THROWS_WITH(save(bad), Catch::Contains("symbol 'x' maps 2 chips to tiles, the target has 4"));
+  bytes[10] = 3;
+  CHECK_THROWS_WITH(load(bytes.data(), bytes.size()), Catch::Contains("a TMAP section needs version 1.4"));
+}
+
 // HEAP (version 1.3): the HBM the program uses, [0, hbm_peak), holds every
 // symbol and data segment and fits the target.
 TEST_CASE("peak HBM: saved in version 1.3, checked against symbols, data and target", "[program]") {
@@ -245,7 +276,7 @@ TEST_CASE("peak HBM: saved in version 1.3, checked against symbols, data and tar
 }
 
 TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
-  const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0, {}};
+  const TensorSymbol t{SymbolKind::Output, "y", Dtype::f32, {4}, 0, {}, {}};
   auto bytes = [](std::vector<float> v) {
     std::vector<uint8_t> b(v.size() * 4);
     std::memcpy(b.data(), v.data(), b.size());
@@ -268,7 +299,7 @@ TEST_CASE("checks: StableHLO's semantics for each kind", "[program]") {
   const auto o = evaluate_check(almost, t, bytes({1, 2, 3, 4.01f}), bytes({1, 2, 3, 4}));
   CHECK_FALSE(o.pass);
   CHECK_THAT(o.detail, Catch::Contains("at index [3]"));
-  const TensorSymbol ti{SymbolKind::Output, "k", Dtype::s8, {2, 2}, 0, {}};
+  const TensorSymbol ti{SymbolKind::Output, "k", Dtype::s8, {2, 2}, 0, {}, {}};
   const auto oi = evaluate_check(eq, ti, {1, 2, 3, 0xFF}, {1, 2, 3, 0xFE});
   CHECK_FALSE(oi.pass);
   CHECK(oi.detail == "-1 (actual) vs -2 (expected) at index [1,1]");

@@ -132,13 +132,24 @@ struct Function {
   // row-major (docs/ir.md).
   int64_t devices = 1;  // a loop's regions have their loop's devices
   std::vector<std::vector<int64_t>> param_tiles, result_tiles;  // by parameter and result number
+  // By device, the tile it holds when several devices hold one (a value
+  // split over some axes of the mesh, whole along the others); none: device
+  // d holds tile d.
+  std::vector<std::vector<int64_t>> param_tile_of, result_tile_of;  // by parameter and result number
   // Automatic SPMD (jax.jit with shardings): the global program, to run on
-  // `partitions` devices once the spmd-partition pass has made it every
+  // the devices of `mesh` (its axes' sizes, the first the most significant
+  // in a device's number) once the spmd-partition pass has made it every
   // device's program. Until then it is one device's program on global
-  // shapes (what the interpreter runs), and param_sharding gives the tiles
-  // each parameter is split into (none: whole on every device).
-  int64_t partitions = 1;
+  // shapes (what the interpreter runs), and param_sharding gives, for each
+  // dimension of each parameter, the mesh axes it is split over (a mask:
+  // bit a for axis a, major axis first; none: whole on every device).
+  std::vector<int64_t> mesh;
   std::vector<std::vector<int64_t>> param_sharding;  // by parameter number
+  int64_t partitions() const {
+    int64_t n = 1;
+    for (int64_t a : mesh) n *= a;
+    return n;
+  }
   // Checks between two results (StableHLO check.expect_*), written to the
   // .tpu; not printed in IR text, and kept across passes by compile().
   std::vector<isa::Check> checks;
@@ -152,6 +163,19 @@ struct Function {
   Type param_global_type(size_t i) const;
   Type result_global_type(size_t i) const;
 };
+
+// The tile device d holds: tile_of[d], or d without tile_of.
+inline int64_t tile_index(const std::vector<std::vector<int64_t>>& tile_of, size_t value, int64_t d) {
+  return value < tile_of.size() && !tile_of[value].empty() ? tile_of[value][size_t(d)] : d;
+}
+
+// A value split over a mesh (axis sizes, the first the most significant in
+// a device's number): per dimension, the mask of the axes it is split over
+// (bit a for axis a; dimension order major first). The tiles along each
+// dimension, and the tile each device holds (row-major over the tiles),
+// empty where device d holds tile d.
+std::vector<int64_t> mesh_tiles(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks);
+std::vector<int64_t> mesh_tile_of(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks);
 
 // `tiles` (empty: none) of a local type: the global type.
 Type tiled_type(const Type& local, const std::vector<int64_t>& tiles);

@@ -16,7 +16,7 @@ namespace tpu::isa {
 
 inline constexpr char kProgramMagic[8] = {'T', 'P', 'U', 'P', 'R', 'O', 'G', '\0'};
 inline constexpr uint16_t kProgramVersionMajor = 1;
-inline constexpr uint16_t kProgramVersionMinor = 3;  // 1.1 adds the optional CHKS section, 1.2 TILE, 1.3 HEAP
+inline constexpr uint16_t kProgramVersionMinor = 4;  // 1.1 adds the optional CHKS section, 1.2 TILE, 1.3 HEAP, 1.4 TMAP
 inline constexpr size_t kMaxInstructions = 1u << 24;
 inline constexpr size_t kMaxSymbols = 1u << 16;
 inline constexpr size_t kMaxDataSegments = 1u << 16;
@@ -41,8 +41,9 @@ const char* symbol_kind_directive(SymbolKind k);  // ".input", ".output", ".cons
 // leaf (outputs, in order) or a named constant. On a system of several
 // chips, `tiles` (when not empty) splits it: dims / tiles along each axis
 // is one chip's tile, at hbm_addr in that chip's HBM; chip c holds the c-th
-// tile in row-major order of the tiles (docs/system.md). Without tiles,
-// every chip holds the whole tensor (an output is chip 0's).
+// tile in row-major order of the tiles, or tile tile_of[c] when tile_of is
+// given (several chips may hold one tile: partly replicated; docs/system.md).
+// Without tiles, every chip holds the whole tensor (an output is chip 0's).
 struct TensorSymbol {
   SymbolKind kind = SymbolKind::Input;
   std::string name;
@@ -50,14 +51,17 @@ struct TensorSymbol {
   std::vector<uint64_t> dims;
   uint64_t hbm_addr = 0;
   std::vector<uint64_t> tiles;
+  std::vector<uint32_t> tile_of;  // by chip: the tile it holds (empty: chip c holds tile c)
 
   uint64_t elements() const;
+  uint64_t tile_index(uint64_t chip) const { return tile_of.empty() ? chip : tile_of.at(chip); }
   uint64_t bytes() const;  // saturates at UINT64_MAX
   uint64_t tile_count() const;  // the product of tiles (1 without)
   std::vector<uint64_t> local_dims() const;
   uint64_t local_bytes() const;  // what one chip holds
   bool operator==(const TensorSymbol& o) const {
-    return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr && tiles == o.tiles;
+    return kind == o.kind && name == o.name && dtype == o.dtype && dims == o.dims && hbm_addr == o.hbm_addr && tiles == o.tiles &&
+           tile_of == o.tile_of;
   }
 };
 
