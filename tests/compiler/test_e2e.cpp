@@ -595,6 +595,51 @@ TEST_CASE("spmd: programs with shardings only match their global program and the
   }
 }
 
+// The partitioner over every op of the single-device programs (corpus and
+// tests/compiler/hlo): each parameter split along its first dimension that
+// divides, over a mesh of 4 (one axis) and of 2x2 (that dimension over the
+// first axis, the next that divides over the second); compiled for v5e
+// against the interpreter of the global program.
+TEST_CASE("spmd: single-device programs with their parameters split over a mesh match the global program") {
+  const uint64_t seed = test::test_seed(3536);
+  Gen g(seed);
+  std::vector<std::string> paths;
+  for (const std::string& name : test::corpus_programs())
+    if (!test::multi_device(name)) paths.push_back(test::kCorpus + name + "/module.hlo");
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo"))
+    if (e.path().filename().string().rfind("spmd_", 0) != 0) paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  size_t split = 0;
+  for (const auto& path : paths) {
+    const Function global = compiler::load_module(path);
+    REQUIRE(global.devices == 1);
+    std::vector<Tensor> in;
+    for (size_t p = 0; p < global.params().size(); ++p) in.push_back(g.random(global.param_global_type(p)));
+    const auto want = ir::interpret(global, in);
+    for (const std::vector<int64_t>& mesh : {std::vector<int64_t>{4}, std::vector<int64_t>{2, 2}}) {
+      Function f = global;
+      f.mesh = mesh;
+      for (int p : f.params()) {
+        std::vector<int64_t> masks(f.ops[p].type.dims.size(), 0);
+        size_t axis = 0;
+        for (size_t d = 0; d < masks.size() && axis < mesh.size(); ++d)
+          if (f.ops[p].type.dims[d] % mesh[axis] == 0) masks[d] = int64_t(1) << axis++;
+        if (mesh.size() == 1 ? axis == 0 : axis < 2) masks.assign(masks.size(), 0);  // the whole mesh's axes, or whole
+        split += axis > 0;
+        f.param_sharding.push_back(masks);
+      }
+      const Outcome got = compile_and_run(f, "v5e", ir::Precision::highest, in);
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("seed " << seed << " " << path << " on a mesh of [" << fmt::format("{}", fmt::join(mesh, ",")) << "]: output " << i);
+        const bool exact = !ir::is_float(want[i].type.dtype);
+        CHECK(rel_error(got.outputs[i], want[i]) <= (exact ? 0 : 1e-5));
+      }
+    }
+  }
+  CHECK(paths.size() >= 30);
+  CHECK(split >= 40);  // parameters that were split
+}
+
 TEST_CASE("spmd: psum over one axis of a 2x4 mesh on 8 chips") {
   const Function f = compiler::load_module(std::string(TPU_SOURCE_DIR) + "/tests/compiler/hlo/spmd_psum_mesh_2x4.hlo");
   REQUIRE(f.devices == 8);
