@@ -7,8 +7,9 @@
 // over (whole along the axes it does not name), and the axes over which it
 // is partial: each device holds a term of an add-sum (a dot or a reduction
 // over a split dimension) whose all-reduce waits until a consumer needs the
-// value whole (all-reduce) or split (reduce-scatter). Ops go in program
-// order, each taking the layout its operands allow:
+// value whole (all-reduce) or split (reduce-scatter); a split that moves
+// to another dimension is an all-to-all. Ops go in program order, each
+// taking the layout its operands allow:
 //   - element-wise ops take the layout of an operand the others can follow;
 //     a value a broadcast, a splat constant or an iota makes (and
 //     element-wise ops and transposes of those) is remade in any layout on
@@ -194,6 +195,14 @@ class Partitioner {
       }
       l = next;
     }
+    // A split that moves from dimension j to dimension k: an all-to-all.
+    for (size_t j = 0; j < l.dims.size(); ++j)
+      for (size_t k = 0; k < l.dims.size(); ++k)
+        if (j != k && l.dims[j] && l.dims[j] == want.dims[k] && !l.dims[k] && !want.dims[j] &&
+            global(v).dims[k] % count(l.dims[j]) == 0) {
+          v = reshard(v, j, k, why);
+          l = layout_[v];
+        }
     for (size_t k = 0; k < l.dims.size(); ++k) {
       if (l.dims[k] == 0 || l.dims[k] == want.dims[k]) continue;
       Layout next = l;
@@ -203,6 +212,47 @@ class Partitioner {
       l = next;
     }
     return l == want ? v : -1;
+  }
+
+  // Value v's split moved from dimension j to dimension k by one all-to-all
+  // over its axes: each device cuts its tile along k into a piece per group
+  // member (a dimension of n before k), the all-to-all sends piece i to
+  // member i, and what arrives (now indexed by its sender, the sender's part
+  // of dimension j) is moved before j's part and merged into it.
+  int reshard(int v, size_t j, size_t k, const std::string& why) {
+    const Mask axes = layout_[v].dims[j];
+    const int64_t n = count(axes);
+    const Type t = g_.ops[v].type;
+    const std::string loc = g_.ops[v].loc + fmt::format(" [spmd: all-to-all: {} needs the split of dimension {} on dimension {}]", why, j, k);
+    Layout l = layout_[v];
+    auto emit = [&](Op op) {
+      op.loc = loc;
+      return add(std::move(op), l);  // the layout of the steps between is not read
+    };
+    Type cut = t;  // dimension k as [n, t.dims[k] / n]
+    cut.dims[k] = t.dims[k] / n;
+    cut.dims.insert(cut.dims.begin() + long(k), n);
+    Op r1;
+    r1.kind = OpKind::reshape, r1.operands = {v}, r1.type = cut;
+    const int a = emit(r1);
+    Op x;
+    x.kind = OpKind::all_to_all, x.operands = {a}, x.index = int64_t(k), x.groups = groups(axes), x.type = cut;
+    const int b = emit(x);
+    // The sender's axis (k in `cut`) goes before j's part.
+    auto at = [&](size_t d) { return d < k ? d : d + 1; };
+    Op tr;
+    tr.kind = OpKind::transpose, tr.operands = {b};
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      if (d == j) tr.dims.push_back(int64_t(k));
+      tr.dims.push_back(int64_t(d == k ? k + 1 : at(d)));
+    }
+    for (int64_t d : tr.dims) tr.type.dims.push_back(cut.dims[size_t(d)]);
+    tr.type.dtype = t.dtype;
+    const int c = emit(tr);
+    l.dims[j] = 0, l.dims[k] = axes;
+    Op r2;
+    r2.kind = OpKind::reshape, r2.operands = {c}, r2.type = local(global(v), l);
+    return emit(r2);
   }
 
   // Value v made in layout `want` on each device from what it is computed
