@@ -228,7 +228,8 @@ class Importer {
 
   // jax.jit with in_shardings over a mesh (no manual computation): the
   // global program on its mesh, with the mesh axes each parameter's
-  // dimensions are split over (Function::mesh, param_sharding; the
+  // dimensions are split over (Function::mesh, the parameters' Op::sharding;
+  // with_sharding_constraint's on the values it names; the
   // spmd-partition pass splits it). Shardy's attribute first, then XLA's
   // sharding={devices=[..]<=[N]} over a mesh of N. Results keep the layout
   // their computation gives them (tpusim writes the global arrays either way).
@@ -236,16 +237,18 @@ class Importer {
     std::vector<int64_t> mesh;
     for (const auto& [name, n] : mesh_) mesh.push_back(n);
     std::vector<std::vector<int64_t>> ps;
-    bool split = false;
-    for (const Instruction* p : params) {
-      ps.push_back(sharding_masks(*p, mesh));
-      split |= !ps.back().empty();
-    }
+    for (const Instruction* p : params) ps.push_back(sharding_masks(*p, mesh));
     int64_t devices = 1;
     for (int64_t n : mesh) devices *= n;
-    if (devices <= 1) return;
+    if (devices <= 1) {
+      constraints_.clear();
+      return;
+    }
     f_.mesh = mesh;
-    if (split) f_.param_sharding = std::move(ps);
+    const auto ids = f_.params();
+    for (size_t p = 0; p < ps.size(); ++p) f_.ops[size_t(ids[p])].sharding = ps[p];
+    for (const auto& [v, masks] : constraints_)
+      if (f_.ops[size_t(v)].sharding.empty()) f_.ops[size_t(v)].sharding = masks;
   }
 
   // Frontend attributes without the escapes of quotes inside them.
@@ -748,6 +751,12 @@ class Importer {
         // Sharding annotations: identity on one device.
         std::vector<int> leaves;
         for (auto* tp : tuples) leaves.insert(leaves.end(), tp->begin(), tp->end());
+        // with_sharding_constraint in a global program: the value's layout (shardings()).
+        if ((t == "\"Sharding\"" || t == "Sharding") && f_.devices == 1 && leaves.size() == 1 && !mesh_.empty()) {
+          const std::string text = frontend_text(i);
+          if (size_t open = value_sharding(text, "xla.sdy.sharding", 0); open != std::string::npos)
+            constraints_.emplace(leaves[0], sdy_masks(i, text, open));
+        }
         std::vector<hlo::Shape> shapes = i.shape.tuple ? i.shape.elements : std::vector<hlo::Shape>{i.shape};
         if (shapes.size() != leaves.size()) unsupported(i, fmt::format("custom-call {} changing the number of values", t));
         for (size_t k = 0; k < shapes.size(); ++k)
@@ -1102,10 +1111,12 @@ class Importer {
     Function outer = std::move(f_);
     auto outer_consts = std::move(consts_);
     auto outer_tiles = std::move(global_tiles_);
+    auto outer_constraints = std::move(constraints_);
     f_ = Function{};
     f_.devices = outer.devices;
     consts_ = std::make_unique<ConstantFolder>(f_);
     global_tiles_.clear();
+    constraints_.clear();
     std::vector<int> params;
     for (size_t k = 0; k < state.size(); ++k) {
       Op p;
@@ -1117,12 +1128,12 @@ class Importer {
     try {
       results = computation(c, {params});
     } catch (...) {
-      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+      f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), constraints_ = std::move(outer_constraints);
       throw;
     }
     f_.results = results;
     Function g = std::move(f_);
-    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles);
+    f_ = std::move(outer), consts_ = std::move(outer_consts), global_tiles_ = std::move(outer_tiles), constraints_ = std::move(outer_constraints);
     return g;
   }
 
@@ -1789,6 +1800,7 @@ class Importer {
   std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
   // Values LocalToGlobalShape made global: their tiles, and the tile each device holds (none: tile d).
   std::map<int, std::pair<std::vector<int64_t>, std::vector<int64_t>>> global_tiles_;
+  std::map<int, std::vector<int64_t>> constraints_;  // with_sharding_constraint: value -> its mesh axes by dimension
   std::string file_;
   Function f_;
   // Values the program computes from constants only (loop conditions,

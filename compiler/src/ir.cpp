@@ -767,14 +767,11 @@ void verify(const Function& f) {
       f.partitions() > 4096)
     throw Error(fmt::format("<ir>: mesh [{}]: at most 16 axes and 4096 devices", fmt::join(f.mesh, ",")));
   if (!f.mesh.empty() && f.devices > 1) throw Error("<ir>: a function is either partitioned (devices) or to be partitioned (mesh)");
-  if (f.mesh.empty() && !f.param_sharding.empty()) throw Error("<ir>: shardings without a mesh");
-  if (f.param_sharding.size() > p.size())
-    throw Error(fmt::format("<ir>: shardings for {} parameters, the function has {}", f.param_sharding.size(), p.size()));
-  for (size_t i = 0; i < f.param_sharding.size(); ++i) {
-    const auto& masks = f.param_sharding[i];
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const auto& masks = f.ops[i].sharding;
     if (masks.empty()) continue;
-    const Type& t = f.ops[size_t(p[i])].type;
-    bool ok = masks.size() == t.dims.size();
+    const Type& t = f.ops[i].type;
+    bool ok = !f.mesh.empty() && masks.size() == t.dims.size();
     int64_t used = 0;
     for (size_t d = 0; ok && d < t.dims.size(); ++d) {
       int64_t n = 1;
@@ -784,7 +781,7 @@ void verify(const Function& f) {
       used |= masks[d];
     }
     if (!ok)
-      throw Error(fmt::format("<ir>: parameter {} ({}) has sharding [{}]: a mask of mesh axes per dimension, each axis once, dividing it",
+      throw Error(fmt::format("<ir>: %{} ({}) has sharding [{}]: a mask of the mesh's axes per dimension, each axis once, dividing it",
                               i, t.str(), fmt::join(masks, ",")));
   }
 }
@@ -821,8 +818,6 @@ std::string print(const Function& f) {
         if (size_t(op.index) < f.param_tiles.size() && !f.param_tiles[op.index].empty()) a("tiles", list(f.param_tiles[op.index]));
         if (size_t(op.index) < f.param_tile_of.size() && !f.param_tile_of[op.index].empty())
           a("tile_of", list(f.param_tile_of[op.index]));
-        if (size_t(op.index) < f.param_sharding.size() && !f.param_sharding[op.index].empty())
-          a("sharding", list(f.param_sharding[op.index]));
         break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
@@ -896,6 +891,7 @@ std::string print(const Function& f) {
         op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter || op.kind == OpKind::scatter)
       a("combiner", combiner_name(op.combiner));
     if (op.kind == OpKind::get_tuple_element) a("index", std::to_string(op.index));
+    if (!op.sharding.empty()) a("sharding", list(op.sharding));
     if (op.kind == OpKind::while_)
       for (size_t r = 0; r < op.regions.size(); ++r) {
         std::string text = print(op.regions[r]);  // nested two deeper
@@ -1174,8 +1170,7 @@ class Parser {
       if (size_t(op.index) >= f.param_tile_of.size()) f.param_tile_of.resize(op.index + 1);
       f.param_tile_of[op.index] = int_list();
     } else if (key == "sharding") {
-      if (size_t(op.index) >= f.param_sharding.size()) f.param_sharding.resize(op.index + 1);
-      f.param_sharding[op.index] = int_list();
+      op.sharding = int_list();
     } else if (key == "groups" || key == "pairs") {
       expect('[');
       do {

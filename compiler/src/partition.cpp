@@ -77,7 +77,12 @@ class Partitioner {
     g_.checks = f_.checks;
     g_.devices = n_;
     map_.resize(f_.ops.size(), -1);
-    for (size_t i = 0; i < f_.ops.size(); ++i) map_[i] = op(f_.ops[i]);
+    for (size_t i = 0; i < f_.ops.size(); ++i) {
+      map_[i] = op(f_.ops[i]);
+      // A with_sharding_constraint: the value in that layout where collectives or remaking give it.
+      if (const auto& c = f_.ops[i].sharding; !c.empty() && f_.ops[i].kind != OpKind::parameter)
+        if (const int v = to(map_[i], Layout{c, 0}, fmt::format("a sharding constraint ({})", f_.ops[i].loc)); v >= 0) map_[i] = v;
+    }
     for (size_t r = 0; r < f_.results.size(); ++r) {
       int v = map_[f_.results[r]];
       if (layout_[v].partial) {
@@ -304,13 +309,14 @@ class Partitioner {
 
   int op(const Op& in) {
     Op op = in;
+    op.sharding.clear();
     for (int& o : op.operands) o = map_[o];
     const std::string what = fmt::format("{} ({})", op_name(in.kind), in.loc);
     switch (in.kind) {
       case OpKind::parameter: {
         const size_t p = size_t(in.index);
         Layout l = whole(in.type.dims.size());
-        if (p < f_.param_sharding.size() && !f_.param_sharding[p].empty()) l.dims = f_.param_sharding[p];
+        if (!in.sharding.empty()) l.dims = in.sharding;
         if (l.used()) {
           g_.param_tiles.resize(std::max(g_.param_tiles.size(), p + 1));
           g_.param_tile_of.resize(std::max(g_.param_tile_of.size(), p + 1));

@@ -128,7 +128,7 @@ class Parser {
           if (module_name_.empty()) module_name_ = name;
         }
         ws();
-        if (keyword("attributes")) module_attributes(dict());
+        if (keyword("attributes")) dict();  // mhlo.num_partitions and the like: the mesh says
         expect('{');
         body_of_module('}');
         expect('}');
@@ -148,7 +148,7 @@ class Parser {
         expect('}');
         expect(')');
         ws();
-        if (peek() == '{') module_attributes(dict());
+        if (peek() == '{') dict();
         expect(':');
         skip_type_signature();
         opt_loc();
@@ -638,11 +638,6 @@ class Parser {
     expect('}');
     return a;
   }
-  void module_attributes(const Attr& d) {
-    for (const auto& [k, v] : d.fields)
-      if ((k == "mhlo.num_partitions" || k == "mhlo.num_replicas") && v.text != "1") devices_ = k + " = " + v.text;
-  }
-
   // ---- module and functions ----
   void body_of_module(char close) {
     for (;;) {
@@ -1248,6 +1243,10 @@ class Parser {
         expect(']');
       } else if (c == '{') {
         attr_dict(op);
+      } else if (c == '<' && (n == "sdy.sharding_constraint" || n == "sdy.reshard")) {  // <@mesh, [{"x"}, {}]>
+        const size_t b = pos_;
+        balanced();
+        op.attrs.emplace_back("sharding", Attr::leaf(Attr::dialect, std::string(s_.substr(b, pos_ - b)), "#sdy.sharding"));
       } else if (std::isalpha(uint8_t(c))) {
         const size_t save = pos_;
         const std::string k = word();
@@ -1650,10 +1649,17 @@ class Parser {
       return define(sc, op, unpack(sc, op, i));
     }
     if (n == "stablehlo.custom_call" || n.rfind("check.", 0) == 0) return custom_call(sc, op, in);
-    if (n == "sdy.manual_computation" || n == "sdy.sharding_constraint" || n == "sdy.reshard") {
-      if (n == "sdy.manual_computation" || !devices_.empty())
-        unsupported(op, fmt::format("multi-device program: {}{} (the multi-chip work adds SPMD)", n, devices_.empty() ? "" : " with " + devices_));
-      return define(sc, op, {in.at(0)});  // a sharding annotation on one device
+    if (n == "sdy.manual_computation") unsupported(op, "multi-device program: sdy.manual_computation here");
+    if (n == "sdy.sharding_constraint" || n == "sdy.reshard") {
+      // with_sharding_constraint: XLA's Sharding custom call (the identity on one device).
+      check_attrs({"sharding"});
+      Instruction i = make("custom-call", one_result(op), 0, op);
+      i.name = fresh(sc, op, "sharding");
+      i.operands = {in.at(0).name};
+      i.attributes.emplace_back("custom_call_target", "\"Sharding\"");
+      if (const Attr* sh = op.attr("sharding"))
+        i.attributes.emplace_back("frontend_attributes", fmt::format("{{xla.sdy.sharding=\"#sdy.sharding_per_value<[{}]>\"}}", sh->text));
+      return define(sc, op, {push(sc, std::move(i))});
     }
     if (n == "stablehlo.while") {
       // HLO's while carries one tuple: the operands, then the values the
@@ -2452,7 +2458,6 @@ class Parser {
   std::map<std::string, std::string> loc_aliases_;
   Module m_;
   std::string module_name_;
-  std::string devices_;  // "mhlo.num_partitions = 4" for a multi-device module
   std::vector<std::pair<std::string, std::string>> meshes_;  // sdy.mesh @name = <["i"=4]>: name, "<[...]>"
   std::optional<std::string> entry_;
   std::vector<std::string> public_;

@@ -109,6 +109,11 @@ struct Op {
   Combiner combiner = Combiner::add;
   std::vector<double> literal;    // constant values, row-major (one value: a splat)
   bool opaque = false;            // a constant whose value is runtime data: never folded into others
+  // In a global program over a mesh (Function::mesh): for each dimension of
+  // the value, the mesh axes it is split over (a mask: bit a for axis a);
+  // a parameter's in_sharding, a with_sharding_constraint elsewhere. None:
+  // the partitioner chooses.
+  std::vector<int64_t> sharding;
   std::string loc;                // where it came from: "file:line name"
   // all-reduce, all-gather: the devices that combine their values, in
   // groups (each in ring order); every device of the function is in one.
@@ -140,11 +145,9 @@ struct Function {
   // the devices of `mesh` (its axes' sizes, the first the most significant
   // in a device's number) once the spmd-partition pass has made it every
   // device's program. Until then it is one device's program on global
-  // shapes (what the interpreter runs), and param_sharding gives, for each
-  // dimension of each parameter, the mesh axes it is split over (a mask:
-  // bit a for axis a, major axis first; none: whole on every device).
+  // shapes (what the interpreter runs); its parameters' shardings and the
+  // constraints on other values are their ops' `sharding`.
   std::vector<int64_t> mesh;
-  std::vector<std::vector<int64_t>> param_sharding;  // by parameter number
   int64_t partitions() const {
     int64_t n = 1;
     for (int64_t a : mesh) n *= a;
