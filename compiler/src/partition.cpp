@@ -22,6 +22,8 @@
 //     contracting dimensions make the result partial over their axes;
 //   - a reduction over split dimensions is partial (add) or all-reduced
 //     (maximum, minimum, multiply);
+//   - slice, pad, reverse, concatenate and reduce-window keep the splits of
+//     the dimensions they take whole; a convolution keeps a split batch;
 //   - every other op runs on whole operands (all-gathered), as on one chip.
 // Results keep the layout they have (tpusim writes the global array either
 // way).
@@ -343,6 +345,20 @@ class Partitioner {
         return add(std::move(op), l);
       }
       case OpKind::reshape: return reshape(in, std::move(op), what);
+      case OpKind::slice:  // a dimension taken whole keeps its split
+        return per_dimension(in, std::move(op), what, 1,
+                             [&](size_t d) { return in.lo[d] == 0 && in.strides[d] == 1 && in.hi[d] == f_.ops[in.operands[0]].type.dims[d]; });
+      case OpKind::pad:
+        return per_dimension(in, std::move(op), what, 1, [&](size_t d) { return !in.lo[d] && !in.hi[d] && !in.interior[d]; });
+      case OpKind::reverse:
+        return per_dimension(in, std::move(op), what, 1, [&](size_t d) { return std::find(in.dims.begin(), in.dims.end(), int64_t(d)) == in.dims.end(); });
+      case OpKind::concatenate:
+        return per_dimension(in, std::move(op), what, in.operands.size(), [&](size_t d) { return int64_t(d) != in.index; });
+      case OpKind::reduce_window:  // a window of one element along the dimension
+        return per_dimension(in, std::move(op), what, in.operands.size() / 2, [&](size_t d) {
+          return in.window[d] == 1 && in.strides[d] == 1 && !in.lo[d] && !in.hi[d] && in.lhs_dilation[d] == 1 && in.rhs_dilation[d] == 1;
+        });
+      case OpKind::convolution: return convolution(in, std::move(op), what);
       case OpKind::dot: return dot(in, std::move(op), what);
       case OpKind::reduce: return reduce(in, std::move(op), what);
       default:
@@ -357,6 +373,46 @@ class Partitioner {
     for (Function& r : op.regions) set_devices(r, n_);
     const size_t rank = op.type.dims.size();
     return add(std::move(op), whole(rank));
+  }
+
+  // An op that works along each dimension on its own (slice, pad, ...):
+  // its first `n` operands (the arrays; the rest whole) take the first's
+  // layout along the dimensions where keep(d) holds, whole along the others,
+  // and so does the result.
+  template <typename Keep>
+  int per_dimension(const Op& in, Op op, const std::string& what, size_t n, Keep keep) {
+    Layout l = resolved(op.operands[0]);
+    for (size_t d = 0; d < l.dims.size(); ++d)
+      if (!keep(d)) l.dims[d] = 0;
+    const Op before = op;
+    for (size_t k = 0; k < op.operands.size(); ++k) {
+      int& o = op.operands[k];
+      o = to(o, k < n ? l : whole(g_.ops[o].type.dims.size()), what);
+      if (o < 0) return add_whole(before, what);
+    }
+    if (op.kind == OpKind::slice)  // a split dimension is taken whole: its local extent
+      for (size_t d = 0; d < l.dims.size(); ++d) op.hi[d] /= count(l.dims[d]);
+    op.type = local(in.type, l);
+    return add(std::move(op), l);
+  }
+
+  // A convolution whose batch is split (data parallel) and kernel whole:
+  // each device convolves its part of the batch. Otherwise whole.
+  int convolution(const Op& in, Op op, const std::string& what) {
+    const ConvDims& c = in.conv;
+    Layout x = resolved(op.operands[0]);
+    const Mask batch = x.dims[size_t(c.in_batch)];
+    if (!batch || in.batch_groups != 1) return add_whole(std::move(op), what);
+    Layout lx = whole(x.dims.size());
+    lx.dims[size_t(c.in_batch)] = batch;
+    const int a = to(op.operands[0], lx, what);
+    const int k = to(op.operands[1], whole(g_.ops[op.operands[1]].type.dims.size()), what);
+    if (a < 0 || k < 0) return add_whole(std::move(op), what);
+    op.operands = {a, k};
+    Layout out = whole(in.type.dims.size());
+    out.dims[size_t(c.out_batch)] = batch;
+    op.type = local(in.type, out);
+    return add(std::move(op), out);
   }
 
   int reshape(const Op& in, Op op, const std::string& what) {
