@@ -48,7 +48,7 @@ void Emitter::reduce_scatter(const Kernel& k) {
   const DType dt = check_combinable(k);
   const int esz = dtype_bytes(dt);
   const int64_t E = p_.type(k.out).elements();  // elements per piece
-  require_contiguous(k, p_.type(k.inputs[0]));
+  require_contiguous(k, p_.type(k.out));  // the dimensions before the split are the result's (the input may be a reshape's source)
   const auto [e0, e1] = share(E, L_);
   const Ways all_ways = collective_ways(k, (e1 - e0) / L_);
   in_blocks(e0, e1, uint64_t(2 * n * esz), 2 * n * all_ways.count(), esz, [&, n = n](int64_t b0, int64_t b1) {
@@ -202,7 +202,7 @@ void Emitter::reduce_phases(std::vector<std::vector<Lane>>& lanes, DType dt, Com
 void Emitter::all_gather(const Kernel& k) {
   const auto [grp, n, pos] = group_of(k);
   const Type& it = p_.type(k.inputs[0]);
-  require_contiguous(k, it);
+  require_contiguous(k, p_.type(k.out));  // the dimensions before the gathered one are the result's (the input may be a reshape's source)
   const int esz = dtype_bytes(it.dtype);
   const int64_t E = it.elements();
   const auto [e0, e1] = share(E, L_);

@@ -1024,7 +1024,7 @@ class Parser {
   std::string ident() {
     skip();
     const size_t b = pos_;
-    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '-' || s_[pos_] == '.')) ++pos_;
+    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '-' || s_[pos_] == '.' || s_[pos_] == '/')) ++pos_;
     if (b == pos_) fail("expected a name");
     return std::string(s_.substr(b, pos_ - b));
   }

@@ -22,14 +22,17 @@
 //     contracting dimensions make the result partial over their axes;
 //   - a reduction over split dimensions is partial (add) or all-reduced
 //     (maximum, minimum, multiply);
-//   - slice, pad, reverse, concatenate and reduce-window keep the splits of
-//     the dimensions they take whole; a convolution keeps a split batch;
+//   - slice, pad, reverse, concatenate, reduce-window and dynamic slices and
+//     updates keep the splits of the dimensions they take whole; a
+//     convolution keeps a split batch; a while loop's state keeps its
+//     initial layouts where its body gives them back;
 //   - every other op runs on whole operands (all-gathered), as on one chip.
 // Results keep the layout they have (tpusim writes the global array either
 // way).
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <numeric>
 
 #include "tpu/compiler/passes.h"
@@ -72,19 +75,12 @@ void set_devices(Function& f, int64_t n) {
 class Partitioner {
  public:
   explicit Partitioner(const Function& f) : f_(f), mesh_(f.mesh), n_(f.partitions()) {}
+  // A loop's condition or body: its parameters (the state) in `state`.
+  Partitioner(const Function& region, const std::vector<int64_t>& mesh, std::vector<Layout> state)
+      : f_(region), mesh_(mesh), n_(std::accumulate(mesh.begin(), mesh.end(), int64_t(1), std::multiplies<>())), state_(std::move(state)) {}
 
   Function run() {
-    g_.name = f_.name;
-    g_.param_names = f_.param_names;
-    g_.checks = f_.checks;
-    g_.devices = n_;
-    map_.resize(f_.ops.size(), -1);
-    for (size_t i = 0; i < f_.ops.size(); ++i) {
-      map_[i] = op(f_.ops[i]);
-      // A with_sharding_constraint: the value in that layout where collectives or remaking give it.
-      if (const auto& c = f_.ops[i].sharding; !c.empty() && f_.ops[i].kind != OpKind::parameter)
-        if (const int v = to(map_[i], Layout{c, 0}, fmt::format("a sharding constraint ({})", f_.ops[i].loc)); v >= 0) map_[i] = v;
-    }
+    ops();
     for (size_t r = 0; r < f_.results.size(); ++r) {
       int v = map_[f_.results[r]];
       if (layout_[v].partial) {
@@ -103,7 +99,66 @@ class Partitioner {
     return std::move(g_);
   }
 
+  // A region whose results must take the layouts `want`; the state
+  // elements better whole: those whose results cannot take theirs, and
+  // those the region all-gathers (every trip) where one all-gather before
+  // the loop would do (none: the region is right).
+  std::vector<size_t> run_region(const std::vector<Layout>& want, Function& out, std::map<size_t, Layout>* wished = nullptr) {
+    ops();
+    if (wished) *wished = wished_;
+    std::set<size_t> whole(gathered_);
+    for (size_t r = 0; r < f_.results.size(); ++r) {
+      const int v = to(map_[f_.results[r]], want[r], "the loop's state");
+      if (v < 0) whole.insert(r);
+      g_.results.push_back(v);
+    }
+    out = std::move(g_);
+    return {whole.begin(), whole.end()};
+  }
+
  private:
+  void ops() {
+    g_.name = f_.name;
+    g_.param_names = f_.param_names;
+    g_.checks = f_.checks;
+    g_.devices = n_;
+    map_.resize(f_.ops.size(), -1);
+    for (size_t i = 0; i < f_.ops.size(); ++i) {
+      map_[i] = op(f_.ops[i]);
+      // A with_sharding_constraint: the value in that layout where collectives or remaking give it.
+      if (const auto& c = f_.ops[i].sharding; !c.empty() && f_.ops[i].kind != OpKind::parameter)
+        if (const int v = to(map_[i], Layout{c, 0}, fmt::format("a sharding constraint ({})", f_.ops[i].loc)); v >= 0) map_[i] = v;
+    }
+  }
+
+  // A while loop: its state keeps the layouts of its initial values (partial
+  // sums combined), the body partitioned for them and its results moved
+  // back into them; a state element whose result cannot be, or that the
+  // body all-gathers, is whole (gathered once, before the loop).
+  int loop(const Op& in, Op op, const std::string& what) {
+    std::vector<Layout> state;
+    for (int o : op.operands) state.push_back(resolved(o));
+    Function cond, body;
+    std::set<size_t> fixed;  // elements made whole: not split again
+    for (size_t tries = 0; tries <= 2 * state.size(); ++tries) {
+      std::map<size_t, Layout> wished;
+      const std::vector<size_t> failed = Partitioner(in.regions[1], mesh_, state).run_region(state, body, &wished);
+      bool changed = false;
+      for (size_t k : failed) state[k] = whole(state[k].dims.size()), fixed.insert(k), changed = true;
+      // A whole element the body wants split (an update written into it in
+      // place, say), where its initial value can be made so on each device.
+      for (const auto& [k, l] : wished)
+        if (!fixed.count(k) && !state[k].used() && !l.partial && remake(op.operands[k], l, what) >= 0) state[k] = l, changed = true;
+      if (!changed) break;
+    }
+    Partitioner(in.regions[0], mesh_, state).run_region({whole(0)}, cond);
+    for (size_t k = 0; k < op.operands.size(); ++k) op.operands[k] = to(op.operands[k], state[k], what);
+    op.regions = {std::move(cond), std::move(body)};
+    const int w = add(std::move(op), whole(0));
+    loops_[w] = state;
+    return w;
+  }
+
   // ---- the mesh
   int64_t coord(int64_t d, size_t a) const {
     int64_t stride = 1;
@@ -177,6 +232,7 @@ class Partitioner {
     int out = want.partial ? -1 : remake(v, want, why);
     if (out < 0) out = move(v, want, why);
     if (out >= 0) moved_[{v, want}] = out;
+    else if (auto it = state_of_.find(v); it != state_of_.end() && !wished_.count(it->second)) wished_[it->second] = want;
     return out;
   }
 
@@ -210,6 +266,9 @@ class Partitioner {
           v = reshard(v, j, k, why);
           l = layout_[v];
         }
+    if (auto it = state_of_.find(v); it != state_of_.end())
+      for (size_t k = 0; k < l.dims.size(); ++k)
+        if (l.dims[k] && l.dims[k] != want.dims[k]) gathered_.insert(it->second);
     for (size_t k = 0; k < l.dims.size(); ++k) {
       if (l.dims[k] == 0 || l.dims[k] == want.dims[k]) continue;
       Layout next = l;
@@ -319,6 +378,12 @@ class Partitioner {
         const size_t p = size_t(in.index);
         Layout l = whole(in.type.dims.size());
         if (!in.sharding.empty()) l.dims = in.sharding;
+        if (p < state_.size()) {  // a loop's state
+          op.type = local(in.type, state_[p]);
+          const int v = add(std::move(op), state_[p]);
+          state_of_[v] = p;
+          return v;
+        }
         if (l.used()) {
           g_.param_tiles.resize(std::max(g_.param_tiles.size(), p + 1));
           g_.param_tile_of.resize(std::max(g_.param_tile_of.size(), p + 1));
@@ -358,7 +423,18 @@ class Partitioner {
         return per_dimension(in, std::move(op), what, in.operands.size() / 2, [&](size_t d) {
           return in.window[d] == 1 && in.strides[d] == 1 && !in.lo[d] && !in.hi[d] && in.lhs_dilation[d] == 1 && in.rhs_dilation[d] == 1;
         });
+      case OpKind::dynamic_slice:  // a dimension taken whole (its start clamps to 0)
+        return per_dimension(in, std::move(op), what, 1, [&](size_t d) { return in.type.dims[d] == f_.ops[in.operands[0]].type.dims[d]; });
+      case OpKind::dynamic_update_slice:  // a dimension the update covers
+        return per_dimension(in, std::move(op), what, 2,
+                             [&](size_t d) { return f_.ops[in.operands[1]].type.dims[d] == in.type.dims[d]; });
       case OpKind::convolution: return convolution(in, std::move(op), what);
+      case OpKind::while_: return loop(in, std::move(op), what);
+      case OpKind::get_tuple_element: {
+        const Layout& l = loops_.at(op.operands[0]).at(size_t(in.index));
+        op.type = local(in.type, l);
+        return add(std::move(op), l);
+      }
       case OpKind::dot: return dot(in, std::move(op), what);
       case OpKind::reduce: return reduce(in, std::move(op), what);
       default:
@@ -381,19 +457,28 @@ class Partitioner {
   // and so does the result.
   template <typename Keep>
   int per_dimension(const Op& in, Op op, const std::string& what, size_t n, Keep keep) {
-    Layout l = resolved(op.operands[0]);
-    for (size_t d = 0; d < l.dims.size(); ++d)
-      if (!keep(d)) l.dims[d] = 0;
-    const Op before = op;
-    for (size_t k = 0; k < op.operands.size(); ++k) {
-      int& o = op.operands[k];
-      o = to(o, k < n ? l : whole(g_.ops[o].type.dims.size()), what);
-      if (o < 0) return add_whole(before, what);
+    std::vector<Layout> candidates;  // the arrays' layouts (split ones first), then whole
+    for (size_t k = 0; k < n; ++k) {
+      Layout l = resolved(op.operands[k]);
+      for (size_t d = 0; d < l.dims.size(); ++d)
+        if (!keep(d)) l.dims[d] = 0;
+      if (l.used()) candidates.push_back(l);
     }
-    if (op.kind == OpKind::slice)  // a split dimension is taken whole: its local extent
-      for (size_t d = 0; d < l.dims.size(); ++d) op.hi[d] /= count(l.dims[d]);
-    op.type = local(in.type, l);
-    return add(std::move(op), l);
+    candidates.push_back(whole(in.type.dims.size()));
+    for (const Layout& l : candidates) {
+      Op next = op;
+      bool ok = true;
+      for (size_t k = 0; k < next.operands.size() && ok; ++k) {
+        int& o = next.operands[k];
+        ok = (o = to(o, k < n ? l : whole(g_.ops[o].type.dims.size()), what)) >= 0;
+      }
+      if (!ok) continue;
+      if (next.kind == OpKind::slice)  // a split dimension is taken whole: its local extent
+        for (size_t d = 0; d < l.dims.size(); ++d) next.hi[d] /= count(l.dims[d]);
+      next.type = local(in.type, l);
+      return add(std::move(next), l);
+    }
+    return add_whole(std::move(op), what);
   }
 
   // A convolution whose batch is split (data parallel) and kernel whole:
@@ -584,6 +669,11 @@ class Partitioner {
   std::vector<int> map_;        // f_'s op -> its value in g_
   std::vector<Layout> layout_;  // by value of g_
   std::map<std::pair<int, Layout>, int> moved_;  // (value, layout) -> the value in that layout
+  const std::vector<Layout> state_;  // a region's parameters: the loop's state
+  std::map<int, size_t> state_of_;   // a region's parameter value -> its state element
+  std::set<size_t> gathered_;        // state elements the region all-gathers
+  std::map<size_t, Layout> wished_;  // whole state elements the region would rather have split so
+  std::map<int, std::vector<Layout>> loops_;  // a while op -> its state's layouts
 };
 
 }  // namespace
