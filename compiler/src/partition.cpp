@@ -140,16 +140,21 @@ class Partitioner {
     for (int o : op.operands) state.push_back(resolved(o));
     Function cond, body;
     std::set<size_t> fixed;  // elements made whole: not split again
-    for (size_t tries = 0; tries <= 2 * state.size(); ++tries) {
+    bool settled = false;
+    for (size_t tries = 0; tries <= 2 * state.size() && !settled; ++tries) {
       std::map<size_t, Layout> wished;
       const std::vector<size_t> failed = Partitioner(in.regions[1], mesh_, state).run_region(state, body, &wished);
-      bool changed = false;
-      for (size_t k : failed) state[k] = whole(state[k].dims.size()), fixed.insert(k), changed = true;
+      settled = true;
+      for (size_t k : failed) state[k] = whole(state[k].dims.size()), fixed.insert(k), settled = false;
       // A whole element the body wants split (an update written into it in
       // place, say), where its initial value can be made so on each device.
       for (const auto& [k, l] : wished)
-        if (!fixed.count(k) && !state[k].used() && !l.partial && remake(op.operands[k], l, what) >= 0) state[k] = l, changed = true;
-      if (!changed) break;
+        if (!fixed.count(k) && !state[k].used() && !l.partial && to(op.operands[k], l, what) >= 0) state[k] = l, settled = false;
+    }
+    while (!settled) {  // out of tries: the body for the state as it stands, elements it cannot give back whole
+      const std::vector<size_t> failed = Partitioner(in.regions[1], mesh_, state).run_region(state, body);
+      settled = failed.empty();
+      for (size_t k : failed) state[k] = whole(state[k].dims.size());
     }
     Partitioner(in.regions[0], mesh_, state).run_region({whole(0)}, cond);
     for (size_t k = 0; k < op.operands.size(); ++k) op.operands[k] = to(op.operands[k], state[k], what);
