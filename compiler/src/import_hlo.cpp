@@ -239,7 +239,10 @@ class Importer {
     std::vector<std::vector<int64_t>> ps;
     for (const Instruction* p : params) ps.push_back(sharding_masks(*p, mesh));
     int64_t devices = 1;
-    for (int64_t n : mesh) devices *= n;
+    for (int64_t n : mesh) {
+      devices *= n;  // each axis at most 4096 devices (the mesh's reader)
+      if (devices > 4096) throw Error(fmt::format("{}: unsupported mesh of more than 4096 devices", file_));
+    }
     if (devices <= 1) {
       constraints_.clear();
       return;
@@ -284,6 +287,7 @@ class Importer {
         const auto m = std::find_if(mesh_.begin(), mesh_.end(), [&](const auto& x) { return x.first == name; });
         if (m == mesh_.end()) malformed(i, fmt::format("a sharding names axis {}, which the mesh lacks", name));
         const int64_t ax = m - mesh_.begin();
+        if (ax >= 16) unsupported(i, "a sharding over a mesh of more than 16 axes");
         if (ax <= last) unsupported(i, fmt::format("a dimension split over mesh axes out of the mesh's order ({})", axes));
         last = ax, mask |= int64_t(1) << ax;
         a = b + 1;

@@ -148,9 +148,9 @@ struct Function {
   // shapes (what the interpreter runs); its parameters' shardings and the
   // constraints on other values are their ops' `sharding`.
   std::vector<int64_t> mesh;
-  int64_t partitions() const {
+  int64_t partitions() const {  // the mesh's devices (saturating at 2^40)
     int64_t n = 1;
-    for (int64_t a : mesh) n *= a;
+    for (int64_t a : mesh) n = a < 1 ? 0 : n > (int64_t(1) << 40) / a ? int64_t(1) << 40 : n * a;
     return n;
   }
   // Checks between two results (StableHLO check.expect_*), written to the
