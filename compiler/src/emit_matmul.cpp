@@ -132,11 +132,40 @@ class MatmulEmitter {
   void finish();
 
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
-  // After how many steps of `given` items each (an MXU's items of a group
-  // or a chunk) the accumulator slots (S) and output tiles (2) come back.
-  int64_t slot_period(int64_t given) const { return std::lcm(S / std::gcd(S, given), 2 / std::gcd<int64_t>(2, given)); }
   // The chunks after which n panel slots, taken `groups` a chunk in turn, come back.
   int64_t panel_period(int64_t n) const { return n / std::gcd(n, groups); }
+  // A ring of `n` slots (accumulator slots, output tiles, panel slots)
+  // that a loop goes round, `taken` per item of the loop (chunk, group,
+  // block). A loop's iteration of p items finds it where it was after one
+  // iteration, or alternating between two places (`toggles`: a value the
+  // loop states as toggling). A loop inside another must find its rings
+  // as it left them, so a ring it toggles comes back after every
+  // iteration of the loop around it (`toggles` false there).
+  struct Ring {
+    int64_t n, taken;
+    bool toggles;
+  };
+  static int64_t ring_turn(const Ring& r, int64_t p) { return r.n / std::gcd(r.n, p * r.taken); }
+  // The fewest items an iteration takes for every ring to come back.
+  static int64_t ring_period(const std::vector<Ring>& rings) {
+    for (int64_t p = 1;; ++p) {
+      bool back = true;
+      for (const Ring& r : rings) back = back && ring_turn(r, p) <= (r.toggles ? 2 : 1);
+      if (back) return p;
+    }
+  }
+  // The rings a loop toggles: accumulator slots, output tiles, panel slots.
+  struct Toggled {
+    bool acc = false, out = false, panel = false;
+  };
+  Toggled group_toggles;  // a chunk's loop over groups (chunk_of_a())
+  // How group g goes over its blocks: n blocks, a loop (items()) or not.
+  struct BlockLoop {
+    int64_t n = 0, head = 0, period = 1, tail = 0;
+    bool loops = false;  // else block by block
+    Toggled toggles;     // the rings the loop toggles
+  };
+  BlockLoop block_loop(int64_t g) const;
   // Telling an MXU that DMA data is in: a `signal dma` counts once every
   // transfer before it has landed, without holding up what follows.
   void dma_fence(Counter& c) { signal(kDma, c); }
@@ -610,20 +639,24 @@ void MatmulEmitter::run() {
   };
   // Without credits (the constructor) the second chunk, the first to wait
   // for an A buffer, differs from those after it.
-  const int64_t lead = credits ? 1 : 2;
-  for (int64_t c = 0; c < std::min<int64_t>(lead, chunks); ++c) chunk_at(c);
-  // A period of chunks returns to the same panel slot (a chunk loads
+  const int64_t lead = std::min<int64_t>(credits ? 1 : 2, chunks);
+  for (int64_t c = 0; c < lead; ++c) chunk_at(c);
+  // A period of chunks returns to the same panel slots (a chunk loads
   // `groups` panels into the slots in turn: with more slots than groups,
   // the next chunk's start where this one's end), accumulator slots and
   // output tiles (taken as if a chunk gave MXU m items_on[m] items, what
   // the chunks before the loop gave it: too short a period only fails
-  // repeat()'s check). A ring that comes back every second chunk (the two
-  // A buffers; panels, slots or tiles taken two at a time) toggles from
-  // chunk to chunk, which a loop states: it does not lengthen the period.
-  const auto turn = [](int64_t p) { return p == 2 ? int64_t(1) : p; };
-  int64_t period = turn(panel_period(nslots));
-  for (int64_t given : items_on) period = std::lcm(period, turn(slot_period(given)));
-  em.items(std::max<int64_t>(0, chunks - lead), 0, period, 1, [&](int64_t i) { chunk_at(lead + i); });
+  // repeat()'s check), or toggles between two places (the two A buffers;
+  // panels, slots or tiles taken two at a time).
+  std::vector<Ring> rings = {{nslots, groups, !group_toggles.panel}, {abufs, 1, true}};
+  for (int64_t given : items_on) rings.push_back({S, given, !group_toggles.acc}), rings.push_back({2, given, !group_toggles.out});
+  const int64_t period = ring_period(rings);
+  // Where a batch's last chunk is short, each batch's chunks loop up to it.
+  const int64_t per = Ml % chunk != 0 ? chunks_per_batch : chunks;
+  for (int64_t first = 0; first < chunks; first += per) {
+    const int64_t from = std::max(first, lead), n = std::max<int64_t>(0, first + per - from);
+    em.items(n, 0, period, 1, [&](int64_t i) { chunk_at(from + i); });
+  }
   finish();
 }
 
@@ -657,35 +690,63 @@ void MatmulEmitter::chunk_of_a() {
   // ahead), and the last `ahead` - 1 (nothing left to load ahead; the last
   // also ends with its own blocks).
   auto group = [&](int64_t g) {
-    const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
-    // Steady blocks: the first two (the first drains what the group
-    // before left, the second has no drain of two blocks back), then a
-    // loop over pairs of blocks (output tiles come back after two,
-    // accumulator slots after two or toggle from pair to pair).
-    // Blocks at the group's end that differ from those before follow the
-    // loop: in the last group its own end (blocks_end); in the first, its
-    // last block (it loads no A, but the next groups' weights) and, where
-    // a block of other rows ends the group, the block before it (it loads
-    // that block's A).
-    auto tail = gblocks.end() - std::mismatch(gblocks.begin(), gblocks.end(), blocks.begin(), blocks.end()).first;
-    if (g == 0) {
-      const auto other = std::find_if(gblocks.begin(), gblocks.end(), [&](const auto& x) { return x.second != gblocks[0].second; });
-      tail = std::max({tail, gblocks.end() - other + 1, decltype(tail)(1)});
-    }
-    if (steady) em.items(int64_t(gblocks.size()), kHeadBlocks, 2, int64_t(tail), [&](int64_t bi) { block(g, size_t(bi)); });
-    else for (size_t bi = 0; bi < gblocks.size(); ++bi) block(g, bi);
+    const BlockLoop bl = block_loop(g);
+    if (bl.loops) em.items(bl.n, bl.head, bl.period, bl.tail, [&](int64_t bi) { block(g, size_t(bi)); });
+    else for (int64_t bi = 0; bi < bl.n; ++bi) block(g, size_t(bi));
     // An MXU done with the chunk frees its A buffer after the group (its
     // queue takes the signal after its last stream), so no block differs
     // by it from the blocks before.
     for (int m = 0; m < nmu; ++m)
       if (last_group_of_chunk(g, m)) signal_mxu(m, Afree[m], -1);
   };
-  // A period of groups returns to the same accumulator slots, output
-  // tiles and panel slot: each MXU takes a group's blocks as items, and
-  // slots turn over every S items, tiles every 2; panel slots turn over
-  // every nslots groups unless every group has its own.
-  const int64_t period = std::lcm(slot_period(int64_t(blocks.size())), nslots >= groups ? int64_t(1) : int64_t(nslots));
+  // A period of groups returns to (or toggles between two) accumulator
+  // slots, output tiles and panel slots: each MXU takes a group's blocks as
+  // items, S accumulator slots and 2 tiles in turn; a group takes the next
+  // of the panel slots unless every group has its own.
+  const int64_t nb = int64_t(blocks.size());
+  const Toggled inner = block_loop(std::min<int64_t>(1, groups - 1)).toggles;  // a group's in the loop
+  const Ring acc{S, nb, !inner.acc}, out{2, nb, !inner.out}, pan{nslots >= groups ? 1 : nslots, 1, true};
+  const int64_t period = ring_period({acc, out, pan});
+  const bool loops = (groups - ahead) / period >= Emitter::kMinTrips;
+  group_toggles = {loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
   em.items(groups, 1, period, ahead - 1, group);
+}
+
+// How group g goes over its blocks (chunk_of_a()). Blocks at the group's
+// end that differ from those before follow the loop: in the last group
+// its own end (blocks_end: halved and staggered blocks); in the first,
+// the block that loads the next groups' weights, and where a block of
+// other rows ends the group, the block before it (it loads that block's
+// A). Steady blocks: the first two (the first drains what the group
+// before left, the second has no drain of two blocks back), then a loop
+// over pairs of blocks (output tiles come back after two, accumulator
+// slots after two or toggle from pair to pair). Other blocks: the first
+// (it loads the next group's weights or, in the first group, A piece by
+// piece), a loop over those alike, then the end: each MXU's last use of
+// the panel, in the first group also the block that loads the last
+// block's A, in the last the staggered end, and in any group every block
+// from where the rows change. Blocks loop where each gives the same MXUs
+// an item each (in a last group of fewer tiles than MXUs they take turns).
+MatmulEmitter::BlockLoop MatmulEmitter::block_loop(int64_t g) const {
+  const auto& gblocks = g > 0 && g == groups - 1 ? blocks_end : blocks;
+  BlockLoop bl;
+  bl.n = int64_t(gblocks.size());
+  const auto other = std::find_if(gblocks.begin(), gblocks.end(), [&](const auto& x) { return x.second != gblocks[0].second; });
+  const int64_t changed = gblocks.end() - other;  // blocks from where the rows change
+  if (steady) {
+    bl.head = kHeadBlocks, bl.period = 2;
+    bl.tail = gblocks.end() - std::mismatch(gblocks.begin(), gblocks.end(), blocks.begin(), blocks.end()).first;
+    if (g == 0) bl.tail = std::max<int64_t>({bl.tail, changed + 1, 1});
+  } else {
+    bl.head = 1, bl.period = ring_period({{S, 1, true}, {2, 1, true}});
+    bl.tail = std::max<int64_t>({g == 0 || g == groups - 1 ? 2 : 1, changed + (g == 0 ? 1 : 0)});
+    for (int64_t bi = 1; bi < bl.n; ++bi)
+      if (assign[size_t(g)][size_t(bi)] != assign[size_t(g)][0]) return bl;
+  }
+  bl.loops = true;
+  const bool trips = (bl.n - bl.head - bl.tail) / bl.period >= Emitter::kMinTrips;
+  bl.toggles = {trips && ring_turn({S, 1, true}, bl.period) == 2, trips && ring_turn({2, 1, true}, bl.period) == 2, false};
+  return bl;
 }
 
 void MatmulEmitter::cut_blocks() {

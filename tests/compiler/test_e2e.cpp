@@ -1328,6 +1328,51 @@ TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
   CHECK(double(large) < 1.05 * double(small));
 }
 
+// A batched f32 dot on tiny whose A takes chunks of 43 rows (K = 1024 at
+// --precision highest: three parts), so each batch's 300 rows are six
+// chunks and a short one: the loop over chunks stops before the short
+// chunk in every batch (it used to run on over it and into the next batch,
+// taking the short chunk for a whole one: wrong rows, rel_err 1.59).
+TEST_CASE("loops: a batched dot whose batches end in a short chunk of A") {
+  const uint64_t seed = test::test_seed(5121);
+  Gen g(seed);
+  Function f;
+  const int a = param(f, {DType::f32, {2, 300, 1024}}), w = param(f, {DType::f32, {2, 1024, 16}});
+  Op d;
+  d.kind = OpKind::dot;
+  d.operands = {a, w};
+  d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
+  d.type = {DType::f32, {2, 300, 16}};
+  f.results = {add_op(f, d)};
+  check_against_interpreter(f, {g.random(f.ops[a].type), g.random(f.ops[w].type)}, "tiny", 1e-5, fmt::format("seed {}", seed));
+}
+
+// A bf16 dot of odd K and N on tiny whose A fits in one chunk: its column
+// groups loop with the accumulator slots (four, three blocks a group)
+// toggling from pair to pair of groups, so eight times the column tiles
+// (18 -> 142) take about the same code; the code computes the product.
+TEST_CASE("loops: a bf16 dot's code on tiny does not grow with its column tiles") {
+  const uint64_t seed = test::test_seed(5120);
+  Gen g(seed);
+  const auto dot = [](int64_t m, int64_t k, int64_t n) {
+    Function f;
+    const int a = param(f, {DType::bf16, {m, k}}), w = param(f, {DType::bf16, {k, n}});
+    f.results = {matmul(f, a, w, m, n)};
+    return f;
+  };
+  const auto code = [](const Function& f) {
+    compiler::CompileOptions o;
+    o.machine = sim::load_config("tiny");
+    return compiler::compile(f, o).program.code.size();
+  };
+  const Function small = dot(512, 146, 142);
+  const size_t narrow = code(small), wide = code(dot(512, 146, 8 * 142));
+  INFO("instructions: 512x146x142 " << narrow << ", 512x146x1136 " << wide);
+  CHECK(narrow < 13000);
+  CHECK(double(wide) < 1.1 * double(narrow));
+  check_against_interpreter(small, {g.random(small.ops[0].type), g.random(small.ops[1].type)}, "tiny", 1e-5, fmt::format("seed {}", seed));
+}
+
 // Sibling outputs: an f32 dot at --precision highest takes three bf16
 // parts of each operand (b0 = bf16(x), b1 = bf16(x - b0), b2 = bf16(x - b0
 // - b1)); the parts and the residuals between them are one kernel per
