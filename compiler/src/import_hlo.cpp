@@ -199,12 +199,10 @@ class Importer {
       // the tile each device holds; without the attribute, every device its own.
       std::vector<int64_t> tile_of;
       if (size_t open = value_sharding(text, key, k); open != std::string::npos) {
-        std::vector<int64_t> mesh;
-        for (const auto& [name, sz] : mesh_) mesh.push_back(sz);
         const std::vector<int64_t> masks = sdy_masks(i, text, open);
-        if (mesh_tiles(mesh, masks) != tiles)
+        if (mesh().tiles(masks) != tiles)
           malformed(i, fmt::format("{} as tiles [{}] of {} disagrees with its sharding", local.str(), fmt::join(tiles, ","), global.str()));
-        tile_of = mesh_tile_of(mesh, masks);
+        tile_of = mesh().tile_of(masks);
       } else if (n != devices) {
         unsupported(i, fmt::format("multi-device program: {} split [{}] over {} of the mesh's {} devices without a Shardy sharding to say which",
                                    global.str(), fmt::join(tiles, ","), n, devices));
@@ -234,8 +232,7 @@ class Importer {
   // sharding={devices=[..]<=[N]} over a mesh of N. Results keep the layout
   // their computation gives them (tpusim writes the global arrays either way).
   void shardings(const std::vector<const Instruction*>& params) {
-    std::vector<int64_t> mesh;
-    for (const auto& [name, n] : mesh_) mesh.push_back(n);
+    std::vector<int64_t> mesh = this->mesh().sizes;
     std::vector<std::vector<int64_t>> ps;
     for (const Instruction* p : params) ps.push_back(sharding_masks(*p, mesh));
     int64_t devices = 1;
@@ -328,9 +325,7 @@ class Importer {
     if (std::all_of(masks.begin(), masks.end(), [](int64_t m) { return m == 0; })) return {};
     if (masks.size() != t.dims.size()) malformed(i, fmt::format("a sharding of {} dimensions for {}", masks.size(), t.str()));
     for (size_t k = 0; k < masks.size(); ++k) {
-      int64_t n = 1;
-      for (size_t a = 0; a < mesh.size(); ++a)
-        if (masks[k] >> a & 1) n *= mesh[a];
+      const int64_t n = Mesh{mesh}.count(masks[k]);
       if (t.dims[k] % n) unsupported(i, fmt::format("sharding of {}: dimension {} does not divide into {}", t.str(), k, n));
     }
     return masks;
@@ -365,22 +360,10 @@ class Importer {
     if (s.rfind("mesh[", 0) == 0) {
       const size_t brace = s.find('{');
       if (brace == std::string::npos) malformed(i, "replica_groups: mesh[...] without {axes}");
-      std::vector<bool> over(mesh_.size(), false);
+      int64_t over = 0;
       for (size_t a = 0; a < mesh_.size(); ++a)
-        over[a] = s.find("'" + mesh_[a].first + "'", brace) != std::string::npos;
-      // Devices row-major over the mesh; a group per value of the other axes.
-      std::map<std::vector<int64_t>, std::vector<int64_t>> by_rest;
-      for (int64_t d = 0; d < n; ++d) {
-        std::vector<int64_t> rest;
-        int64_t r = d;
-        for (size_t a = mesh_.size(); a-- > 0;) {
-          if (!over[a]) rest.insert(rest.begin(), r % mesh_[a].second);
-          r /= mesh_[a].second;
-        }
-        by_rest[rest].push_back(d);
-      }
-      for (auto& [k, v] : by_rest) groups.push_back(v);
-      return groups;
+        if (s.find("'" + mesh_[a].first + "'", brace) != std::string::npos) over |= int64_t(1) << a;
+      return mesh().groups(over);
     }
     if (s.size() >= 2 && s[0] == '[') {  // [G,S]<=[N]
       const size_t le = s.find("<=");
@@ -1802,6 +1785,11 @@ class Importer {
 
   const hlo::Module& m_;
   std::vector<std::pair<std::string, int64_t>> mesh_;  // Shardy's mesh: axis names and sizes
+  Mesh mesh() const {
+    Mesh m;
+    for (const auto& [name, n] : mesh_) m.sizes.push_back(n);
+    return m;
+  }
   // Values LocalToGlobalShape made global: their tiles, and the tile each device holds (none: tile d).
   std::map<int, std::pair<std::vector<int64_t>, std::vector<int64_t>>> global_tiles_;
   std::map<int, std::vector<int64_t>> constraints_;  // with_sharding_constraint: value -> its mesh axes by dimension

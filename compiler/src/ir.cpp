@@ -609,36 +609,41 @@ Type infer_type(const Function& f, const Op& op) {
   bad(op, "is not a known operation");
 }
 
-namespace {
-int64_t axes_count(const std::vector<int64_t>& mesh, int64_t mask) {
+int64_t Mesh::count(int64_t mask) const {
   int64_t n = 1;
-  for (size_t a = 0; a < mesh.size(); ++a)
-    if (mask >> a & 1) n *= mesh[a];
+  for (size_t a = 0; a < sizes.size(); ++a)
+    if (mask >> a & 1) n *= sizes[a];
   return n;
 }
-}  // namespace
 
-std::vector<int64_t> mesh_tiles(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks) {
+int64_t Mesh::coord(int64_t d, size_t a) const { return d / count(all() & ~((int64_t(2) << a) - 1)) % sizes[a]; }
+
+int64_t Mesh::index(int64_t d, int64_t mask) const {
+  int64_t i = 0;
+  for (size_t a = 0; a < sizes.size(); ++a)
+    if (mask >> a & 1) i = i * sizes[a] + coord(d, a);
+  return i;
+}
+
+std::vector<std::vector<int64_t>> Mesh::groups(int64_t mask) const {
+  const int64_t rest = all() & ~mask;
+  std::vector<std::vector<int64_t>> g(size_t(count(rest)), std::vector<int64_t>(size_t(count(mask))));
+  for (int64_t d = 0; d < count(all()); ++d) g[size_t(index(d, rest))][size_t(index(d, mask))] = d;
+  return g;
+}
+
+std::vector<int64_t> Mesh::tiles(const std::vector<int64_t>& masks) const {
   std::vector<int64_t> t;
-  for (int64_t m : masks) t.push_back(axes_count(mesh, m));
+  for (int64_t m : masks) t.push_back(count(m));
   return t;
 }
 
-std::vector<int64_t> mesh_tile_of(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks) {
-  const int64_t n = axes_count(mesh, (int64_t(1) << mesh.size()) - 1);
+std::vector<int64_t> Mesh::tile_of(const std::vector<int64_t>& masks) const {
   std::vector<int64_t> of;
   bool identity = true;
-  for (int64_t d = 0; d < n; ++d) {
-    // d's coordinate along each axis, then its place along each dimension's axes.
-    std::vector<int64_t> coord(mesh.size());
-    for (size_t a = mesh.size(), r = size_t(d); a-- > 0; r /= size_t(mesh[a])) coord[a] = int64_t(r % size_t(mesh[a]));
+  for (int64_t d = 0; d < count(all()); ++d) {
     int64_t t = 0;
-    for (int64_t m : masks) {
-      int64_t i = 0;
-      for (size_t a = 0; a < mesh.size(); ++a)
-        if (m >> a & 1) i = i * mesh[a] + coord[a];
-      t = t * axes_count(mesh, m) + i;
-    }
+    for (int64_t m : masks) t = t * count(m) + index(d, m);
     of.push_back(t);
     identity &= t == d;
   }

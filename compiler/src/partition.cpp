@@ -74,10 +74,10 @@ void set_devices(Function& f, int64_t n) {
 
 class Partitioner {
  public:
-  explicit Partitioner(const Function& f) : f_(f), mesh_(f.mesh), n_(f.partitions()) {}
+  explicit Partitioner(const Function& f) : f_(f), mesh_{f.mesh}, n_(f.partitions()) {}
   // A loop's condition or body: its parameters (the state) in `state`.
-  Partitioner(const Function& region, const std::vector<int64_t>& mesh, std::vector<Layout> state)
-      : f_(region), mesh_(mesh), n_(std::accumulate(mesh.begin(), mesh.end(), int64_t(1), std::multiplies<>())), state_(std::move(state)) {}
+  Partitioner(const Function& region, const Mesh& mesh, std::vector<Layout> state)
+      : f_(region), mesh_(mesh), n_(mesh.count(~Mask(0))), state_(std::move(state)) {}
 
   Function run() {
     ops();
@@ -165,38 +165,10 @@ class Partitioner {
   }
 
   // ---- the mesh
-  int64_t coord(int64_t d, size_t a) const {
-    int64_t stride = 1;
-    for (size_t b = a + 1; b < mesh_.size(); ++b) stride *= mesh_[b];
-    return d / stride % mesh_[a];
-  }
-  int64_t count(Mask m) const {
-    int64_t n = 1;
-    for (size_t a = 0; a < mesh_.size(); ++a)
-      if (m >> a & 1) n *= mesh_[a];
-    return n;
-  }
-  // Device d's place along the axes of m (the first the most significant).
-  int64_t index(int64_t d, Mask m) const {
-    int64_t i = 0;
-    for (size_t a = 0; a < mesh_.size(); ++a)
-      if (m >> a & 1) i = i * mesh_[a] + coord(d, a);
-    return i;
-  }
-  // The devices that differ only along the axes of m, each group in index order.
-  std::vector<std::vector<int64_t>> groups(Mask m) const {
-    std::map<int64_t, std::vector<int64_t>> by_rest;
-    const Mask rest = ((Mask(1) << mesh_.size()) - 1) & ~m;
-    for (int64_t d = 0; d < n_; ++d) by_rest[index(d, rest)].push_back(d);
-    std::vector<std::vector<int64_t>> gs;
-    for (auto& [k, g] : by_rest) {
-      std::sort(g.begin(), g.end(), [&](int64_t a, int64_t b) { return index(a, m) < index(b, m); });
-      gs.push_back(g);
-    }
-    return gs;
-  }
-  std::vector<int64_t> tiles(const Layout& l) const { return mesh_tiles(mesh_, l.dims); }
-  std::vector<int64_t> tile_of(const Layout& l) const { return mesh_tile_of(mesh_, l.dims); }
+  int64_t count(Mask m) const { return mesh_.count(m); }
+  std::vector<std::vector<int64_t>> groups(Mask m) const { return mesh_.groups(m); }
+  std::vector<int64_t> tiles(const Layout& l) const { return mesh_.tiles(l.dims); }
+  std::vector<int64_t> tile_of(const Layout& l) const { return mesh_.tile_of(l.dims); }
   Type local(Type t, const Layout& l) const {
     for (size_t k = 0; k < l.dims.size(); ++k) t.dims[k] /= count(l.dims[k]);
     return t;
@@ -668,7 +640,7 @@ class Partitioner {
   }
 
   const Function& f_;
-  const std::vector<int64_t> mesh_;
+  const Mesh mesh_;
   const int64_t n_;
   Function g_;
   std::vector<int> map_;        // f_'s op -> its value in g_

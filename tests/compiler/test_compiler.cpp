@@ -83,6 +83,33 @@ TEST_CASE("ir: parse errors and verifier errors name the line and the problem") 
   CHECK(err("func @main {\n  %0 = parameter() {index=1} : s32[4]\n  return %0\n}\n").find("parameter 0 is missing") != std::string::npos);
 }
 
+// A 2x4 mesh numbers its devices row-major, axis 0 the most significant:
+// device d sits at (d / 4, d % 4).
+TEST_CASE("ir: a mesh numbers devices row-major along its axes") {
+  const ir::Mesh m{{2, 4}};
+  CHECK(m.count(0) == 1);
+  CHECK(m.count(1) == 2);
+  CHECK(m.count(2) == 4);
+  CHECK(m.count(3) == 8);
+  CHECK(m.coord(6, 0) == 1);
+  CHECK(m.coord(6, 1) == 2);
+  CHECK(m.index(6, 3) == 6);
+  CHECK(m.index(6, 1) == 1);
+  CHECK(m.index(6, 2) == 2);
+  // Along axis 1: the rows of the mesh; along axis 0: its columns.
+  CHECK(m.groups(2) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(m.groups(1) == std::vector<std::vector<int64_t>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(m.groups(3) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5, 6, 7}});
+  // f32[8,8] split [axis 0, axis 1]: device d holds tile d; split [axis 1,
+  // axis 0] (2x4 tiles transposed to 4x2): device (i, j) holds tile (j, i),
+  // number 2j + i; split over axis 1 alone: (i, j) holds tile j, for both i.
+  CHECK(m.tiles({1, 2}) == std::vector<int64_t>{2, 4});
+  CHECK(m.tile_of({1, 2}).empty());
+  CHECK(m.tiles({2, 1}) == std::vector<int64_t>{4, 2});
+  CHECK(m.tile_of({2, 1}) == std::vector<int64_t>{0, 2, 4, 6, 1, 3, 5, 7});
+  CHECK(m.tile_of({2, 0}) == std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3});
+}
+
 TEST_CASE("import: unsupported HLO stops with file:line: unsupported <what>") {
   auto err = [](const std::string& body) {
     const std::string text = "HloModule m\n\nENTRY main {\n" + body + "}\n";

@@ -172,13 +172,32 @@ inline int64_t tile_index(const std::vector<std::vector<int64_t>>& tile_of, size
   return value < tile_of.size() && !tile_of[value].empty() ? tile_of[value][size_t(d)] : d;
 }
 
-// A value split over a mesh (axis sizes, the first the most significant in
-// a device's number): per dimension, the mask of the axes it is split over
-// (bit a for axis a; dimension order major first). The tiles along each
-// dimension, and the tile each device holds (row-major over the tiles),
-// empty where device d holds tile d.
-std::vector<int64_t> mesh_tiles(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks);
-std::vector<int64_t> mesh_tile_of(const std::vector<int64_t>& mesh, const std::vector<int64_t>& masks);
+// A mesh of devices: its axes' sizes, the first the most significant in a
+// device's number (row-major). A mask names some of its axes (bit a for
+// axis a). The one place the partitioner, the importer and the IR number
+// devices along axes.
+struct Mesh {
+  std::vector<int64_t> sizes;
+
+  // The devices along the axes of `mask`.
+  int64_t count(int64_t mask) const;
+  // Device d's coordinate along axis a, and its place along the axes of
+  // `mask` (row-major over them).
+  int64_t coord(int64_t d, size_t a) const;
+  int64_t index(int64_t d, int64_t mask) const;
+  // The devices that differ only along the axes of `mask`: a group per
+  // place along the other axes (in that order), each in index(d, mask) order.
+  std::vector<std::vector<int64_t>> groups(int64_t mask) const;
+  // A value split over the mesh, per dimension the mask of the axes it is
+  // split over (dimension order major first): the tiles along each
+  // dimension, and the tile each device holds (row-major over the tiles),
+  // empty where device d holds tile d.
+  std::vector<int64_t> tiles(const std::vector<int64_t>& masks) const;
+  std::vector<int64_t> tile_of(const std::vector<int64_t>& masks) const;
+
+ private:
+  int64_t all() const { return (int64_t(1) << sizes.size()) - 1; }
+};
 
 // `tiles` (empty: none) of a local type: the global type.
 Type tiled_type(const Type& local, const std::vector<int64_t>& tiles);
