@@ -156,9 +156,12 @@ class MatmulEmitter {
   }
   // The rings a loop toggles: accumulator slots, output tiles, panel slots.
   struct Toggled {
-    bool acc = false, out = false, panel = false;
+    bool acc = false, out = false, panel = false, a = false;  // a: the A buffers
+    Toggled operator|(const Toggled& o) const { return {acc || o.acc, out || o.out, panel || o.panel, a || o.a}; }
   };
-  Toggled group_toggles;  // a chunk's loop over groups (chunk_of_a())
+  // What the loops inside a chunk toggle: its loop over groups and, where
+  // that forms no loop, the groups' loops over blocks (chunk_of_a()).
+  Toggled group_toggles;
   // How group g goes over its blocks: n blocks, a loop (items()) or not.
   struct BlockLoop {
     int64_t n = 0, head = 0, period = 1, tail = 0;
@@ -648,14 +651,33 @@ void MatmulEmitter::run() {
   // the chunks before the loop gave it: too short a period only fails
   // repeat()'s check), or toggles between two places (the two A buffers;
   // panels, slots or tiles taken two at a time).
-  std::vector<Ring> rings = {{nslots, groups, !group_toggles.panel}, {abufs, 1, true}};
-  for (int64_t given : items_on) rings.push_back({S, given, !group_toggles.acc}), rings.push_back({2, given, !group_toggles.out});
+  const Ring pan{nslots, groups, !group_toggles.panel}, abuf{abufs, 1, true};
+  std::vector<Ring> accs, outs;
+  for (int64_t given : items_on) accs.push_back({S, given, !group_toggles.acc}), outs.push_back({2, given, !group_toggles.out});
+  std::vector<Ring> rings = {pan, abuf};
+  rings.insert(rings.end(), accs.begin(), accs.end());
+  rings.insert(rings.end(), outs.begin(), outs.end());
   const int64_t period = ring_period(rings);
-  // Where a batch's last chunk is short, each batch's chunks loop up to it.
+  // Where a batch's last chunk is short, each batch's chunks loop up to it
+  // (chunks from `from`, up to the batch's end).
   const int64_t per = Ml % chunk != 0 ? chunks_per_batch : chunks;
-  for (int64_t first = 0; first < chunks; first += per) {
+  const auto batch = [&](int64_t first) {
     const int64_t from = std::max(first, lead), n = std::max<int64_t>(0, first + per - from);
     em.items(n, 0, period, 1, [&](int64_t i) { chunk_at(from + i); });
+  };
+  batch(0);
+  if (per < chunks) {
+    // The batches after the first are alike (each follows a short chunk):
+    // a loop over them but the last (it ends the kernel), whose rings
+    // come back as the chunks' do, taken a batch at a time.
+    const bool loops = (per - 1) / period >= Emitter::kMinTrips;
+    const auto toggles = [&](const std::vector<Ring>& rs) {
+      return loops && std::any_of(rs.begin(), rs.end(), [&](const Ring& r) { return ring_turn(r, period) == 2; });
+    };
+    const Toggled inner = group_toggles | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
+    std::vector<Ring> batch_rings = {{nslots, groups * per, !inner.panel}, {abufs, per, !inner.a}};
+    for (int64_t given : items_on) batch_rings.push_back({S, given, !inner.acc}), batch_rings.push_back({2, given, !inner.out});
+    em.items(Bl - 1, 0, ring_period(batch_rings), 1, [&](int64_t i) { batch((i + 1) * per); });
   }
   finish();
 }
@@ -708,7 +730,7 @@ void MatmulEmitter::chunk_of_a() {
   const Ring acc{S, nb, !inner.acc}, out{2, nb, !inner.out}, pan{nslots >= groups ? 1 : nslots, 1, true};
   const int64_t period = ring_period({acc, out, pan});
   const bool loops = (groups - ahead) / period >= Emitter::kMinTrips;
-  group_toggles = {loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
+  group_toggles = inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
   em.items(groups, 1, period, ahead - 1, group);
 }
 

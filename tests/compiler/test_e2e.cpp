@@ -1328,23 +1328,37 @@ TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
   CHECK(double(large) < 1.05 * double(small));
 }
 
-// A batched f32 dot on tiny whose A takes chunks of 43 rows (K = 1024 at
-// --precision highest: three parts), so each batch's 300 rows are six
-// chunks and a short one: the loop over chunks stops before the short
-// chunk in every batch (it used to run on over it and into the next batch,
-// taking the short chunk for a whole one: wrong rows, rel_err 1.59).
+// A batched f32 dot on tiny whose A takes chunks of 11 rows (K = 1024 at
+// --precision highest: six bf16 passes over three parts), so each batch's
+// 300 rows are 27 chunks and a short one: each batch's loop over chunks
+// stops before its short chunk (it used to run on over it and into the
+// next batch, taking the short chunk for a whole one: wrong rows), and the
+// batches after the first loop too, so 16 batches take the code of 8.
 TEST_CASE("loops: a batched dot whose batches end in a short chunk of A") {
   const uint64_t seed = test::test_seed(5121);
   Gen g(seed);
-  Function f;
-  const int a = param(f, {DType::f32, {2, 300, 1024}}), w = param(f, {DType::f32, {2, 1024, 16}});
-  Op d;
-  d.kind = OpKind::dot;
-  d.operands = {a, w};
-  d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
-  d.type = {DType::f32, {2, 300, 16}};
-  f.results = {add_op(f, d)};
-  check_against_interpreter(f, {g.random(f.ops[a].type), g.random(f.ops[w].type)}, "tiny", 1e-5, fmt::format("seed {}", seed));
+  const auto dot = [](int64_t batches) {
+    Function f;
+    const int a = param(f, {DType::f32, {batches, 300, 1024}}), w = param(f, {DType::f32, {batches, 1024, 16}});
+    Op d;
+    d.kind = OpKind::dot;
+    d.operands = {a, w};
+    d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
+    d.type = {DType::f32, {batches, 300, 16}};
+    f.results = {add_op(f, d)};
+    return f;
+  };
+  const auto code = [](const Function& f) {
+    compiler::CompileOptions o;
+    o.machine = sim::load_config("tiny");
+    o.precision = ir::Precision::highest;
+    return compiler::compile(f, o).program.code.size();
+  };
+  const Function f = dot(8);
+  const size_t eight = code(f), sixteen = code(dot(16));
+  INFO("instructions: 8 batches " << eight << ", 16 batches " << sixteen);
+  CHECK(sixteen == eight);
+  check_against_interpreter(f, {g.random(f.ops[0].type), g.random(f.ops[1].type)}, "tiny", 1e-5, fmt::format("seed {}", seed));
 }
 
 // A bf16 dot of odd K and N on tiny whose A fits in one chunk: its column
