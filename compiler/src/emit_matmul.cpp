@@ -154,6 +154,19 @@ class MatmulEmitter {
       if (back) return p;
     }
   }
+  // The period of a loop over n items of `cycles` MXU cycles each: every
+  // ring back exactly where that leaves the loop enough trips and its
+  // trips are short, else rings may toggle. A toggle costs the scalar unit
+  // an add and a negation a trip, and the shorter period a back edge more:
+  // on tiny 3% of a 2x41x90x81 bf16 dot (trips of 500 MXU cycles), 0.04%
+  // of 512x146x1136 (10,000).
+  static constexpr double kToggleTrip = 2000;
+  static int64_t loop_period(std::vector<Ring> rings, int64_t n, double cycles) {
+    const int64_t toggling = ring_period(rings);
+    for (Ring& r : rings) r.toggles = false;
+    const int64_t exact = ring_period(rings);
+    return n / exact > Emitter::kMinTrips && double(toggling) * cycles < kToggleTrip ? exact : toggling;
+  }
   // The rings a loop toggles: accumulator slots, output tiles, panel slots.
   struct Toggled {
     bool acc = false, out = false, panel = false, a = false;  // a: the A buffers
@@ -677,7 +690,7 @@ void MatmulEmitter::run() {
     const Toggled inner = group_toggles | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
     std::vector<Ring> batch_rings = {{nslots, groups * per, !inner.panel}, {abufs, per, !inner.a}};
     for (int64_t given : items_on) batch_rings.push_back({S, given, !inner.acc}), batch_rings.push_back({2, given, !inner.out});
-    em.items(Bl - 1, 0, ring_period(batch_rings), 1, [&](int64_t i) { batch((i + 1) * per); });
+    em.items(Bl - 1, 0, loop_period(batch_rings, Bl - 2, double(Ml * groups * nsteps)), 1, [&](int64_t i) { batch((i + 1) * per); });
   }
   finish();
 }
@@ -728,7 +741,7 @@ void MatmulEmitter::chunk_of_a() {
   const int64_t nb = int64_t(blocks.size());
   const Toggled inner = block_loop(std::min<int64_t>(1, groups - 1)).toggles;  // a group's in the loop
   const Ring acc{S, nb, !inner.acc}, out{2, nb, !inner.out}, pan{nslots >= groups ? 1 : nslots, 1, true};
-  const int64_t period = ring_period({acc, out, pan});
+  const int64_t period = loop_period({acc, out, pan}, groups - ahead, double(crows * nsteps));
   const bool loops = (groups - ahead) / period >= Emitter::kMinTrips;
   group_toggles = inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
   em.items(groups, 1, period, ahead - 1, group);
@@ -760,10 +773,18 @@ MatmulEmitter::BlockLoop MatmulEmitter::block_loop(int64_t g) const {
     bl.tail = gblocks.end() - std::mismatch(gblocks.begin(), gblocks.end(), blocks.begin(), blocks.end()).first;
     if (g == 0) bl.tail = std::max<int64_t>({bl.tail, changed + 1, 1});
   } else {
-    bl.head = 1, bl.period = ring_period({{S, 1, true}, {2, 1, true}});
-    bl.tail = std::max<int64_t>({g == 0 || g == groups - 1 ? 2 : 1, changed + (g == 0 ? 1 : 0)});
+    bl.head = 1, bl.tail = std::max<int64_t>({g == 0 || g == groups - 1 ? 2 : 1, changed + (g == 0 ? 1 : 0)});
+    bl.period = loop_period({{S, 1, true}, {2, 1, true}}, bl.n - bl.head - bl.tail, double(gblocks[0].second * nsteps));
     for (int64_t bi = 1; bi < bl.n; ++bi)
       if (assign[size_t(g)][size_t(bi)] != assign[size_t(g)][0]) return bl;
+    // A loop's steps and back edge cost the scalar unit what the MXUs do
+    // not hide where it issues a block's drain and streams (about an
+    // instruction per epilogue node and row of each item, four per K-step)
+    // in more than kLoopPace of the MXUs' time for the block: the blocks
+    // of a short K on tiny (f32 2225x10x105: 16% slower as a loop).
+    const double items = double(assign[size_t(g)][0].size()), rows = double(gblocks[0].second);
+    const double issue = items * (rows * double(k.expr.nodes.size() + 1) + 4 * double(nsteps)) / em.m_.core.issue_width;
+    if (issue > Emitter::kLoopPace * double(nsteps) * rows) return bl;
   }
   bl.loops = true;
   const bool trips = (bl.n - bl.head - bl.tail) / bl.period >= Emitter::kMinTrips;
