@@ -172,8 +172,8 @@ class MatmulEmitter {
     bool acc = false, out = false, panel = false, a = false;  // a: the A buffers
     Toggled operator|(const Toggled& o) const { return {acc || o.acc, out || o.out, panel || o.panel, a || o.a}; }
   };
-  // What the loops inside a chunk toggle: its loop over groups and, where
-  // that forms no loop, the groups' loops over blocks (chunk_of_a()).
+  // What the loops inside the last chunk toggled: its loop over groups and
+  // the groups' loops over blocks (chunk_of_a()).
   Toggled group_toggles;
   // How group g goes over its blocks: n blocks, a loop (items()) or not.
   struct BlockLoop {
@@ -678,6 +678,7 @@ void MatmulEmitter::run() {
     const int64_t from = std::max(first, lead), n = std::max<int64_t>(0, first + per - from);
     em.items(n, 0, period, 1, [&](int64_t i) { chunk_at(from + i); });
   };
+  const Toggled full = group_toggles;  // a whole chunk's (the lead's)
   batch(0);
   if (per < chunks) {
     // The batches after the first are alike (each follows a short chunk):
@@ -687,7 +688,7 @@ void MatmulEmitter::run() {
     const auto toggles = [&](const std::vector<Ring>& rs) {
       return loops && std::any_of(rs.begin(), rs.end(), [&](const Ring& r) { return ring_turn(r, period) == 2; });
     };
-    const Toggled inner = group_toggles | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
+    const Toggled inner = full | group_toggles | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
     std::vector<Ring> batch_rings = {{nslots, groups * per, !inner.panel}, {abufs, per, !inner.a}};
     for (int64_t given : items_on) batch_rings.push_back({S, given, !inner.acc}), batch_rings.push_back({2, given, !inner.out});
     em.items(Bl - 1, 0, loop_period(batch_rings, Bl - 2, double(Ml * groups * nsteps)), 1, [&](int64_t i) { batch((i + 1) * per); });
