@@ -65,7 +65,6 @@ class MatmulEmitter {
   }
   void load_first_block();
   void prefetch(int64_t g, size_t bi, const std::vector<double>& steps = {});
-  void chunk_of_a();
   void block(int64_t g, size_t bi);
   // Where a block of `rows` rows drains the block before it (`items` items
   // of `held_rows` rows), when at fixed K-steps: every block's code is then
@@ -132,8 +131,6 @@ class MatmulEmitter {
   void finish();
 
   uint64_t acc_base(int m, int64_t slot) const { return uint64_t((m * S + slot) * Mb); }
-  // The chunks after which n panel slots, taken `groups` a chunk in turn, come back.
-  int64_t panel_period(int64_t n) const { return n / std::gcd(n, groups); }
   // A ring of `n` slots (accumulator slots, output tiles, panel slots)
   // that a loop goes round, `taken` per item of the loop (chunk, group,
   // block). A loop's iteration of p items finds it where it was after one
@@ -172,9 +169,9 @@ class MatmulEmitter {
     bool acc = false, out = false, panel = false, a = false;  // a: the A buffers
     Toggled operator|(const Toggled& o) const { return {acc || o.acc, out || o.out, panel || o.panel, a || o.a}; }
   };
-  // What the loops inside the last chunk toggled: its loop over groups and
-  // the groups' loops over blocks (chunk_of_a()).
-  Toggled group_toggles;
+  // One chunk of A; returns the rings its loops toggled (its loop over
+  // groups and the groups' loops over blocks).
+  Toggled chunk_of_a();
   // How group g goes over its blocks: n blocks, a loop (items()) or not.
   struct BlockLoop {
     int64_t n = 0, head = 0, period = 1, tail = 0;
@@ -374,7 +371,7 @@ MatmulEmitter::MatmulEmitter(Emitter& em_, const Kernel& kernel)
   // counts that fit, up to one group more, the one that makes the two
   // come back soonest (two groups, four accumulator slots: with three
   // panel slots after 12 chunks, with four after 4).
-  const auto chunk_period = [&](int64_t n) { return std::lcm(panel_period(n), S); };
+  const auto chunk_period = [&](int64_t n) { return std::lcm(ring_turn({n, groups, false}, 1), S); };
   if (fits(groups) && Bl >= 4)
     for (int64_t n = nslots + 1; n <= nslots + groups && fits(n); ++n)
       if (chunk_period(n) < chunk_period(nslots)) nslots = int(n);
@@ -649,14 +646,16 @@ void MatmulEmitter::run() {
   // The first (it loads the first weights), a loop over the next in
   // periods (below), the last one (perhaps short).
   const int64_t chunks = Bl * chunks_per_batch;
+  Toggled last;  // what the last chunk's loops toggled
   const auto chunk_at = [&](int64_t i) {
     b = b_lo + i / chunks_per_batch, c0 = m_lo + i % chunks_per_batch * chunk, chunk_no = i;
-    chunk_of_a();
+    last = chunk_of_a();
   };
   // Without credits (the constructor) the second chunk, the first to wait
   // for an A buffer, differs from those after it.
   const int64_t lead = std::min<int64_t>(credits ? 1 : 2, chunks);
   for (int64_t c = 0; c < lead; ++c) chunk_at(c);
+  const Toggled full = last;  // a whole chunk's (the lead's)
   // A period of chunks returns to the same panel slots (a chunk loads
   // `groups` panels into the slots in turn: with more slots than groups,
   // the next chunk's start where this one's end), accumulator slots and
@@ -664,9 +663,9 @@ void MatmulEmitter::run() {
   // the chunks before the loop gave it: too short a period only fails
   // repeat()'s check), or toggles between two places (the two A buffers;
   // panels, slots or tiles taken two at a time).
-  const Ring pan{nslots, groups, !group_toggles.panel}, abuf{abufs, 1, true};
+  const Ring pan{nslots, groups, !full.panel}, abuf{abufs, 1, true};
   std::vector<Ring> accs, outs;
-  for (int64_t given : items_on) accs.push_back({S, given, !group_toggles.acc}), outs.push_back({2, given, !group_toggles.out});
+  for (int64_t given : items_on) accs.push_back({S, given, !full.acc}), outs.push_back({2, given, !full.out});
   std::vector<Ring> rings = {pan, abuf};
   rings.insert(rings.end(), accs.begin(), accs.end());
   rings.insert(rings.end(), outs.begin(), outs.end());
@@ -678,7 +677,6 @@ void MatmulEmitter::run() {
     const int64_t from = std::max(first, lead), n = std::max<int64_t>(0, first + per - from);
     em.items(n, 0, period, 1, [&](int64_t i) { chunk_at(from + i); });
   };
-  const Toggled full = group_toggles;  // a whole chunk's (the lead's)
   batch(0);
   if (per < chunks) {
     // The batches after the first are alike (each follows a short chunk):
@@ -688,7 +686,7 @@ void MatmulEmitter::run() {
     const auto toggles = [&](const std::vector<Ring>& rs) {
       return loops && std::any_of(rs.begin(), rs.end(), [&](const Ring& r) { return ring_turn(r, period) == 2; });
     };
-    const Toggled inner = full | group_toggles | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
+    const Toggled inner = full | last | Toggled{toggles(accs), toggles(outs), toggles({pan}), toggles({abuf})};
     std::vector<Ring> batch_rings = {{nslots, groups * per, !inner.panel}, {abufs, per, !inner.a}};
     for (int64_t given : items_on) batch_rings.push_back({S, given, !inner.acc}), batch_rings.push_back({2, given, !inner.out});
     em.items(Bl - 1, 0, loop_period(batch_rings, Bl - 2, double(Ml * groups * nsteps)), 1, [&](int64_t i) { batch((i + 1) * per); });
@@ -707,7 +705,7 @@ void MatmulEmitter::finish() {
 
 // One chunk of A's rows (batch b, rows c0..): its blocks, the order its
 // data arrives in, and every block's MXU work.
-void MatmulEmitter::chunk_of_a() {
+MatmulEmitter::Toggled MatmulEmitter::chunk_of_a() {
   crows = std::min(chunk, m_hi - c0);
   as = int(chunk_no % abufs);
   note(fmt::format("A: batch {}, rows {}..{}", b, c0, c0 + crows - 1), kDma);
@@ -744,8 +742,8 @@ void MatmulEmitter::chunk_of_a() {
   const Ring acc{S, nb, !inner.acc}, out{2, nb, !inner.out}, pan{nslots >= groups ? 1 : nslots, 1, true};
   const int64_t period = loop_period({acc, out, pan}, groups - ahead, double(crows * nsteps));
   const bool loops = (groups - ahead) / period >= Emitter::kMinTrips;
-  group_toggles = inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
   em.items(groups, 1, period, ahead - 1, group);
+  return inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
 }
 
 // How group g goes over its blocks (chunk_of_a()). Blocks at the group's

@@ -349,6 +349,24 @@ int matmul(Function& f, int a, int w, int64_t M, int64_t N) {
   return add_op(f, d);
 }
 
+// a[B,M,K] @ w[B,K,N] -> f32[B,M,N], batched over the leading dimension.
+int batched_matmul(Function& f, int a, int w, int64_t B, int64_t M, int64_t N) {
+  Op d;
+  d.kind = OpKind::dot;
+  d.operands = {a, w};
+  d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
+  d.type = {DType::f32, {B, M, N}};
+  return add_op(f, d);
+}
+
+// How many instructions tpuc writes for f.
+size_t code_size(const Function& f, const std::string& preset, std::optional<ir::Precision> precision = std::nullopt) {
+  compiler::CompileOptions o;
+  o.machine = sim::load_config(preset);
+  o.precision = precision;
+  return compiler::compile(f, o).program.code.size();
+}
+
 void check_against_interpreter(const Function& f, const std::vector<Tensor>& inputs, const std::string& preset, double tol,
                                const std::string& what) {
   INFO(what << " on " << preset);
@@ -1203,12 +1221,7 @@ TEST_CASE("loops: a batched dot's code does not grow with its batches") {
   for (const int64_t B : {24, 48}) {
     Function f;
     const int a = param(f, {DType::bf16, {B, 256, 128}}), w = param(f, {DType::bf16, {B, 128, 384}});
-    Op d;
-    d.kind = OpKind::dot;
-    d.operands = {a, w};
-    d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
-    d.type = {DType::f32, {B, 256, 384}};
-    f.results = {add_op(f, d)};
+    f.results = {batched_matmul(f, a, w, B, 256, 384)};
     const std::vector<Tensor> in = {g.random(f.ops[a].type), g.random(f.ops[w].type)};
     const LoopRun looped = run_with_loops(f, in, true), straight = run_with_loops(f, in, false);
     INFO("B " << B << ": instructions " << looped.instructions << " (straight " << straight.instructions << "), cycles "
@@ -1318,9 +1331,7 @@ TEST_CASE("loops: an f32 dot's code on tiny does not grow with its tiles") {
     Function f;
     const int a = param(f, {DType::f32, {m, k}}), w = param(f, {DType::f32, {k, n}});
     f.results = {matmul(f, a, w, m, n)};
-    compiler::CompileOptions o;
-    o.machine = sim::load_config("tiny");
-    return compiler::compile(f, o).program.code.size();
+    return code_size(f, "tiny");
   };
   const size_t small = code(1024, 1024, 1024), large = code(2048, 1024, 2048);
   INFO("instructions: 1024x1024x1024 " << small << ", 2048x1024x2048 " << large);
@@ -1340,22 +1351,11 @@ TEST_CASE("loops: a batched dot whose batches end in a short chunk of A") {
   const auto dot = [](int64_t batches) {
     Function f;
     const int a = param(f, {DType::f32, {batches, 300, 1024}}), w = param(f, {DType::f32, {batches, 1024, 16}});
-    Op d;
-    d.kind = OpKind::dot;
-    d.operands = {a, w};
-    d.lhs_batch = {0}, d.rhs_batch = {0}, d.lhs_contract = {2}, d.rhs_contract = {1};
-    d.type = {DType::f32, {batches, 300, 16}};
-    f.results = {add_op(f, d)};
+    f.results = {batched_matmul(f, a, w, batches, 300, 16)};
     return f;
   };
-  const auto code = [](const Function& f) {
-    compiler::CompileOptions o;
-    o.machine = sim::load_config("tiny");
-    o.precision = ir::Precision::highest;
-    return compiler::compile(f, o).program.code.size();
-  };
   const Function f = dot(8);
-  const size_t eight = code(f), sixteen = code(dot(16));
+  const size_t eight = code_size(f, "tiny", ir::Precision::highest), sixteen = code_size(dot(16), "tiny", ir::Precision::highest);
   INFO("instructions: 8 batches " << eight << ", 16 batches " << sixteen);
   CHECK(sixteen == eight);
   check_against_interpreter(f, {g.random(f.ops[0].type), g.random(f.ops[1].type)}, "tiny", 1e-5, fmt::format("seed {}", seed));
@@ -1374,13 +1374,8 @@ TEST_CASE("loops: a bf16 dot's code on tiny does not grow with its column tiles"
     f.results = {matmul(f, a, w, m, n)};
     return f;
   };
-  const auto code = [](const Function& f) {
-    compiler::CompileOptions o;
-    o.machine = sim::load_config("tiny");
-    return compiler::compile(f, o).program.code.size();
-  };
   const Function small = dot(512, 146, 142);
-  const size_t narrow = code(small), wide = code(dot(512, 146, 8 * 142));
+  const size_t narrow = code_size(small, "tiny"), wide = code_size(dot(512, 146, 8 * 142), "tiny");
   INFO("instructions: 512x146x142 " << narrow << ", 512x146x1136 " << wide);
   CHECK(narrow < 13000);
   CHECK(double(wide) < 1.1 * double(narrow));
