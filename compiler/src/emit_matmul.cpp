@@ -114,13 +114,16 @@ class MatmulEmitter {
   // faster without it, 2048x4096x2048 0.3% slower, with 8% less code.
   bool shorten_end(int64_t rows) const { return double(rows * nmu) * 100 >= mxu_cycles(); }
   // Drains `blk`: unpinned (`at` empty) all of it; else parts first ..
-  // first + at.size() - 1 of `parts`, part p pinned at at[p - first].
-  void drain_block(const Block& blk, const std::vector<double>& at = {}, int64_t parts = 0, int64_t first = 0);
+  // first + at.size() - 1 of `parts`, part p pinned at at[p - first],
+  // each with `part_cycles` cycles of MXU work around it to issue in.
+  void drain_block(const Block& blk, const std::vector<double>& at = {}, int64_t parts = 0, int64_t first = 0, double part_cycles = 0);
   // A drain at fixed steps under way: part p goes at the kernel's K-step
-  // step[p] (counted over all blocks so far; kstep0 is the current block's first).
+  // step[p] (counted over all blocks so far; kstep0 is the current
+  // block's first), `cycles` apart.
   struct Pending {
     Block blk;
     std::vector<int64_t> step;
+    double cycles = 0;
     int64_t next = 0;
   };
   std::deque<Pending> pending;
@@ -495,7 +498,7 @@ void MatmulEmitter::zero_padding() {
 // in the program (Emitter::pin_), the items' rows interleaved, so the VPU
 // waits for and signals each MXU's semaphores once, outside the loops the
 // parts fold into.
-void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at, int64_t parts, int64_t first) {
+void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at, int64_t parts, int64_t first, double part_cycles) {
   const int64_t b = blk.b, m0 = blk.m0, rows = blk.rows;
   const std::vector<Item>& items = blk.items;
   std::vector<int64_t> eready(items.size(), 0);
@@ -551,11 +554,46 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at,
     for (int u = 0; u < U; ++u)
       vst(od, rp.reg[u0 + u][k.expr.nodes.size() - 1], obuf[m][oslot] + uint64_t((r + u) * D * oesz));
   };
-  // Row group g (rows r .. r + U0) of item ii, pipelined across the banks.
+  // Row group g (rows r .. r + U0) of item ii, pipelined across the banks
+  // (pipe.last: its instructions).
   auto rows_of = [&](Pipeliner& pipe, size_t ii, int64_t r, int64_t g) {
     const int U = int(std::min<int64_t>(U0, rows - r));
-    if (banks == 2) pipe.group([&] { gen(ii, r, U, int(g % banks)); });
-    else gen(ii, r, U, 0);
+    if (banks == 2) return pipe.group([&] { gen(ii, r, U, int(g % banks)); });
+    pipe.last.clear();
+    em.capture_ = &pipe.last;
+    gen(ii, r, U, 0);
+    em.capture_ = nullptr;
+    for (const isa::Instruction& i : pipe.last) ins(i);
+  };
+  // Rows r0 .. r1 of every item, a step of U0 rows of each at a time:
+  // the first step (its instructions tell what a step costs), then, in a
+  // part pinned among the MXU work (drain_pending), a loop whose trips
+  // take enough steps for the scalar unit to issue the part in its share
+  // of the MXU work around it (Emitter::trip_items; an even number where
+  // the banks alternate from step to step, and whole rows of a column
+  // leaf, whose offsets then step by a constant), after those that fill
+  // the VPU's queue, then those left (and a short last step). Unpinned
+  // rows are written out: a loop goes as one in the program, ahead of the
+  // other units' work the straight code interleaves with its rows.
+  auto row_steps = [&](Pipeliner& pipe, int64_t r0, int64_t r1) {
+    const int64_t n = ceil_div(r1 - r0, U0), ni = int64_t(items.size());
+    std::vector<isa::Instruction> first;
+    auto step = [&](int64_t s) {
+      for (int64_t x = 0; x < ni; ++x) {
+        rows_of(pipe, size_t(x), r0 + s * U0, s * ni + x);
+        if (s == 0) first.insert(first.end(), pipe.last.begin(), pipe.last.end());
+      }
+    };
+    step(0);
+    if (first.empty()) return;
+    const double has = std::max(em.vpu_cycles(first), part_cycles / double(n));
+    int64_t per = em.trip_items(double(first.size()), has, int(2 + extras.size()));
+    if (banks == 2 && ni % 2 != 0) per += per % 2;
+    for (const Node& nd : k.expr.nodes)
+      if (nd.leaf == Leaf::col) per = std::lcm(per, int64_t(nd.value) / std::gcd(int64_t(nd.value), U0 * N));
+    const int64_t lead = int64_t(em.m_.core.queue_depth) / int64_t(first.size());
+    if (per > 0 && em.pin_ >= 0) em.items(n - 1, lead, per, (r1 - r0) % U0 != 0, [&](int64_t s) { step(s + 1); });
+    else for (int64_t s = 1; s < n; ++s) step(s);
   };
   auto done = [&](size_t ii) {
     const int m = items[ii].m;
@@ -629,8 +667,7 @@ void MatmulEmitter::drain_block(const Block& blk, const std::vector<double>& at,
         for (const auto& [mu, total] : acc_marks[items[ii].m].at(size_t(items[ii].idx))) wait(kVpu, Acc[size_t(mu)], total);
       }
     Pipeliner pipe{em, {}, {}};
-    for (int64_t r = p * per, g = 0; r < std::min(rows, (p + 1) * per); r += U0)
-      for (size_t ii = 0; ii < items.size(); ++ii, ++g) rows_of(pipe, ii, r, g);
+    if (p * per < rows) row_steps(pipe, p * per, std::min(rows, (p + 1) * per));
     pipe.flush();
     if (p + 1 == parts) {
       for (size_t ii = 0; ii < items.size(); ++ii) done(ii);
@@ -1072,7 +1109,7 @@ void MatmulEmitter::block(int64_t g, size_t bi) {
     for (size_t i = 0; fixed && i < held->items.size(); ++i)  // no item drained chunk by chunk
       fixed = chunk_rows[size_t(held->items[i].m)].at(size_t(held->items[i].idx)) == held->rows;
     if (fixed) {
-      Pending pd{*held, {}, 0};
+      Pending pd{*held, {}, double(d.gap * rows), 0};
       for (int64_t p = 0; p < d.parts; ++p) pd.step.push_back(kstep0 + d.q0 + p * d.gap);
       pending.push_back(std::move(pd));
       drain_pending(step_t, false);
@@ -1093,7 +1130,7 @@ void MatmulEmitter::drain_pending(const std::vector<double>& step_t, bool all) {
       // (a part whose step has passed waited for the drain before it to finish: at this block's first step)
       at.push_back(all ? -1.0 : step_t[size_t(std::max<int64_t>(0, pd.step[size_t(p)] - kstep0))]);
     if (at.empty()) break;  // the VPU takes the drains in order
-    drain_block(pd.blk, at, parts, pd.next);
+    drain_block(pd.blk, at, parts, pd.next, pd.cycles);
     pd.next += int64_t(at.size());
   }
   while (!pending.empty() && pending.front().next == int64_t(pending.front().step.size())) pending.pop_front();

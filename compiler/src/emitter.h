@@ -446,7 +446,13 @@ class Emitter {
       for (size_t v = 0; v < c.vals.size(); ++v) c.vals[v] += uint64_t(after_trips(steps[first_step[k] + v], i));
       return c;
     };
-    double key = before;
+    // A loop of one unit's work pinned at one place (Emitter::pin_) that
+    // neither waits nor signals (a part of a drain's rows) goes at that
+    // place: its unit keeps its order, and the other units' work passes
+    // it as it would pass the straight code. Any other loop goes after
+    // everything before it, and nothing after it goes before its end.
+    const bool solo = solo_unit(s0, prog_.size());
+    double key = solo ? prog_[s0].key : before;
     for (size_t k = at[0]; k < s0; ++k) key = std::max(key, prog_[k].key);  // and after a first iteration left out
     const bool any_staged = std::find(stage.begin(), stage.end(), 1) != stage.end();
     // Where the first trip enters: past the last stage-1 part, and not
@@ -489,7 +495,23 @@ class Emitter {
       if (stage[k]) out.push_back({key, at_iteration(k, count - 1)});
     prog_.resize(s0);
     prog_.insert(prog_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
-    key_floor_ = max_key_;  // nothing after the loop goes before its end
+    if (!solo) key_floor_ = max_key_;
+  }
+  // Whether the recorded lines [a, b) are one unit's work, in one place,
+  // with no wait or signal.
+  bool solo_unit(size_t a, size_t b) const {
+    int unit = -1;
+    for (size_t k = a; k < b; ++k) {
+      const Scheduled& s = prog_[k].s;
+      if (s.unit < 0) {
+        if (s.loop != 0 || s.entry) return false;
+        continue;
+      }
+      if (unit >= 0 && s.unit != unit) return false;
+      if (prog_[k].key != prog_[a].key || isa::spec(s.insn.op).unit == isa::ExecUnit::Sync) return false;
+      unit = s.unit;
+    }
+    return unit >= 0;
   }
   // How many items a loop's trip takes so that the scalar unit, with the
   // loop's steps, back edge and branch bubble, still issues a trip in
