@@ -182,6 +182,9 @@ class MatmulEmitter {
     Toggled toggles;     // the rings the loop toggles
   };
   BlockLoop block_loop(int64_t g) const;
+  // Blocks go round their rings exactly (no toggles), so that the loop
+  // over groups around them may toggle (chunk_of_a()).
+  bool exact_blocks = false;
   // Telling an MXU that DMA data is in: a `signal dma` counts once every
   // transfer before it has landed, without holding up what follows.
   void dma_fence(Counter& c) { signal(kDma, c); }
@@ -775,10 +778,24 @@ MatmulEmitter::Toggled MatmulEmitter::chunk_of_a() {
   // items, S accumulator slots and 2 tiles in turn; a group takes the next
   // of the panel slots unless every group has its own.
   const int64_t nb = int64_t(blocks.size());
-  const Toggled inner = block_loop(std::min<int64_t>(1, groups - 1)).toggles;  // a group's in the loop
-  const Ring acc{S, nb, !inner.acc}, out{2, nb, !inner.out}, pan{nslots >= groups ? 1 : nslots, 1, true};
-  const int64_t period = loop_period({acc, out, pan}, groups - ahead, double(crows * nsteps));
-  const bool loops = (groups - ahead) / period >= Emitter::kMinTrips;
+  // Where the blocks' toggles leave too few groups for a loop, the blocks
+  // go round exactly if that lets the groups loop.
+  Toggled inner;
+  Ring acc{}, out{}, pan{};
+  int64_t period = 0;
+  bool loops = false;
+  const auto plan = [&](bool exact) {
+    exact_blocks = exact;
+    inner = block_loop(std::min<int64_t>(1, groups - 1)).toggles;  // a group's in the loop
+    acc = {S, nb, !inner.acc}, out = {2, nb, !inner.out}, pan = {nslots >= groups ? 1 : nslots, 1, true};
+    period = loop_period({acc, out, pan}, groups - ahead, double(crows * nsteps));
+    loops = (groups - ahead) / period >= Emitter::kMinTrips;
+  };
+  plan(false);
+  if (!loops && (inner.acc || inner.out)) {
+    plan(true);
+    if (!loops) plan(false);
+  }
   em.items(groups, 1, period, ahead - 1, group);
   return inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
 }
@@ -791,7 +808,8 @@ MatmulEmitter::Toggled MatmulEmitter::chunk_of_a() {
 // A). Steady blocks: the first two (the first drains what the group
 // before left, the second has no drain of two blocks back), then a loop
 // over pairs of blocks (output tiles come back after two, accumulator
-// slots after two or toggle from pair to pair). Other blocks: the first
+// slots after two or toggle from pair to pair; with exact_blocks, over as
+// many blocks as bring both back). Other blocks: the first
 // (it loads the next group's weights or, in the first group, A piece by
 // piece), a loop over those alike, then the end: each MXU's last use of
 // the panel, in the first group also the block that loads the last
@@ -805,12 +823,12 @@ MatmulEmitter::BlockLoop MatmulEmitter::block_loop(int64_t g) const {
   const auto other = std::find_if(gblocks.begin(), gblocks.end(), [&](const auto& x) { return x.second != gblocks[0].second; });
   const int64_t changed = gblocks.end() - other;  // blocks from where the rows change
   if (steady) {
-    bl.head = kHeadBlocks, bl.period = 2;
+    bl.head = kHeadBlocks, bl.period = exact_blocks ? ring_period({{S, 1, false}, {2, 1, false}}) : 2;
     bl.tail = gblocks.end() - std::mismatch(gblocks.begin(), gblocks.end(), blocks.begin(), blocks.end()).first;
     if (g == 0) bl.tail = std::max<int64_t>({bl.tail, changed + 1, 1});
   } else {
     bl.head = 1, bl.tail = std::max<int64_t>({g == 0 || g == groups - 1 ? 2 : 1, changed + (g == 0 ? 1 : 0)});
-    bl.period = loop_period({{S, 1, true}, {2, 1, true}}, bl.n - bl.head - bl.tail, double(gblocks[0].second * nsteps));
+    bl.period = loop_period({{S, 1, !exact_blocks}, {2, 1, !exact_blocks}}, bl.n - bl.head - bl.tail, double(gblocks[0].second * nsteps));
     for (int64_t bi = 1; bi < bl.n; ++bi)
       if (assign[size_t(g)][size_t(bi)] != assign[size_t(g)][0]) return bl;
     // A loop's steps and back edge cost the scalar unit what the MXUs do
