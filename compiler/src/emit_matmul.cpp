@@ -182,9 +182,6 @@ class MatmulEmitter {
     Toggled toggles;     // the rings the loop toggles
   };
   BlockLoop block_loop(int64_t g) const;
-  // The values a loop over blocks steps (A's rows, the accumulator slots,
-  // the output tiles and their stores, about).
-  static constexpr int kBlockSteps = 6;
   // Blocks go round their rings exactly (no toggles), so that the loop
   // over groups around them may toggle (chunk_of_a()).
   bool exact_blocks = false;
@@ -838,13 +835,10 @@ MatmulEmitter::BlockLoop MatmulEmitter::block_loop(int64_t g) const {
     // not hide where it issues a block's drain and streams (about an
     // instruction per epilogue node and row of each item, four per K-step)
     // in more than kLoopPace of the MXUs' time for the block: the blocks
-    // of a short K on tiny (f32 2225x10x105: 16% slower as a loop), unless
-    // they cost at most 1/kMaxLoopOverhead of a trip's issue (long blocks
-    // of a short K on v4: bf16 9176x216x1864).
+    // of a short K on tiny (f32 2225x10x105: 16% slower as a loop).
     const double items = double(assign[size_t(g)][0].size()), rows = double(gblocks[0].second);
     const double issue = items * (rows * double(k.expr.nodes.size() + 1) + 4 * double(nsteps)) / em.m_.core.issue_width;
-    const double trip = double(kBlockSteps + 1) / em.m_.core.issue_width + em.m_.core.branch_penalty;
-    if (issue > Emitter::kLoopPace * double(nsteps) * rows && trip * kMaxLoopOverhead > issue * double(bl.period)) return bl;
+    if (issue > Emitter::kLoopPace * double(nsteps) * rows) return bl;
   }
   bl.loops = true;
   const bool trips = (bl.n - bl.head - bl.tail) / bl.period >= Emitter::kMinTrips;

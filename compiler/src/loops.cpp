@@ -45,8 +45,8 @@ uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (
 constexpr double kScalarShare = 0.85;
 // Where no loop keeps up (the scalar unit is the bottleneck), one whose
 // steps and back edge take at most 1/kMaxOverhead of its body's issue
-// cycles is formed all the same (loops.h).
-constexpr double kMaxOverhead = kMaxLoopOverhead;
+// cycles is formed all the same: it costs at most 0.5% of its stretch.
+constexpr double kMaxOverhead = 200;
 constexpr int64_t kMinSaving = 16;  // instructions a loop must save to be worth its registers and branches
 
 bool fits32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }

@@ -79,12 +79,6 @@ struct Scheduled {
   bool entry = false;
 };
 
-// Where the scalar unit is the bottleneck, a loop whose steps and back
-// edge take at most 1/kMaxLoopOverhead of its trip's issue cycles costs at
-// most 0.5% of its stretch: the kernels state such loops, and the loop
-// writer folds such repeats.
-constexpr double kMaxLoopOverhead = 200;
-
 struct LoopOptions {
   bool enabled = true;     // false: straight-line code, as scheduled
   int min_body = 16;       // a loop body smaller than this is unrolled until it is not
