@@ -779,22 +779,30 @@ MatmulEmitter::Toggled MatmulEmitter::chunk_of_a() {
   // of the panel slots unless every group has its own.
   const int64_t nb = int64_t(blocks.size());
   // Where the blocks' toggles leave too few groups for a loop, the blocks
-  // go round exactly if that lets the groups loop.
+  // go round exactly if that writes fewer blocks (groups written times
+  // blocks written a group).
   Toggled inner;
   Ring acc{}, out{}, pan{};
-  int64_t period = 0;
+  int64_t period = 0, written = 0;
   bool loops = false;
   const auto plan = [&](bool exact) {
     exact_blocks = exact;
-    inner = block_loop(std::min<int64_t>(1, groups - 1)).toggles;  // a group's in the loop
+    const BlockLoop bl = block_loop(std::min<int64_t>(1, groups - 1));  // a group's in the loop
+    inner = bl.toggles;
     acc = {S, nb, !inner.acc}, out = {2, nb, !inner.out}, pan = {nslots >= groups ? 1 : nslots, 1, true};
     period = loop_period({acc, out, pan}, groups - ahead, double(crows * nsteps));
     loops = (groups - ahead) / period >= Emitter::kMinTrips;
+    const auto items_written = [](int64_t n, int64_t head, int64_t per, int64_t tail, bool loop) {
+      const int64_t left = std::max<int64_t>(0, n - head - tail);
+      return loop && left / per >= Emitter::kMinTrips ? n - left + per + left % per : n;
+    };
+    written = items_written(groups, 1, period, ahead - 1, loops) * items_written(bl.n, bl.head, bl.period, bl.tail, bl.loops);
   };
   plan(false);
   if (!loops && (inner.acc || inner.out)) {
+    const int64_t toggling = written;
     plan(true);
-    if (!loops) plan(false);
+    if (written >= toggling) plan(false);
   }
   em.items(groups, 1, period, ahead - 1, group);
   return inner | Toggled{loops && ring_turn(acc, period) == 2, loops && ring_turn(out, period) == 2, loops && ring_turn(pan, period) == 2};
